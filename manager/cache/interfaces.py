@@ -1,0 +1,58 @@
+"""The seams between the cache and its consumers (sources, controllers, the manager).
+
+Objects are plain JSON dicts owned by the store: handlers must not mutate them (no deep copy
+is made per event, for speed); a consumer that wants to change one copies it first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from manager.scheme import GroupVersionKind, ObjectKey
+
+Object = dict[str, Any]
+
+
+class ResourceEventHandler(Protocol):
+    """Called synchronously by the informer for each change, in order; must not block."""
+
+    def on_add(self, obj: Object, is_in_initial_list: bool) -> None: ...
+
+    def on_update(self, old: Object, new: Object) -> None: ...
+
+    def on_delete(self, obj: Object) -> None:
+        """``obj`` is the last state the informer knew (a relist may synthesise the delete)."""
+        ...
+
+
+class Informer(Protocol):
+    def add_event_handler(self, handler: ResourceEventHandler) -> None:
+        """Register a handler; it is first called with ``on_add`` for every object already cached."""
+        ...
+
+    def remove_event_handler(self, handler: ResourceEventHandler) -> None: ...
+
+    def has_synced(self) -> bool: ...
+
+
+class Informers(Protocol):
+    """What a source needs from the cache."""
+
+    async def get_informer(self, gvk: GroupVersionKind) -> Informer: ...
+
+    async def wait_for_cache_sync(self) -> bool: ...
+
+
+class Reader(Protocol):
+    """Cache-backed reads, as in controller-runtime's client.Reader (on dicts)."""
+
+    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> Object: ...
+
+    async def list(
+        self,
+        gvk: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | dict[str, str] | None = None,
+        field_selector: dict[str, str] | None = None,
+    ) -> list[Object]: ...

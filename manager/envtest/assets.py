@@ -1,0 +1,130 @@
+"""Finding, or building once, the control-plane binaries.
+
+Lookup order, as envtest's BinPathFinder: ``TEST_ASSET_<NAME>``, then ``$KUBEBUILDER_ASSETS``,
+then our build cache (``$ENVTEST_ASSETS_DIR``, default
+``~/.cache/trainer-py/k8s-assets/<versions key>``). Whatever is missing from all three is built
+from Go modules by ``build_binaries.sh`` under a file lock, so concurrent test runs build once.
+A build that fails raises :class:`AssetBuildError` naming the failing step: never a silent skip.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from manager.envtest.errors import AssetBuildError
+
+K8S_VERSION = os.environ.get("K8S_VERSION", "v1.34.4")
+ETCD_VERSION = os.environ.get("ETCD_VERSION", "v3.6.16")
+KWOK_VERSION = os.environ.get("KWOK_VERSION", "v0.7.0")
+
+#: Which build piece produces which binary.
+PIECES: dict[str, str] = {
+    "etcd": "etcd",
+    "kube-apiserver": "kube",
+    "kube-controller-manager": "kube",
+    "kube-scheduler": "kube",
+    "kubectl": "kube",
+    "kwok": "kwok",
+}
+PLAIN = ("etcd", "kube-apiserver")
+FULL = (*PLAIN, "kube-controller-manager", "kube-scheduler", "kwok")
+
+_BUILD_SCRIPT = Path(__file__).with_name("build_binaries.sh")
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "trainer-py" / "k8s-assets"
+
+
+def assets_dir() -> Path:
+    """The build cache for the pinned versions (``ENVTEST_ASSETS_DIR`` overrides it)."""
+    if override := os.environ.get("ENVTEST_ASSETS_DIR"):
+        return Path(override)
+    key = f"k8s-{K8S_VERSION}_etcd-{ETCD_VERSION}_kwok-{KWOK_VERSION}_linux-amd64"
+    return cache_root() / key
+
+
+def _env_name(binary: str) -> str:
+    return "TEST_ASSET_" + re.sub(r"[^A-Z0-9]+", "_", binary.upper())
+
+
+def find(binary: str) -> Path | None:
+    """Where an existing binary is, or None when it must be built."""
+    if explicit := os.environ.get(_env_name(binary)):
+        return Path(explicit)
+    if kb := os.environ.get("KUBEBUILDER_ASSETS"):
+        candidate = Path(kb) / binary
+        if candidate.is_file():
+            return candidate
+    candidate = assets_dir() / binary
+    return candidate if candidate.is_file() else None
+
+
+@contextmanager
+def _build_lock(directory: Path) -> Iterator[None]:
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.with_name(directory.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def build(pieces: Iterable[str], *, out: Path | None = None, quiet: bool = False) -> float:
+    """Build the named pieces (etcd, kube, kwok) into the cache; returns the seconds it took."""
+    if shutil.which("go") is None:
+        raise AssetBuildError("go toolchain", "`go` is not on PATH; install Go or set KUBEBUILDER_ASSETS")
+    out = out or assets_dir()
+    env = {
+        **os.environ,
+        "K8S_VERSION": K8S_VERSION,
+        "ETCD_VERSION": ETCD_VERSION,
+        "KWOK_VERSION": KWOK_VERSION,
+    }
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["bash", str(_BUILD_SCRIPT), str(out), *pieces],
+        env=env,
+        stdout=subprocess.PIPE if quiet else sys.stderr,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        output = proc.stdout or ""
+        failed = re.findall(r"envtest build FAILED at step: (.*)", output)
+        step = failed[-1] if failed else "build_binaries.sh"
+        raise AssetBuildError(step, output[-4000:] if output else "see the output above")
+    return time.monotonic() - started
+
+
+def ensure(binaries: Iterable[str]) -> dict[str, Path]:
+    """Paths of the wanted binaries, building what is missing (once, under a lock)."""
+    wanted = list(binaries)
+    unknown = [b for b in wanted if b not in PIECES]
+    if unknown:
+        raise ValueError(f"unknown control-plane binaries: {unknown}")
+    if any(find(b) is None for b in wanted):
+        with _build_lock(assets_dir()):
+            missing = [b for b in wanted if find(b) is None]
+            if missing:
+                pieces = sorted({PIECES[b] for b in missing}, key=["etcd", "kube", "kwok"].index)
+                build(pieces)
+    paths: dict[str, Path] = {}
+    for binary in wanted:
+        path = find(binary)
+        if path is None:
+            raise AssetBuildError(PIECES[binary], f"{binary} is still missing after the build")
+        paths[binary] = path
+    return paths

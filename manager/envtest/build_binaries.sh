@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Builds the control-plane binaries from Go modules into $1 (published atomically).
+# Usage: build_binaries.sh OUT_DIR PIECE...   (pieces: etcd kube kwok)
+# Env: K8S_VERSION, ETCD_VERSION, KWOK_VERSION. Each failing step names itself on stderr.
+set -euo pipefail
+OUT=${1:?usage: build_binaries.sh OUT_DIR PIECE...}; shift
+PIECES=${*:-etcd kube kwok}
+K8S=${K8S_VERSION:-v1.34.4}; ETCD=${ETCD_VERSION:-v3.6.16}; KWOK=${KWOK_VERSION:-v0.7.0}
+export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOWORK=off GOFLAGS=-modcacherw CGO_ENABLED=0
+mkdir -p "$OUT"
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/envtest-build.XXXXXX")
+trap 'rm -rf "$SCRATCH"' EXIT
+step() { echo "==> envtest build: $*" >&2; }
+fail() { echo "envtest build FAILED at step: $*" >&2; exit 1; }
+
+build_etcd() {
+  step "etcd $ETCD: resolve modules"
+  mkdir -p "$SCRATCH/etcd" && cd "$SCRATCH/etcd"
+  printf 'module local/etcd-bin\n\ngo 1.24.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD" > go.mod
+  go get -tool "go.etcd.io/etcd/server/v3@$ETCD" || fail "etcd $ETCD: go get"
+  go mod tidy || fail "etcd $ETCD: go mod tidy"
+  step "etcd $ETCD: compile"
+  go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=gomod" \
+    -o "$SCRATCH/etcd/etcd" go.etcd.io/etcd/server/v3 || fail "etcd $ETCD: go build"
+  "$SCRATCH/etcd/etcd" --version >/dev/null || fail "etcd $ETCD: --version"
+  mv "$SCRATCH/etcd/etcd" "$OUT/etcd.tmp" && mv "$OUT/etcd.tmp" "$OUT/etcd"
+}
+
+build_kube() {
+  local staging="v0.${K8S#v1.}" minor
+  minor=$(echo "$K8S" | cut -d. -f2)
+  step "kubernetes $K8S: resolve modules"
+  mkdir -p "$SCRATCH/kube" && cd "$SCRATCH/kube"
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])') \
+    || fail "kubernetes $K8S: go mod download"
+  { echo "module local/k8s-test-bins"; echo
+    grep -E '^go [0-9]' "$gomod"
+    grep -E '^godebug ' "$gomod" || true
+    echo; echo "require k8s.io/kubernetes $K8S"; } > go.mod
+  # The staging modules are derived from the served go.mod: the list changes between minors.
+  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/.*#\1#p' "$gomod"); do
+    go mod edit -replace="$m=$m@$staging"
+  done
+  go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S" \
+               "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S" \
+               "k8s.io/kubernetes/cmd/kube-scheduler@$K8S" \
+               "k8s.io/kubernetes/cmd/kubectl@$K8S" || fail "kubernetes $K8S: go get"
+  go mod tidy || fail "kubernetes $K8S: go mod tidy"
+  local ldf="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf+=" -X $p.gitVersion=$K8S -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ldf+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  step "kubernetes $K8S: compile kube-apiserver kube-controller-manager kube-scheduler kubectl"
+  mkdir -p "$SCRATCH/kube/bin"
+  go build -trimpath -ldflags "$ldf" -o "$SCRATCH/kube/bin/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl || fail "kubernetes $K8S: go build"
+  "$SCRATCH/kube/bin/kube-apiserver" --version || fail "kubernetes $K8S: kube-apiserver --version"
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    mv "$SCRATCH/kube/bin/$b" "$OUT/$b.tmp" && mv "$OUT/$b.tmp" "$OUT/$b"
+  done
+}
+
+build_kwok() {
+  step "kwok $KWOK: compile"
+  mkdir -p "$SCRATCH/kwok"
+  GOBIN="$SCRATCH/kwok" go install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK" "sigs.k8s.io/kwok/cmd/kwok@$KWOK" \
+    || fail "kwok $KWOK: go install"
+  mv "$SCRATCH/kwok/kwok" "$OUT/kwok.tmp" && mv "$OUT/kwok.tmp" "$OUT/kwok"
+}
+
+for piece in $PIECES; do
+  case "$piece" in
+    etcd) build_etcd ;;
+    kube) build_kube ;;
+    kwok) build_kwok ;;
+    *) fail "unknown piece '$piece' (want etcd, kube or kwok)" ;;
+  esac
+done
+step "done: $(ls "$OUT" | tr '\n' ' ')"

@@ -1,0 +1,571 @@
+"""A real local control plane: etcd + kube-apiserver, and in full mode the controller-manager,
+the scheduler and KWOK with fake nodes, so Jobs create Pods that run to completion.
+
+``Environment`` is an async context manager for tests and tools in this process. The CLI
+(``python -m manager.envtest up``) starts the same processes detached and records them in
+``DIR/envtest.json`` so ``down`` can stop exactly those processes later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import base64
+import json
+import os
+import shutil
+import ssl
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from manager.envtest import assets
+from manager.envtest.certs import KeyPair, TinyCA, key_pem, public_key_pem
+from manager.envtest.errors import EnvtestError, StartError
+from manager.envtest.process import Process, free_port, pid_alive, pid_executable, stop_pid, wait_http
+
+STATE_FILE = "envtest.json"
+KUBECONFIG_FILE = "kubeconfig"
+SECONDARY_SCHEDULER_PROFILES = ("scheduler-plugins-scheduler", "volcano")
+_START_ATTEMPTS = 3
+
+
+def _timeout(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+@dataclass
+class ControlPlaneInfo:
+    """What a running control plane looks like from outside: enough for `down` and for tests."""
+
+    dir: str
+    owns_dir: bool
+    url: str
+    etcd_url: str
+    kubeconfig: str
+    full: bool
+    nodes: list[str]
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+
+
+class Environment:
+    """Start etcd and kube-apiserver (plus, with ``full=True``, kube-controller-manager,
+    kube-scheduler and KWOK with ``nodes`` fake nodes) on free loopback ports.
+
+    ``directory`` holds certificates, logs, etcd data and the admin kubeconfig; a temporary
+    directory is used (and removed) when none is given.
+    """
+
+    def __init__(
+        self,
+        directory: Path | str | None = None,
+        *,
+        full: bool = False,
+        nodes: int = 1,
+        crd_paths: Iterable[Path | str] = (),
+        detached: bool = False,
+        keep_dir: bool = False,
+    ) -> None:
+        self.full = full
+        self.node_count = nodes if full else 0
+        self.crd_paths = [Path(p) for p in crd_paths]
+        self.detached = detached
+        self.keep_dir = keep_dir or bool(os.environ.get("KEEP_CONTROL_PLANE"))
+        self._given_dir = Path(directory) if directory is not None else None
+        self.dir = self._given_dir or Path(tempfile.mkdtemp(prefix="envtest-"))
+        self.owns_dir = self._given_dir is None or not self._given_dir.exists()
+        self.processes: list[Process] = []
+        self.written: list[Path] = []
+        self.url = ""
+        self.etcd_url = ""
+        self.node_names: list[str] = []
+        self.serving_ca = TinyCA("envtest-serving-ca")
+        self.client_ca = TinyCA("envtest-client-ca")
+        self.admin: KeyPair = self.client_ca.issue_client("admin", ["system:masters"])
+        self._atexit_registered = False
+
+    # -- paths -------------------------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / KUBECONFIG_FILE
+
+    def _file(self, name: str) -> Path:
+        path = self.dir / name
+        if path not in self.written:
+            self.written.append(path)
+        return path
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Environment:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        binaries = assets.ensure(assets.FULL if self.full else assets.PLAIN)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if not self.detached and not self._atexit_registered:
+            atexit.register(self._stop_processes)
+            self._atexit_registered = True
+        last_error: Exception | None = None
+        for _ in range(_START_ATTEMPTS):
+            try:
+                await self._start_core(binaries)
+                break
+            except StartError as err:
+                # A lost port race shows up as a start failure: retry on fresh ports.
+                last_error = err
+                self._stop_processes()
+        else:
+            assert last_error is not None
+            raise last_error
+        try:
+            self._write_kubeconfig()
+            await self._wait_default_namespace()
+            if self.full:
+                await self._start_cluster_components(binaries)
+            if self.crd_paths:
+                await self.install_crds(self.crd_paths)
+            self._write_state()
+        except BaseException:
+            self._stop_processes()
+            raise
+
+    async def stop(self) -> None:
+        self._stop_processes()
+        self._remove_files()
+
+    def _stop_processes(self) -> None:
+        timeout = _timeout("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT", 20)
+        for proc in reversed(self.processes):
+            proc.stop(timeout=timeout)
+        self.processes.clear()
+
+    def _remove_files(self) -> None:
+        if self.keep_dir:
+            return
+        if self.owns_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return
+        for path in reversed(self.written):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+    # -- etcd and kube-apiserver -------------------------------------------------------------
+
+    async def _start_core(self, binaries: Mapping[str, Path]) -> None:
+        client_port, peer_port, api_port = free_port(), free_port(), free_port()
+        data_dir = self._file("etcd-data")
+        shutil.rmtree(data_dir, ignore_errors=True)
+        self.etcd_url = f"http://127.0.0.1:{client_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        etcd = self._spawn(
+            "etcd",
+            [
+                str(binaries["etcd"]),
+                "--name=envtest",
+                f"--data-dir={data_dir}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=envtest={peer_url}",
+                "--initial-cluster-state=new",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+        )
+        await wait_http(etcd, f"{self.etcd_url}/health", timeout=30)
+
+        serving = self.serving_ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"])
+        serving.write(self._file("apiserver.crt"), self._file("apiserver.key"))
+        self._file("serving-ca.crt").write_bytes(self.serving_ca.cert_pem)
+        self._file("client-ca.crt").write_bytes(self.client_ca.cert_pem)
+        self.admin.write(self._file("admin.crt"), self._file("admin.key"))
+        sa_key = TinyCA("envtest-sa-signer").key
+        self._file("sa.key").write_bytes(key_pem(sa_key))
+        self._file("sa.pub").write_bytes(public_key_pem(sa_key))
+        cert_dir = self._file("apiserver-certs")
+        cert_dir.mkdir(exist_ok=True)
+
+        self.url = f"https://127.0.0.1:{api_port}"
+        api = self._spawn(
+            "kube-apiserver",
+            [
+                str(binaries["kube-apiserver"]),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--cert-dir={cert_dir}",
+                f"--tls-cert-file={self.dir / 'apiserver.crt'}",
+                f"--tls-private-key-file={self.dir / 'apiserver.key'}",
+                f"--client-ca-file={self.dir / 'client-ca.crt'}",
+                "--authorization-mode=RBAC",
+                "--disable-admission-plugins=ServiceAccount",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                f"--service-account-issuer={self.url}/",
+                f"--service-account-key-file={self.dir / 'sa.pub'}",
+                f"--service-account-signing-key-file={self.dir / 'sa.key'}",
+            ],
+        )
+        await wait_http(
+            api,
+            f"{self.url}/readyz",
+            context=self.ssl_context(client_cert=False),
+            timeout=_timeout("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", 90),
+        )
+
+    def _spawn(self, name: str, argv: list[str]) -> Process:
+        proc = Process(name=name, argv=argv, log=self._file(f"{name}.log"))
+        proc.start(detached=self.detached)
+        self.processes.append(proc)
+        return proc
+
+    def ssl_context(self, *, client_cert: bool = True) -> ssl.SSLContext:
+        """TLS context trusting this apiserver, authenticated as admin when ``client_cert``."""
+        ctx = ssl.create_default_context(cadata=self.serving_ca.cert_pem.decode())
+        if client_cert:
+            ctx.load_cert_chain(self.dir / "admin.crt", self.dir / "admin.key")
+        return ctx
+
+    def _write_kubeconfig(self) -> None:
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "envtest",
+                    "cluster": {
+                        "server": self.url,
+                        "certificate-authority-data": b64(self.serving_ca.cert_pem),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "envtest",
+                    "user": {
+                        "client-certificate-data": b64(self.admin.cert),
+                        "client-key-data": b64(self.admin.key),
+                    },
+                }
+            ],
+            "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "envtest"}}],
+            "current-context": "envtest",
+        }
+        path = self._file(KUBECONFIG_FILE)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+
+    async def _wait_default_namespace(self) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            status, _ = await self.request("GET", "/api/v1/namespaces/default")
+            if status == 200:
+                return
+            if time.monotonic() > deadline:
+                raise StartError("kube-apiserver", "namespace 'default' was not created within 30s")
+            await asyncio.sleep(0.1)
+
+    # -- controller-manager, scheduler, KWOK -------------------------------------------------
+
+    async def _start_cluster_components(self, binaries: Mapping[str, Path]) -> None:
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+        allow = "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"
+
+        kcm_port = free_port()
+        kcm_dir = self._file("kcm-certs")
+        kcm_dir.mkdir(exist_ok=True)
+        kcm = self._spawn(
+            "kube-controller-manager",
+            [
+                str(binaries["kube-controller-manager"]),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={kcm_port}",
+                f"--cert-dir={kcm_dir}",
+                allow,
+                f"--root-ca-file={self.dir / 'serving-ca.crt'}",
+                f"--service-account-private-key-file={self.dir / 'sa.key'}",
+                "--controllers=*",
+                "--kube-api-qps=500",
+                "--kube-api-burst=1000",
+                "--concurrent-job-syncs=10",
+            ],
+        )
+
+        sched_port = free_port()
+        sched_dir = self._file("scheduler-certs")
+        sched_dir.mkdir(exist_ok=True)
+        sched_config = self._file("scheduler-config.yaml")
+        sched_config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "clientConnection": {"kubeconfig": str(self.kubeconfig), "qps": 500, "burst": 1000},
+                    "leaderElection": {"leaderElect": False},
+                    # Pods of gang-scheduled jobs name these schedulers; the default plugins
+                    # schedule them (without gang semantics) so e2e tests still run.
+                    "profiles": [{"schedulerName": "default-scheduler"}]
+                    + [{"schedulerName": n} for n in SECONDARY_SCHEDULER_PROFILES],
+                }
+            )
+        )
+        sched = self._spawn(
+            "kube-scheduler",
+            [
+                str(binaries["kube-scheduler"]),
+                f"--config={sched_config}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={sched_port}",
+                f"--cert-dir={sched_dir}",
+                allow,
+            ],
+        )
+
+        kwok = self._spawn(
+            "kwok",
+            [
+                str(binaries["kwok"]),
+                f"--kubeconfig={self.kubeconfig}",
+                "--manage-all-nodes=true",
+                "--cidr=10.244.0.1/16",
+                "--node-ip=10.243.0.1",
+                "--node-lease-duration-seconds=40",
+            ],
+        )
+        await wait_http(kcm, f"https://127.0.0.1:{kcm_port}/healthz", context=insecure, timeout=60)
+        await wait_http(sched, f"https://127.0.0.1:{sched_port}/healthz", context=insecure, timeout=60)
+        await self._create_fake_nodes(kwok)
+
+    async def _create_fake_nodes(self, kwok: Process) -> None:
+        self.node_names = [f"kwok-node-{i}" for i in range(self.node_count)]
+        for name in self.node_names:
+            node = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                    "labels": {
+                        "type": "kwok",
+                        "kubernetes.io/hostname": name,
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                        "kubernetes.io/role": "agent",
+                    },
+                },
+                "status": {
+                    "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
+                    "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
+                },
+            }
+            status, body = await self.request("POST", "/api/v1/nodes", node)
+            if status not in (201, 409):
+                raise StartError("kwok", f"creating node {name} answered {status}: {body!r}")
+        deadline = time.monotonic() + 90
+        while True:
+            if (code := kwok.exited()) is not None:
+                raise kwok.failure(f"exited with code {code}")
+            status, body = await self.request("GET", "/api/v1/nodes?labelSelector=type%3Dkwok")
+            ready = set()
+            if status == 200:
+                for item in body.get("items", []):
+                    conditions = item.get("status", {}).get("conditions", [])
+                    taints = item.get("spec", {}).get("taints", [])
+                    is_ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+                    not_ready_taint = any(
+                        t.get("key", "").startswith("node.kubernetes.io/not-") for t in taints
+                    )
+                    if is_ready and not not_ready_taint:
+                        ready.add(item["metadata"]["name"])
+            if ready >= set(self.node_names):
+                return
+            if time.monotonic() > deadline:
+                raise kwok.failure(f"nodes not Ready and untainted after 90s (ready: {sorted(ready)})")
+            await asyncio.sleep(0.2)
+
+    # -- API helpers -------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+    ) -> tuple[int, Any]:
+        """One authenticated admin request; returns the status and the decoded JSON body."""
+        data = json.dumps(body) if body is not None else None
+        connector = aiohttp.TCPConnector(ssl=self.ssl_context())
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            session.request(
+                method,
+                self.url + path,
+                data=data,
+                headers={"Content-Type": content_type, "Accept": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=30),
+            ) as response,
+        ):
+            text = await response.text()
+            try:
+                decoded = json.loads(text) if text else None
+            except json.JSONDecodeError:
+                decoded = text
+            return response.status, decoded
+
+    async def install_crds(self, paths: Iterable[Path | str]) -> list[str]:
+        """Apply every CRD found in the files or directories and wait until each is served."""
+        crds = [doc for doc in _load_documents(paths) if doc.get("kind") == "CustomResourceDefinition"]
+        if not crds and any(True for _ in paths):
+            raise EnvtestError(f"no CustomResourceDefinition found in {list(paths)}")
+        for crd in crds:
+            await self.apply(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + crd["metadata"]["name"], crd
+            )
+        for crd in crds:
+            await self._wait_crd_served(crd)
+        return [crd["metadata"]["name"] for crd in crds]
+
+    async def apply(self, path: str, obj: Mapping[str, Any], field_manager: str = "envtest") -> Any:
+        """Server-side apply (create or update in one idempotent call)."""
+        status, body = await self.request(
+            "PATCH",
+            f"{path}?fieldManager={field_manager}&force=true",
+            obj,
+            content_type="application/apply-patch+yaml",
+        )
+        if status >= 300:
+            raise EnvtestError(f"applying {path} answered {status}: {body}")
+        return body
+
+    async def _wait_crd_served(self, crd: Mapping[str, Any]) -> None:
+        spec = crd["spec"]
+        plural = spec["names"]["plural"]
+        deadline = time.monotonic() + 30
+        for version in (v["name"] for v in spec["versions"] if v.get("served", True)):
+            while True:
+                status, body = await self.request("GET", f"/apis/{spec['group']}/{version}")
+                if status == 200 and any(r["name"] == plural for r in body.get("resources", [])):
+                    break
+                if time.monotonic() > deadline:
+                    raise EnvtestError(f"CRD {crd['metadata']['name']} not served at {version} after 30s")
+                await asyncio.sleep(0.1)
+
+    async def install_webhooks(
+        self, paths: Iterable[Path | str], *, host: str, port: int, ca_bundle: bytes
+    ) -> list[str]:
+        """Apply admission webhook configurations, pointing every webhook at ``https://host:port``.
+
+        As envtest does, each ``clientConfig.service`` becomes a URL with the same path, and the
+        ``caBundle`` is injected.
+        """
+        names = []
+        for doc in _load_documents(paths):
+            kind = doc.get("kind")
+            if kind not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+                continue
+            for hook in doc.get("webhooks", []):
+                client = hook.setdefault("clientConfig", {})
+                service = client.pop("service", None)
+                path = (service or {}).get("path", "")
+                if service is not None:
+                    client["url"] = f"https://{host}:{port}{path}"
+                client["caBundle"] = base64.b64encode(ca_bundle).decode()
+            plural = (
+                "mutatingwebhookconfigurations"
+                if kind.startswith("Mutating")
+                else "validatingwebhookconfigurations"
+            )
+            name = doc["metadata"]["name"]
+            await self.apply(f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}", doc)
+            names.append(name)
+        return names
+
+    # -- state for the CLI -------------------------------------------------------------------
+
+    def info(self) -> ControlPlaneInfo:
+        return ControlPlaneInfo(
+            dir=str(self.dir),
+            owns_dir=self.owns_dir,
+            url=self.url,
+            etcd_url=self.etcd_url,
+            kubeconfig=str(self.kubeconfig),
+            full=self.full,
+            nodes=self.node_names,
+            processes=[
+                {"name": p.name, "pid": p.pid, "exe": pid_executable(p.pid), "log": str(p.log)}
+                for p in self.processes
+            ],
+            written=[str(p) for p in self.written],
+        )
+
+    def _write_state(self) -> None:
+        state = self._file(STATE_FILE)
+        state.write_text(json.dumps(self.info().__dict__, indent=2))
+
+
+def _load_documents(paths: Iterable[Path | str]) -> list[dict[str, Any]]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml", ".json"))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise EnvtestError(f"manifest path {path} does not exist")
+    docs: list[dict[str, Any]] = []
+    for file in files:
+        docs += [d for d in yaml.safe_load_all(file.read_text()) if isinstance(d, dict)]
+    return docs
+
+
+def stop_detached(directory: Path | str) -> ControlPlaneInfo | None:
+    """Stop what ``up`` started in ``directory`` and remove what it wrote; None if nothing ran."""
+    state_path = Path(directory) / STATE_FILE
+    if not state_path.exists():
+        return None
+    info = ControlPlaneInfo(**json.loads(state_path.read_text()))
+    for proc in reversed(info.processes):
+        pid = int(proc["pid"])
+        # Never signal a pid that the kernel has since handed to another program.
+        if pid_alive(pid) and pid_executable(pid) == proc["exe"]:
+            stop_pid(pid, timeout=_timeout("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT", 20))
+    if info.owns_dir:
+        shutil.rmtree(info.dir, ignore_errors=True)
+    else:
+        for written in reversed(info.written):
+            path = Path(written)
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+    return info

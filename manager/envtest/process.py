@@ -1,0 +1,161 @@
+"""Child processes of a local control plane: start, health-wait and stop, leaving nothing behind.
+
+Processes started for an in-process environment get ``PR_SET_PDEATHSIG`` so the kernel
+terminates them when the test process dies, however it dies. Detached processes (the CLI's
+``up``) run in their own session and are stopped by pid from the state file, after checking
+the pid still belongs to the binary we started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from manager.envtest.errors import StartError
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (callers retry on a lost race)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+@dataclass
+class Process:
+    """One started binary, its log and how to reach its health endpoint."""
+
+    name: str
+    argv: Sequence[str]
+    log: Path
+    popen: subprocess.Popen[bytes] | None = None
+    pid: int = 0
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def start(self, *, detached: bool) -> None:
+        env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+        env.update(self.extra_env)
+        with self.log.open("ab") as log:
+            self.popen = subprocess.Popen(
+                list(self.argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=None if detached else _die_with_parent,
+            )
+        self.pid = self.popen.pid
+
+    def exited(self) -> int | None:
+        if self.popen is not None:
+            return self.popen.poll()
+        return None if pid_alive(self.pid) else -1
+
+    def failure(self, reason: str) -> StartError:
+        return StartError(self.name, reason, log_tail(self.log))
+
+    def stop(self, timeout: float = 20.0) -> None:
+        stop_pid(self.pid, timeout=timeout, popen=self.popen)
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def pid_executable(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def stop_pid(pid: int, *, timeout: float, popen: subprocess.Popen[bytes] | None = None) -> None:
+    """SIGTERM, wait, then SIGKILL: the process group first, so helpers of a binary go too."""
+    if pid <= 0:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + (timeout if sig == signal.SIGTERM else 5.0)
+        while time.monotonic() < deadline:
+            if popen is not None:
+                if popen.poll() is not None:
+                    return
+            elif not pid_alive(pid):
+                return
+            time.sleep(0.05)
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None, accept: Callable[[int, bytes], bool]) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=2) as response:
+            return accept(response.status, response.read())
+    except urllib.error.HTTPError as err:
+        return accept(err.code, b"")
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+async def wait_http(
+    process: Process,
+    url: str,
+    *,
+    timeout: float,
+    context: ssl.SSLContext | None = None,
+    accept: Callable[[int, bytes], bool] = lambda status, _body: status == 200,
+) -> None:
+    """Poll ``url`` until ``accept`` says yes; fail fast if the process exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        code = process.exited()
+        if code is not None:
+            raise process.failure(f"exited with code {code} before {url} answered")
+        if await asyncio.to_thread(_http_ok, url, context, accept):
+            return
+        if time.monotonic() > deadline:
+            raise process.failure(f"{url} not ready after {timeout:.0f}s")
+        await asyncio.sleep(0.1)

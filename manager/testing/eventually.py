@@ -1,0 +1,43 @@
+"""``eventually``: retry an assertion until it holds, for state that converges asynchronously."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def eventually(
+    check: Callable[[], Awaitable[T] | T],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    message: str = "",
+) -> T:
+    """Call ``check`` until it returns without raising ``AssertionError`` (or a falsy value).
+
+    Returns what the last call returned. On timeout the last ``AssertionError`` is re-raised
+    with ``message`` and the elapsed time, so the failure says what never became true.
+    """
+    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    last: AssertionError | None = None
+    while True:
+        try:
+            result = check()
+            if inspect.isawaitable(result):
+                result = await result
+            if result is None or result:
+                return result
+            last = AssertionError(f"check returned {result!r}")
+        except AssertionError as err:
+            last = err
+        if time.monotonic() >= deadline:
+            elapsed = time.monotonic() - started
+            prefix = f"{message}: " if message else ""
+            raise AssertionError(f"{prefix}not true after {elapsed:.1f}s: {last}") from last
+        await asyncio.sleep(interval)

@@ -1,0 +1,62 @@
+"""Binary lookup follows envtest's precedence, and a failed build is loud."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from manager.envtest import assets
+from manager.envtest.errors import AssetBuildError
+
+
+def make_binary(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_lookup_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ENVTEST_ASSETS_DIR", str(cache))
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.delenv("TEST_ASSET_KUBE_APISERVER", raising=False)
+    assert assets.find("kube-apiserver") is None
+
+    cached = make_binary(cache / "kube-apiserver")
+    assert assets.find("kube-apiserver") == cached
+
+    kb = make_binary(tmp_path / "kb" / "kube-apiserver")
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(kb.parent))
+    assert assets.find("kube-apiserver") == kb
+
+    explicit = make_binary(tmp_path / "explicit" / "my-apiserver")
+    monkeypatch.setenv("TEST_ASSET_KUBE_APISERVER", str(explicit))
+    assert assets.find("kube-apiserver") == explicit
+
+
+def test_cache_dir_is_keyed_by_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ENVTEST_ASSETS_DIR", raising=False)
+    name = assets.assets_dir().name
+    assert assets.K8S_VERSION in name and assets.ETCD_VERSION in name and assets.KWOK_VERSION in name
+
+
+def test_ensure_rejects_unknown_binary() -> None:
+    with pytest.raises(ValueError, match="kube-proxy"):
+        assets.ensure(["kube-proxy"])
+
+
+def test_failed_build_names_the_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVTEST_ASSETS_DIR", str(tmp_path / "cache"))
+    with pytest.raises(AssetBuildError) as err:
+        assets.build(["no-such-piece"], quiet=True)
+    assert "unknown piece 'no-such-piece'" in err.value.step
+
+
+def test_missing_go_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(AssetBuildError, match="go toolchain"):
+        assets.build(["etcd"], quiet=True)
+    assert os.environ["PATH"] == str(tmp_path)
