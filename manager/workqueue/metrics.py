@@ -12,7 +12,7 @@ from typing import Protocol
 
 class QueueMetrics(Protocol):
     def add(self, item: Hashable) -> None:
-        """An item became queued (ready to hand out)."""
+        """An item became dirty (it will be handed out, now or after its current pass)."""
         ...
 
     def get(self, item: Hashable) -> None:

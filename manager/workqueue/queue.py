@@ -48,6 +48,7 @@ class Queue(Generic[T]):
         if self._shutting_down or item in self._dirty:
             return
         self._dirty.add(item)
+        self._metrics.add(item)
         if item in self._processing:
             return  # comes back once the current worker calls done()
         self._push(item)
@@ -90,7 +91,7 @@ class Queue(Generic[T]):
         self._processing.discard(item)
         self._metrics.done(item)
         if item in self._dirty:
-            self._push(item)
+            self._push(item)  # counted by metrics when it was added
         elif not self._processing and self._drained is not None:
             self._drained.set()
 
@@ -120,7 +121,6 @@ class Queue(Generic[T]):
 
     def _push(self, item: T) -> None:
         self._queue.append(item)
-        self._metrics.add(item)
         self._wake_one()
 
     def _wake_one(self) -> None:
