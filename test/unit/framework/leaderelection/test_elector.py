@@ -4,77 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import random
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from manager.client.errors import AlreadyExists, Conflict, NotFound, ServiceUnavailable
-from manager.leaderelection import LEASE, LeaderElector, LeaseLock, new_identity
+from manager.client.errors import Conflict
+from manager.leaderelection import LeaderElector, LeaseLock, new_identity
 from manager.metrics import REGISTRY
-from manager.scheme import GroupVersionKind
 from manager.testing.clock import FakeClock
+from manager.testing.leases import FakeLeases
 
 NS, NAME = "kubeflow-system", "trainer-leader"
 
 
-class FakeLeases:
-    """Leases keyed by namespace/name; update requires the resourceVersion last read."""
-
-    def __init__(self) -> None:
-        self.leases: dict[tuple[str, str], dict[str, Any]] = {}
-        self.rv = 0
-        self.fail_updates: list[Exception] = []  # raised by the next updates, in order
-        self.down = False
-
-    def _key(self, obj: dict[str, Any]) -> tuple[str, str]:
-        return obj["metadata"]["namespace"], obj["metadata"]["name"]
-
-    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> dict[str, Any]:
-        assert kind == LEASE
-        if self.down:
-            raise ServiceUnavailable("apiserver down")
-        try:
-            return copy.deepcopy(self.leases[(namespace, name)])
-        except KeyError:
-            raise NotFound(f"leases {name!r} not found") from None
-
-    async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        if self.down:
-            raise ServiceUnavailable("apiserver down")
-        if self._key(obj) in self.leases:
-            raise AlreadyExists("exists")
-        return self._store(obj)
-
-    async def update(self, obj: dict[str, Any]) -> dict[str, Any]:
-        if self.down:
-            raise ServiceUnavailable("apiserver down")
-        if self.fail_updates:
-            raise self.fail_updates.pop(0)
-        current = self.leases[self._key(obj)]
-        if obj["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-            raise Conflict("the object has been modified")
-        return self._store(obj)
-
-    def _store(self, obj: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(obj)
-        self.rv += 1
-        obj["metadata"]["resourceVersion"] = str(self.rv)
-        self.leases[self._key(obj)] = obj
-        return copy.deepcopy(obj)
-
-    def spec(self) -> dict[str, Any]:
-        return self.leases[(NS, NAME)]["spec"]
-
-    def write_spec(self, **spec: Any) -> None:
-        """Another replica writes the lease (e.g. its renewal)."""
-        lease = self.leases.get((NS, NAME)) or {"metadata": {"namespace": NS, "name": NAME}}
-        self._store({**lease, "spec": {**lease.get("spec", {}), **spec}})
+def make_leases() -> Any:
+    return FakeLeases(NS, NAME)
 
 
-def elector(leases: FakeLeases, clock: FakeClock, identity: str, **kw: Any) -> LeaderElector:
+def elector(leases: Any, clock: FakeClock, identity: str, **kw: Any) -> LeaderElector:
     lock = LeaseLock(leases, NS, NAME, identity)
     return LeaderElector(lock, clock=clock, rng=random.Random(7), **kw)
 
@@ -95,7 +44,7 @@ async def task_of(coro: Any) -> Any:
 
 
 async def test_acquires_a_missing_lease_and_renews_it() -> None:
-    leases, clock = FakeLeases(), FakeClock()
+    leases, clock = make_leases(), FakeClock()
     le = elector(leases, clock, "me")
     async with task_of(le.acquire()) as acquiring:
         await clock.advance(0)
@@ -117,7 +66,7 @@ async def test_acquires_a_missing_lease_and_renews_it() -> None:
 
 
 async def test_a_valid_lease_of_another_holder_blocks_until_it_expires() -> None:
-    leases, clock = FakeLeases(), FakeClock()
+    leases, clock = make_leases(), FakeClock()
     # the other holder's renewTime is far in the past by *our* wall clock: skew must not matter
     leases.write_spec(
         holderIdentity="other",
@@ -141,7 +90,7 @@ async def test_a_valid_lease_of_another_holder_blocks_until_it_expires() -> None
 
 
 async def test_conflict_on_takeover_means_another_candidate_won() -> None:
-    leases, clock = FakeLeases(), FakeClock()
+    leases, clock = make_leases(), FakeClock()
     leases.write_spec(holderIdentity="", leaseDurationSeconds=1)  # released lease
     leases.fail_updates.append(Conflict("the object has been modified"))
     le = elector(leases, clock, "me")
@@ -152,7 +101,7 @@ async def test_conflict_on_takeover_means_another_candidate_won() -> None:
 
 
 async def test_release_on_cancel_writes_an_empty_holder() -> None:
-    leases, clock = FakeLeases(), FakeClock()
+    leases, clock = make_leases(), FakeClock()
     le = elector(leases, clock, "me", release_on_cancel=True)
     await le.acquire()
     renewing = asyncio.create_task(le.renew())
@@ -168,7 +117,7 @@ async def test_release_on_cancel_writes_an_empty_holder() -> None:
 
 
 async def test_without_release_on_cancel_the_lease_is_left_to_expire() -> None:
-    leases, clock = FakeLeases(), FakeClock()
+    leases, clock = make_leases(), FakeClock()
     le = elector(leases, clock, "me")
     await le.acquire()
     async with task_of(le.renew()):
@@ -177,7 +126,7 @@ async def test_without_release_on_cancel_the_lease_is_left_to_expire() -> None:
 
 
 async def test_renew_fails_after_the_deadline_and_reports_loss() -> None:
-    leases, clock = FakeLeases(), FakeClock()
+    leases, clock = make_leases(), FakeClock()
     le = elector(leases, clock, "me")
     await le.acquire()
     async with task_of(le.renew()) as renewing:
@@ -191,7 +140,7 @@ async def test_renew_fails_after_the_deadline_and_reports_loss() -> None:
 
 
 async def test_two_candidates_one_leader_and_failover() -> None:
-    leases, clock = FakeLeases(), FakeClock()
+    leases, clock = make_leases(), FakeClock()
     a, b = elector(leases, clock, "a"), elector(leases, clock, "b")
     await a.acquire()
     a_renew = asyncio.create_task(a.renew())
@@ -213,7 +162,7 @@ def test_identity_and_validation() -> None:
     identity = new_identity()
     host, _, uid = identity.rpartition("_")
     assert host and len(uid) == 36
-    lock = LeaseLock(FakeLeases(), NS, NAME, "me")
+    lock = LeaseLock(make_leases(), NS, NAME, "me")
     with pytest.raises(ValueError, match="leaseDuration must be greater than renewDeadline"):
         LeaderElector(lock, lease_duration=10, renew_deadline=10)
     with pytest.raises(ValueError, match="renewDeadline must be greater than retryPeriod"):
@@ -221,7 +170,7 @@ def test_identity_and_validation() -> None:
 
 
 async def test_record_times_are_micro_time() -> None:
-    leases, clock = FakeLeases(), FakeClock()
+    leases, clock = make_leases(), FakeClock()
     fixed = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     le = LeaderElector(LeaseLock(leases, NS, NAME, "me"), clock=clock, wall_clock=lambda: fixed)
     await le.acquire()
