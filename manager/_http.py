@@ -1,0 +1,55 @@
+"""A small aiohttp server runnable shared by the metrics and health-probe endpoints.
+
+Bind addresses follow controller-runtime: ``":8080"`` listens on every interface,
+``"127.0.0.1:0"`` picks a free port (read it back from ``port``), and ``"0"`` or ``""`` means
+the server is disabled (the manager then does not add it at all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+
+def is_disabled(bind_address: str) -> bool:
+    return bind_address in ("", "0")
+
+
+def parse_bind_address(bind_address: str) -> tuple[str | None, int]:
+    """``":8080"`` -> (None, 8080) meaning all interfaces; ``"[::1]:9"`` -> ("::1", 9)."""
+    host, sep, port = bind_address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"bind address {bind_address!r} must look like host:port or :port")
+    host = host.strip("[]")
+    return (host or None), int(port)
+
+
+class HTTPServer:
+    """Serves ``app`` until cancelled; sets ``started`` once the socket listens."""
+
+    needs_leader_election = False
+
+    def __init__(self, app: web.Application, bind_address: str, *, name: str) -> None:
+        self.app = app
+        self.bind_address = bind_address
+        self.name = name
+        self.port: int | None = None
+
+    async def start(self, started: asyncio.Event) -> None:
+        host, port = parse_bind_address(self.bind_address)
+        runner = web.AppRunner(self.app, handle_signals=False, access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, host, port)
+            await site.start()
+            addresses = runner.addresses
+            if addresses:
+                self.port = int(addresses[0][1])
+            started.set()
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    def __repr__(self) -> str:
+        return f"HTTPServer({self.name!r}, {self.bind_address!r})"

@@ -1,0 +1,228 @@
+"""The controller: a rate-limited queue of requests, its sources, and N workers calling the reconciler.
+
+What happens to a request after ``reconcile`` (controller-runtime's table, A.7):
+
+==============================  ============================  ===============================
+outcome                         queue                          reconcile_total{result}
+==============================  ============================  ===============================
+``TerminalError`` raised        nothing (no retry)             error (+ errors, terminal errors)
+any other exception             ``add_rate_limited``           error (+ errors[, panics])
+``Result(requeue_after=d>0)``   ``forget`` + ``add_after(d)``  requeue_after
+``None`` / ``Result()``         ``forget``                     success
+==============================  ============================  ===============================
+
+An exception never ends a worker (unless ``recover_panic=False``, meant for tests), and
+``asyncio.CancelledError`` always propagates: it is how the manager stops us. The queue makes
+sure one request is never reconciled by two workers at once, whatever their number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from typing import cast
+
+import structlog
+
+from manager.client.errors import ApiError
+from manager.clock import REAL_CLOCK, Clock
+from manager.controller.reconcile import (
+    ReconcileError,
+    ReconcileFunc,
+    Reconciler,
+    Request,
+    Result,
+    TerminalError,
+    as_reconcile_func,
+)
+from manager.controller.source import Source
+from manager.metrics import controller as m
+from manager.metrics.workqueue import PrometheusQueueMetrics
+from manager.workqueue import RateLimiter, RateLimitingQueue, ShutDownError, default_controller_rate_limiter
+
+log = structlog.get_logger("manager.controller")
+
+
+@dataclass
+class Options:
+    """Per-controller settings; defaults are controller-runtime's."""
+
+    max_concurrent_reconciles: int = 1
+    cache_sync_timeout: float = 120.0
+    recover_panic: bool = True
+    need_leader_election: bool = True
+    reconciliation_timeout: float | None = None
+    rate_limiter: RateLimiter[Request] | None = None
+    clock: Clock = field(default=REAL_CLOCK)
+
+
+class CacheSyncTimeoutError(Exception):
+    """A source did not deliver its initial state within ``cache_sync_timeout``."""
+
+
+class Controller:
+    """A runnable; add it to the manager (the builder does) and it runs while this replica leads."""
+
+    def __init__(
+        self,
+        name: str,
+        reconciler: Reconciler | ReconcileFunc,
+        options: Options | None = None,
+        *,
+        kind: str = "",
+        group: str = "",
+    ) -> None:
+        if not name:
+            raise ValueError("a controller needs a name (it labels its metrics and logs)")
+        self.name = name
+        self.options = options or Options()
+        if self.options.max_concurrent_reconciles < 1:
+            raise ValueError("max_concurrent_reconciles must be at least 1")
+        self.kind = kind
+        self.group = group
+        self._reconcile = as_reconcile_func(reconciler)
+        self._sources: list[Source] = []
+        self._started = False
+        self.queue: RateLimitingQueue[Request] | None = None
+
+    @property
+    def needs_leader_election(self) -> bool:
+        return self.options.need_leader_election
+
+    def watch(self, source: Source) -> None:
+        if self._started:
+            raise RuntimeError("sources must be added before the controller starts")
+        self._sources.append(source)
+
+    async def start(self, started: asyncio.Event) -> None:
+        if self._started:
+            raise RuntimeError(f"controller {self.name} was already started")
+        self._started = True
+        opts = self.options
+        m.initialize(self.name, opts.max_concurrent_reconciles)
+        limiter = opts.rate_limiter or cast(RateLimiter[Request], default_controller_rate_limiter(opts.clock))
+        queue: RateLimitingQueue[Request] = RateLimitingQueue(
+            self.name,
+            rate_limiter=limiter,
+            metrics=PrometheusQueueMetrics(self.name, now=opts.clock.now),
+            clock=opts.clock,
+        )
+        self.queue = queue
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            await self._start_sources(queue, tasks)
+            for i in range(opts.max_concurrent_reconciles):
+                tasks.append(asyncio.create_task(self._worker(queue), name=f"{self.name}-worker-{i}"))
+            log.info("Starting workers", controller=self.name, worker_count=opts.max_concurrent_reconciles)
+            started.set()
+            await self._supervise(tasks)
+        finally:
+            queue.shutdown()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            log.info("All workers finished", controller=self.name)
+
+    async def _start_sources(
+        self, queue: RateLimitingQueue[Request], tasks: list[asyncio.Task[None]]
+    ) -> None:
+        for source in self._sources:
+            synced = asyncio.Event()
+            task = asyncio.create_task(source.run(queue, synced), name=f"{self.name}-{source!r}")
+            tasks.append(task)
+            waiter = asyncio.create_task(synced.wait())
+            try:
+                done, _ = await asyncio.wait(
+                    {task, waiter},
+                    timeout=self.options.cache_sync_timeout,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                waiter.cancel()
+            if task in done:
+                task.result()  # a source that failed to start fails the controller
+                raise RuntimeError(f"source {source!r} ended before it synced")
+            if waiter not in done:
+                raise CacheSyncTimeoutError(f"timed out waiting for cache to be synced for {source!r}")
+
+    async def _supervise(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Run until cancelled; a failing source or (with recover_panic off) worker stops us."""
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+        await asyncio.Event().wait()
+
+    async def _worker(self, queue: RateLimitingQueue[Request]) -> None:
+        while True:
+            try:
+                req = await queue.get()
+            except ShutDownError:
+                return
+            try:
+                await self._reconcile_handler(queue, req)
+            finally:
+                queue.done(req)
+
+    async def _reconcile_handler(self, queue: RateLimitingQueue[Request], req: Request) -> None:
+        name = self.name
+        active = m.ACTIVE_WORKERS.labels(name)
+        active.inc()
+        started = self.options.clock.now()
+        try:
+            with structlog.contextvars.bound_contextvars(
+                controller=name,
+                controllerGroup=self.group,
+                controllerKind=self.kind,
+                kind=self.kind,
+                namespace=req.namespace,
+                name=req.name,
+                reconcileID=str(uuid.uuid4()),
+            ):
+                await self._reconcile_once(queue, req)
+        finally:
+            active.dec()
+            m.RECONCILE_TIME.labels(name).observe(self.options.clock.now() - started)
+
+    async def _reconcile_once(self, queue: RateLimitingQueue[Request], req: Request) -> None:
+        name = self.name
+        try:
+            if self.options.reconciliation_timeout:
+                async with asyncio.timeout(self.options.reconciliation_timeout):
+                    result = await self._reconcile(req)
+            else:
+                result = await self._reconcile(req)
+            if result is not None and not isinstance(result, Result):
+                raise TypeError(f"reconcile must return Result or None, not {type(result).__name__}")
+        except asyncio.CancelledError:
+            raise
+        except TerminalError as err:
+            m.TERMINAL_RECONCILE_ERRORS.labels(name).inc()
+            m.RECONCILE_ERRORS.labels(name).inc()
+            m.RECONCILE_TOTAL.labels(name, "error").inc()
+            log.error("Reconciler error", error=str(err), terminal=True, exc_info=err)
+            return
+        except Exception as err:
+            if not isinstance(err, ReconcileError | ApiError | TimeoutError):
+                m.RECONCILE_PANICS.labels(name).inc()
+                if not self.options.recover_panic:
+                    raise
+            queue.add_rate_limited(req)
+            m.RECONCILE_ERRORS.labels(name).inc()
+            m.RECONCILE_TOTAL.labels(name, "error").inc()
+            log.error("Reconciler error", error=str(err), exc_info=err)
+            return
+        if result is not None and result.requeue_after and result.requeue_after > 0:
+            queue.forget(req)
+            queue.add_after(req, result.requeue_after)
+            m.RECONCILE_TOTAL.labels(name, "requeue_after").inc()
+            log.debug("Reconcile done, requeueing after", requeue_after=result.requeue_after)
+            return
+        queue.forget(req)
+        m.RECONCILE_TOTAL.labels(name, "success").inc()
+        log.debug("Reconcile successful")
+
+    def __repr__(self) -> str:
+        return f"Controller({self.name!r})"

@@ -1,0 +1,85 @@
+"""What a controller hands to user code and what it gets back.
+
+A ``Request`` names one object (namespace and name); it is hashable, so it is also the work
+queue key and repeated events for one object collapse into one reconcile. Returning ``None``
+or ``Result()`` means done; ``Result(requeue_after=s)`` asks to look again in ``s`` seconds;
+raising asks for a retry with backoff, except ``TerminalError``, which is recorded and not
+retried until the object changes again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from manager.scheme import ObjectKey
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    namespace: str
+    name: str
+
+    @classmethod
+    def for_object(cls, obj: dict[str, Any]) -> Request:
+        meta = obj.get("metadata") or {}
+        return cls(meta.get("namespace") or "", meta.get("name") or "")
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey(self.namespace, self.name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """``requeue_after``: seconds until the next look at this object, if positive."""
+
+    requeue_after: float | None = None
+
+    def is_zero(self) -> bool:
+        return not self.requeue_after
+
+
+class Reconciler(Protocol):
+    async def reconcile(self, req: Request) -> Result | None:
+        """Make the world match the object named by ``req``; must be idempotent."""
+        ...
+
+
+ReconcileFunc = Callable[[Request], Awaitable["Result | None"]]
+
+
+class TerminalError(Exception):
+    """An error retrying cannot fix (bad spec, unsupported configuration): no requeue.
+
+    The object is reconciled again when an event for it arrives, as with any other key.
+    """
+
+    def __init__(self, message: str | BaseException) -> None:
+        super().__init__(str(message))
+        if isinstance(message, BaseException):
+            self.__cause__ = message
+
+
+class ReconcileError(Exception):
+    """An expected failure (e.g. a dependency not ready yet): retried with backoff.
+
+    Exceptions that are neither this, an API error nor a ``TerminalError`` are probable bugs
+    (``KeyError``, ``AttributeError``...): they are retried too but also counted in
+    ``controller_runtime_reconcile_panics_total``, the counterpart of a recovered Go panic.
+    """
+
+
+def as_reconcile_func(reconciler: Reconciler | ReconcileFunc) -> ReconcileFunc:
+    """Accept either an object with ``reconcile`` or a bare ``async def f(req)``."""
+    method = getattr(reconciler, "reconcile", None)
+    if method is not None and callable(method):
+        func: ReconcileFunc = method
+        return func
+    if callable(reconciler):
+        return reconciler
+    raise TypeError(f"{reconciler!r} is neither a Reconciler nor an async function of a Request")

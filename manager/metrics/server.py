@@ -1,0 +1,40 @@
+"""``/metrics``: the manager registry in Prometheus text format, on every replica (no leader election)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from manager._http import HTTPServer
+from manager.metrics.registry import REGISTRY
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+DEFAULT_BIND_ADDRESS = ":8080"
+
+
+def metrics_app(
+    registry: CollectorRegistry = REGISTRY, extra_handlers: Mapping[str, Handler] | None = None
+) -> web.Application:
+    async def metrics(request: web.Request) -> web.Response:
+        body = generate_latest(registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    for path, handler in (extra_handlers or {}).items():
+        if path == "/metrics":
+            raise ValueError("overriding the /metrics path is not allowed")
+        app.router.add_route("*", path, handler)
+    return app
+
+
+def metrics_server(
+    bind_address: str = DEFAULT_BIND_ADDRESS,
+    *,
+    registry: CollectorRegistry = REGISTRY,
+    extra_handlers: Mapping[str, Handler] | None = None,
+) -> HTTPServer:
+    return HTTPServer(metrics_app(registry, extra_handlers), bind_address, name="metrics")

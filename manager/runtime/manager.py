@@ -1,0 +1,372 @@
+"""The Manager: runs every runnable in controller-runtime's order and stops them in reverse.
+
+Start order (v0.22): HTTP servers (metrics, probes) -> webhooks -> caches (wait for sync) ->
+runnables that do not need leader election -> leader election -> leader-election runnables
+(controllers). Probes answer while caches sync; webhooks come before caches because a
+conversion webhook served by this process may be needed to list a CRD at all.
+
+Stop order: others, leader-election runnables, caches, webhooks, HTTP servers, all within one
+graceful-shutdown budget (30 s); only then is the lease released (if ``release_on_cancel``).
+When the lease is *lost* there is no grace: everything is cancelled and ``run`` raises
+``LeaderElectionLost`` so the process exits non-zero before another leader's work overlaps ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from manager._http import HTTPServer, is_disabled
+from manager.clock import REAL_CLOCK, Clock
+from manager.health.checks import Checker, flag_checker
+from manager.health.server import CheckSet, HealthProbeServer
+from manager.leaderelection.elector import (
+    DEFAULT_LEASE_DURATION,
+    DEFAULT_RENEW_DEADLINE,
+    DEFAULT_RETRY_PERIOD,
+    LeaderElector,
+    new_identity,
+)
+from manager.leaderelection.lease import LeaseLock
+from manager.metrics.server import metrics_server
+from manager.runtime.cluster import Cluster, ClusterCache
+from manager.runtime.runnable import Runnable, needs_leader_election
+
+log = structlog.get_logger("manager")
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+class LeaderElectionLost(Exception):
+    """This replica lost its lease; exit now (non-zero) so no two leaders act at once."""
+
+    def __init__(self) -> None:
+        super().__init__("leader election lost")
+
+
+class ShutdownTimeoutError(Exception):
+    pass
+
+
+class Group(enum.Enum):
+    HTTP_SERVERS = "http-servers"
+    WEBHOOKS = "webhooks"
+    CACHES = "caches"
+    OTHERS = "others"
+    LEADER_ELECTION = "leader-election"
+
+
+START_ORDER = (Group.HTTP_SERVERS, Group.WEBHOOKS, Group.CACHES, Group.OTHERS, Group.LEADER_ELECTION)
+STOP_ORDER = (Group.OTHERS, Group.LEADER_ELECTION, Group.CACHES, Group.WEBHOOKS, Group.HTTP_SERVERS)
+
+
+@dataclass
+class Options:
+    """Manager settings; defaults are controller-runtime's."""
+
+    metrics_bind_address: str = ":8080"
+    health_probe_bind_address: str = ""  # disabled; the deployment enables ":8081"
+    leader_election: bool = False
+    leader_election_id: str = ""
+    leader_election_namespace: str = ""
+    leader_election_release_on_cancel: bool = False
+    leader_election_labels: dict[str, str] = field(default_factory=dict)
+    lease_duration: float = DEFAULT_LEASE_DURATION
+    renew_deadline: float = DEFAULT_RENEW_DEADLINE
+    retry_period: float = DEFAULT_RETRY_PERIOD
+    graceful_shutdown_timeout: float | None = 30.0
+    """Seconds to wait for runnables to stop; 0 skips waiting, ``None`` (or < 0) waits forever."""
+    identity: str = ""
+    clock: Clock = field(default=REAL_CLOCK)
+
+
+class _RunnableGroup:
+    """Members of one group: started together (waiting for readiness), stopped together."""
+
+    def __init__(self, group: Group, on_error: Any) -> None:
+        self.group = group
+        self.members: list[Runnable] = []
+        self.tasks: list[asyncio.Task[None]] = []
+        self.started = False
+        self._on_error = on_error
+
+    def add(self, runnable: Runnable) -> asyncio.Event | None:
+        self.members.append(runnable)
+        if self.started:  # late additions start right away
+            return self._launch(runnable)
+        return None
+
+    def _launch(self, runnable: Runnable) -> asyncio.Event:
+        ready = asyncio.Event()
+        task = asyncio.create_task(runnable.start(ready), name=f"{self.group.value}:{runnable!r}")
+        task.add_done_callback(lambda t: self._finished(runnable, t))
+        self.tasks.append(task)
+        return ready
+
+    def _finished(self, runnable: Runnable, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        err = task.exception()
+        if err is not None:
+            self._on_error(runnable, err)
+
+    async def start(self) -> None:
+        """Start every member and wait until each is ready (or one of them fails)."""
+        self.started = True
+        pending = [(self._launch(r), self.tasks[-1]) for r in list(self.members)]
+        for ready, task in pending:
+            waiter = asyncio.create_task(ready.wait())
+            try:
+                await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+            if task.done() and not ready.is_set():
+                return  # it ended or failed before becoming ready; the error path stops the manager
+
+    def ready(self) -> bool:
+        return self.started
+
+    async def stop(self, timeout: float | None) -> bool:
+        """Cancel every member; wait up to ``timeout`` (None: forever). True if all ended."""
+        for task in self.tasks:
+            task.cancel()
+        live = [t for t in self.tasks if not t.done()]
+        if not live:
+            return True
+        if timeout is not None and timeout <= 0:
+            return False
+        _done, still = await asyncio.wait(live, timeout=timeout)
+        return not still
+
+
+class Manager:
+    """Owns the cluster connection, the runnables, health/metrics endpoints and leader election.
+
+    Use::
+
+        mgr = Manager(cluster, Options(leader_election=True, leader_election_id="trainer"))
+        Builder(mgr).for_(TrainJob).owns(JobSet).complete(TrainJobReconciler(mgr.client))
+        await mgr.run()            # until stop() / SIGTERM; raises LeaderElectionLost on lease loss
+    """
+
+    def __init__(self, cluster: Cluster, options: Options | None = None) -> None:
+        self.cluster = cluster
+        self.options = options or Options()
+        self.elected = asyncio.Event()
+        """Set once this replica may run leader-election runnables (immediately without election)."""
+        self.liveness = CheckSet()
+        self.readiness = CheckSet()
+        self._groups = {g: _RunnableGroup(g, self._runnable_failed) for g in Group}
+        self._controller_names: set[str] = set()
+        self._caches_synced = False
+        self._running = False
+        self._stop_requested: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._lease_lost = False
+        self.elector: LeaderElector | None = None
+        self.metrics_server: HTTPServer | None = None
+        self.health_server: HealthProbeServer | None = None
+        self.readiness.add("cache-sync", flag_checker(lambda: self._caches_synced, "caches are not synced yet"))
+        self.add(cluster.cache)
+
+    # -- what controllers and users need --------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        return self.cluster.client
+
+    @property
+    def cache(self) -> ClusterCache:
+        return self.cluster.cache
+
+    @property
+    def informers(self) -> ClusterCache:
+        return self.cluster.cache
+
+    @property
+    def api_reader(self) -> Any:
+        return self.cluster.api_reader
+
+    def claim_controller_name(self, name: str) -> None:
+        """Controller names label metrics, so each may be used once per manager."""
+        if name in self._controller_names:
+            raise ValueError(
+                f"controller with name {name!r} already exists. Controller names must be unique "
+                "to avoid multiple controllers reporting the same metric"
+            )
+        self._controller_names.add(name)
+
+    def add(self, runnable: Runnable) -> None:
+        """Run ``runnable`` with the manager, in the group its kind belongs to."""
+        group = self._group_of(runnable)
+        self._groups[group].add(runnable)
+
+    def add_webhook_server(self, server: Runnable) -> None:
+        self._groups[Group.WEBHOOKS].add(server)
+
+    def add_healthz_check(self, name: str, checker: Checker) -> None:
+        self.liveness.add(name, checker)
+
+    def add_readyz_check(self, name: str, checker: Checker) -> None:
+        self.readiness.add(name, checker)
+
+    def members(self, group: Group) -> list[Runnable]:
+        return list(self._groups[group].members)
+
+    def _group_of(self, runnable: Runnable) -> Group:
+        declared = getattr(runnable, "manager_group", None)
+        if declared is not None:
+            return Group(declared)
+        if isinstance(runnable, HTTPServer):
+            return Group.HTTP_SERVERS
+        if runnable is self.cluster.cache:
+            return Group.CACHES
+        if not needs_leader_election(runnable):
+            return Group.OTHERS
+        return Group.LEADER_ELECTION
+
+    # -- running ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask ``run`` to shut down gracefully (what SIGTERM does)."""
+        if self._stop_requested is not None:
+            self._stop_requested.set()
+
+    def _runnable_failed(self, runnable: Runnable, err: BaseException) -> None:
+        log.error("runnable failed", runnable=repr(runnable), error=str(err), exc_info=err)
+        if self._error is None:
+            self._error = err
+        self.stop()
+
+    async def run(self) -> None:
+        """Start everything, block until stopped, then stop in order.
+
+        Raises the first runnable error, ``LeaderElectionLost`` on lease loss, or
+        ``ShutdownTimeoutError`` if runnables outlived the grace period.
+        """
+        if self._running:
+            raise RuntimeError("manager already started")
+        self._running = True
+        self._stop_requested = asyncio.Event()
+        self._setup_servers()
+        lead_task: asyncio.Task[None] | None = None
+        try:
+            await self._start_in_order()
+            if not self._stop_requested.is_set():
+                if self.options.leader_election:
+                    lead_task = asyncio.create_task(self._lead(), name="leader-election")
+                    lead_task.add_done_callback(self._lead_ended)
+                else:
+                    await self._groups[Group.LEADER_ELECTION].start()
+                    self.elected.set()
+                await self._stop_requested.wait()
+        finally:
+            await self._shutdown(lead_task)
+        if self._lease_lost:
+            raise LeaderElectionLost()
+        if self._error is not None:
+            raise self._error
+
+    async def __aenter__(self) -> Manager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _setup_servers(self) -> None:
+        opts = self.options
+        if not is_disabled(opts.metrics_bind_address):
+            self.metrics_server = metrics_server(opts.metrics_bind_address)
+            self.add(self.metrics_server)
+        if not is_disabled(opts.health_probe_bind_address):
+            self.health_server = HealthProbeServer(opts.health_probe_bind_address, self.liveness, self.readiness)
+            self.add(self.health_server)
+        if opts.leader_election:
+            self.elector = self._new_elector()
+            self.liveness.add("leaderElection", self.elector.healthz_check())
+
+    def _new_elector(self) -> LeaderElector:
+        opts = self.options
+        if not opts.leader_election_id:
+            raise ValueError("LeaderElectionID must be configured")
+        namespace = opts.leader_election_namespace or _in_cluster_namespace()
+        lock = LeaseLock(
+            self.cluster.client,
+            namespace,
+            opts.leader_election_id,
+            opts.identity or new_identity(),
+            labels=opts.leader_election_labels,
+        )
+        return LeaderElector(
+            lock,
+            lease_duration=opts.lease_duration,
+            renew_deadline=opts.renew_deadline,
+            retry_period=opts.retry_period,
+            release_on_cancel=opts.leader_election_release_on_cancel,
+            clock=opts.clock,
+        )
+
+    async def _start_in_order(self) -> None:
+        assert self._stop_requested is not None
+        for group in START_ORDER[:-1]:
+            if self._stop_requested.is_set():
+                return
+            await self._groups[group].start()
+            if group is Group.CACHES:
+                self._caches_synced = True
+                log.info("caches synced")
+
+    async def _lead(self) -> None:
+        assert self.elector is not None and self._stop_requested is not None
+        await self.elector.acquire()
+        await self._groups[Group.LEADER_ELECTION].start()
+        self.elected.set()
+        await self.elector.renew()
+        # renew() returned: the lease is gone and someone else may already be leading
+        log.error("leader election lost")
+        self._lease_lost = True
+        self._stop_requested.set()
+
+    def _lead_ended(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self._runnable_failed(self.elector, task.exception())  # type: ignore[arg-type]
+
+    async def _shutdown(self, lead_task: asyncio.Task[None] | None) -> None:
+        timeout = self.options.graceful_shutdown_timeout
+        if self._lease_lost:
+            timeout = 0.0
+        if timeout is not None and timeout < 0:
+            timeout = None
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        all_stopped = True
+        for group in STOP_ORDER:
+            remaining = None if deadline is None else max(0.0, deadline - loop.time())
+            stopped = await self._groups[group].stop(remaining)
+            all_stopped = all_stopped and stopped
+        if lead_task is not None:  # only now: releasing the lease earlier could let two leaders overlap
+            lead_task.cancel()
+            await asyncio.gather(lead_task, return_exceptions=True)
+        if not all_stopped and not self._lease_lost and self._error is None:
+            self._error = ShutdownTimeoutError(
+                f"failed waiting for all runnables to end within grace period of {timeout:g}s"
+            )
+
+
+def _in_cluster_namespace() -> str:
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    except OSError:
+        pass
+    namespace = os.environ.get("POD_NAMESPACE", "")
+    if namespace:
+        return namespace
+    raise ValueError(
+        "unable to find leader election namespace: not running in-cluster, please specify LeaderElectionNamespace"
+    )
