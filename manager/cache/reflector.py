@@ -68,6 +68,7 @@ class Reflector:
         self.last_resource_version = ""
         self.lists = 0  # how many LISTs were made (observability and tests)
         self.watches = 0
+        self.expired = 0  # how many watches ended in 410 Gone
         self._listed_once = False
 
     def _watch_timeout(self) -> int:
@@ -136,8 +137,13 @@ class Reflector:
                 self.last_resource_version = rv
 
     async def run(self) -> None:
-        """List and watch until cancelled."""
-        need_list = True
+        """List and watch until cancelled.
+
+        A reflector that already listed resumes watching from its last resourceVersion when
+        run again (a restarted informer task picks up where it left off; the server answers
+        410 if it cannot, and the relist repairs the store).
+        """
+        need_list = not self.last_resource_version
         while True:
             try:
                 if need_list:
@@ -147,16 +153,21 @@ class Reflector:
             except asyncio.CancelledError:
                 raise
             except Gone:
+                self.expired += 1
                 log.info(
                     "watch of %s expired at rv %s: relisting", self.mapping.gvk, self.last_resource_version
                 )
                 need_list = True
             except TimeoutError:
                 log.info("watch of %s idle too long: reconnecting", self.mapping.gvk)
+            except TooManyRequests as err:
+                # Throttled, or the server's watch cache is (re)initializing: wait, then retry
+                # the same step (a throttled watch does not need a relist).
+                delay = max(self.backoff.next(), err.retry_after or 0.0)
+                log.info("list/watch of %s throttled: retrying in %.1fs", self.mapping.gvk, delay)
+                await asyncio.sleep(delay)
             except Exception as err:
                 delay = self.backoff.next()
-                if isinstance(err, TooManyRequests) and err.retry_after:
-                    delay = max(delay, err.retry_after)
                 log.warning("list/watch of %s failed (%s): retrying in %.1fs", self.mapping.gvk, err, delay)
                 need_list = True
                 await asyncio.sleep(delay)
