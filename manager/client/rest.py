@@ -145,7 +145,8 @@ class RestTransport:
                 raise TransportError(f"{method} {path}: {err!r}") from err
             if isinstance(error, TooManyRequests) and attempt < self.max_429_retries:
                 attempt += 1
-                await asyncio.sleep(min(error.retry_after or 1.0, self.max_retry_after))
+                delay = error.retry_after if error.retry_after is not None else 1.0
+                await asyncio.sleep(min(delay, self.max_retry_after))
                 continue
             raise error
 
