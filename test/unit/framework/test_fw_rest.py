@@ -230,7 +230,7 @@ async def test_paged_list_and_watch_stream(server: tuple[FakeServer, RestTranspo
         async for event in client.watch(mapping, namespace="ns", resource_version="4", timeout_seconds=7):
             seen.append(event["type"])
     assert seen == ["ADDED", "BOOKMARK"]
-    watch_query = [q for m, p, q in fake.calls if q.get("watch")][0]
+    watch_query = next(q for m, p, q in fake.calls if q.get("watch"))
     assert watch_query["allowWatchBookmarks"] == "true" and watch_query["timeoutSeconds"] == "7"
 
 
