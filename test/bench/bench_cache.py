@@ -82,6 +82,8 @@ class Counter:
         self.adds = 0
         self.updates = 0
         self.last = 0.0
+        self.target = -1
+        self.done = asyncio.Event()
 
     def on_add(self, obj: dict[str, Any], initial: bool) -> None:
         self.adds += 1
@@ -90,6 +92,8 @@ class Counter:
     def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         self.updates += 1
         self.last = time.perf_counter()
+        if self.updates == self.target:
+            self.done.set()
 
     def on_delete(self, obj: dict[str, Any]) -> None:
         pass
@@ -132,8 +136,8 @@ async def run(pods: int) -> dict[str, float]:
                 lambda i: c.patch(pod(i), Patch.merge({"metadata": {"labels": {"touched": "1"}}})),
             )
             writes_s = time.perf_counter() - t2
-            while counter.updates < updates:
-                await asyncio.sleep(0.05)
+            counter.target = updates
+            await counter.done.wait()
             watch_s = counter.last - t2
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
