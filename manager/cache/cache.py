@@ -13,11 +13,12 @@ import builtins
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from manager import _json
 from manager.cache import selectors
 from manager.cache.informer import SharedInformer
+from manager.cache.interfaces import Informers, Reader
 from manager.cache.store import ALL_NAMESPACES, NAMESPACE_INDEX, field_index_func, field_index_name
 from manager.cache.transform import Transform, strip_managed_fields
 from manager.client.client import Client
@@ -272,3 +273,9 @@ class Cache:
             }
             result = found if result is None else {k: v for k, v in result.items() if k in found}
         return list((result or {}).values())
+
+
+if TYPE_CHECKING:  # mypy proves the cache satisfies the seams the controllers consume
+
+    def _conforms(cache: Cache) -> tuple[Informers, Reader]:
+        return cache, cache
