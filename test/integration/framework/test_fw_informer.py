@@ -241,3 +241,53 @@ async def test_live_informer_converges_through_storage_reinitialisation(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_namespaced_and_label_scoped_cache(cluster: Cluster, widgets_crd: None, kube: Any) -> None:
+    """default_namespaces gives one watch per namespace; a ByObject label selector is applied
+    server-side, and an object whose labels stop matching leaves the cache as a delete."""
+    from kubernetes_asyncio import client as k8s
+
+    from manager.cache.cache import ByObject, CacheOptions
+
+    core = k8s.CoreV1Api(kube)
+    names = [f"scoped-{i}-{asyncio.get_running_loop().time():.0f}".replace(".", "") for i in range(3)]
+    for name in names:
+        await core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+    try:
+        watched, also, ignored = names
+        c = cluster.api_reader
+        cache = Cache(
+            c,
+            CacheOptions(default_namespaces=[watched, also], by_object={WIDGET: ByObject(label_selector="app=w")}),
+        )
+        informer = await cache.get_informer(WIDGET)
+        rec = Recorder()
+        informer.add_event_handler(rec)
+        started = asyncio.Event()
+        task = asyncio.create_task(cache.start(started))
+        try:
+            await asyncio.wait_for(started.wait(), 30)
+            assert len(informer.reflectors) == 2
+            await c.create(widget("a", watched))
+            await c.create(widget("b", also))
+            await c.create(widget("c", ignored))
+            unlabelled = widget("d", watched)
+            unlabelled["metadata"]["labels"] = {"app": "other"}  # type: ignore[index]
+            await c.create(unlabelled)
+            await eventually(lambda: sorted(rec.names("add")) == ["a", "b"])
+            listed = await cache.list(WIDGET)
+            assert sorted((o["metadata"]["namespace"], o["metadata"]["name"]) for o in listed) == sorted(
+                [(watched, "a"), (also, "b")]
+            )
+            assert [o["metadata"]["name"] for o in await cache.list(WIDGET, namespace=also)] == ["b"]
+            relabel = await c.get(WIDGET, "a", watched)
+            relabel["metadata"]["labels"] = {"app": "gone"}
+            await c.update(relabel)
+            await eventually(lambda: "a" in rec.names("delete"))
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    finally:
+        for name in names:
+            await core.delete_namespace(name)
