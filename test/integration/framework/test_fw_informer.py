@@ -259,7 +259,9 @@ async def test_namespaced_and_label_scoped_cache(cluster: Cluster, widgets_crd: 
         c = cluster.api_reader
         cache = Cache(
             c,
-            CacheOptions(default_namespaces=[watched, also], by_object={WIDGET: ByObject(label_selector="app=w")}),
+            CacheOptions(
+                default_namespaces=[watched, also], by_object={WIDGET: ByObject(label_selector="app=w")}
+            ),
         )
         informer = await cache.get_informer(WIDGET)
         rec = Recorder()
