@@ -66,17 +66,19 @@ def _ssl_context(cfg: k8s_client.Configuration) -> ssl.SSLContext | None:
     return ctx
 
 
-def _token_source(cfg: k8s_client.Configuration, reload: Callable[[], Awaitable[None]] | None) -> TokenSource:
+def _token_source(
+    cfg: k8s_client.Configuration, reload: Callable[[], Awaitable[None]] | None, refresh_interval: float
+) -> TokenSource:
     """A token source reading ``api_key['BearerToken']`` through kubernetes_asyncio's hook.
 
     In-cluster loading installs a refresh hook that re-reads the token file when it ages;
-    kubeconfig exec/OIDC credentials are re-loaded every minute by ``reload``.
+    kubeconfig exec/OIDC credentials are re-loaded every ``refresh_interval`` seconds by ``reload``.
     """
     last_reload = time.monotonic()
 
     async def source() -> str | None:
         nonlocal last_reload
-        if reload is not None and time.monotonic() - last_reload > 60:
+        if reload is not None and time.monotonic() - last_reload >= refresh_interval:
             last_reload = time.monotonic()
             await reload()
         token = await cfg.get_api_key_with_prefix("BearerToken")
@@ -89,18 +91,25 @@ def _token_source(cfg: k8s_client.Configuration, reload: Callable[[], Awaitable[
 
 
 def from_client_configuration(
-    cfg: k8s_client.Configuration, reload: Callable[[], Awaitable[None]] | None = None
+    cfg: k8s_client.Configuration,
+    reload: Callable[[], Awaitable[None]] | None = None,
+    refresh_interval: float = 60.0,
 ) -> RestConfig:
     """Convert a loaded kubernetes_asyncio ``Configuration``."""
     return RestConfig(
         host=str(cfg.host).rstrip("/"),
         ssl_context=_ssl_context(cfg),
-        token_source=_token_source(cfg, reload),
+        token_source=_token_source(cfg, reload, refresh_interval),
     )
 
 
-async def load_kubeconfig(path: str | Path | None = None, context: str | None = None) -> RestConfig:
-    """Load a kubeconfig file (``~/.kube/config`` when ``path`` is None)."""
+async def load_kubeconfig(
+    path: str | Path | None = None, context: str | None = None, *, refresh_interval: float = 60.0
+) -> RestConfig:
+    """Load a kubeconfig file (``~/.kube/config`` when ``path`` is None).
+
+    Exec-plugin and auth-provider credentials are re-obtained every ``refresh_interval`` seconds.
+    """
     cfg = k8s_client.Configuration()
     try:
         loader = await k8s_config.load_kube_config(
@@ -118,7 +127,7 @@ async def load_kubeconfig(path: str | Path | None = None, context: str | None = 
     async def reload() -> None:
         await loader.load_and_set(cfg)
 
-    return from_client_configuration(cfg, reload if needs_refresh else None)
+    return from_client_configuration(cfg, reload if needs_refresh else None, refresh_interval)
 
 
 def load_incluster(token_file: str | None = None, cert_file: str | None = None) -> RestConfig:

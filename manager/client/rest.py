@@ -192,18 +192,18 @@ class RestTransport:
                 if response.status >= 300:
                     raw = await response.read()
                     raise self._error(response.status, raw, response.headers.get("Retry-After"))
-                buffer = b""
+                buffer = bytearray()
                 async for chunk in response.content.iter_any():
                     buffer += chunk
-                    while True:
-                        newline = buffer.find(b"\n")
-                        if newline < 0:
-                            break
-                        line, buffer = buffer[:newline], buffer[newline + 1 :]
+                    start = 0
+                    while (newline := buffer.find(b"\n", start)) >= 0:
+                        line = bytes(buffer[start:newline])
+                        start = newline + 1
                         if line.strip():
                             yield _json.loads(line)
+                    del buffer[:start]
                 if buffer.strip():
-                    yield _json.loads(buffer)
+                    yield _json.loads(bytes(buffer))
         except aiohttp.ClientPayloadError:
             return  # the server closed the stream mid-chunk: same as a normal end
         except aiohttp.ServerTimeoutError as err:

@@ -60,3 +60,57 @@ async def test_cluster_closes_its_http_session() -> None:
         session = cluster.transport.session
         assert not session.closed
     assert session.closed
+
+
+async def test_incluster_token_rotation_is_picked_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datetime
+
+    from kubernetes_asyncio.config import incluster_config
+
+    ca = TinyCA("incluster-ca")
+    (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
+    (tmp_path / "token").write_text("first")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    # Projected tokens are re-read once they age; make every read "aged".
+    monkeypatch.setattr(incluster_config, "TOKEN_REFRESH_PERIOD", datetime.timedelta(0))
+    config = load_incluster(token_file=str(tmp_path / "token"), cert_file=str(tmp_path / "ca.crt"))
+    assert await config.authorization() == "Bearer first"
+    (tmp_path / "token").write_text("rotated")
+    assert await config.authorization() == "Bearer rotated"
+
+
+async def test_exec_plugin_credentials_are_refreshed(tmp_path: Path) -> None:
+    import sys
+
+    token_file = tmp_path / "current"
+    token_file.write_text("one")
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import json, pathlib\n"
+        f"token = pathlib.Path({str(token_file)!r}).read_text()\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',"
+        " 'status': {'token': token}}))\n"
+    )
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        f"""
+apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}}}]
+users:
+- name: u
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: {sys.executable}
+      args: [{plugin}]
+      interactiveMode: Never
+contexts: [{{name: ctx, context: {{cluster: c, user: u}}}}]
+current-context: ctx
+"""
+    )
+    config = await load_kubeconfig(kubeconfig, refresh_interval=0)
+    assert await config.authorization() == "Bearer one"
+    token_file.write_text("two")
+    assert await config.authorization() == "Bearer two"
