@@ -8,6 +8,7 @@ best effort: API errors are logged, never raised into the reconciler.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import time
@@ -39,7 +40,9 @@ def _now() -> str:
 
 
 class EventRecorder:
-    """``recorder.event(obj, "Normal", "Created", "created pod x")`` (sync-looking, async inside)."""
+    """``await recorder.event(obj, "Normal", "Created", "created pod x")``, or ``emit(...)`` to
+    fire and forget from synchronous code (Go's recorder is non-blocking too); ``flush()``
+    awaits what ``emit`` started."""
 
     def __init__(
         self,
@@ -56,6 +59,19 @@ class EventRecorder:
         self.max_tracked = max_tracked
         self._clock = clock
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
+        self._pending: set[asyncio.Task[dict[str, Any] | None]] = set()
+        self._lock = asyncio.Lock()  # one write at a time keeps the dedup bookkeeping exact
+
+    def emit(self, obj: Any, event_type: EventType, reason: str, message: str) -> None:
+        """Record in the background (needs a running loop); errors are logged, never raised."""
+        task = asyncio.get_running_loop().create_task(self.event(obj, event_type, reason, message))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def flush(self) -> None:
+        """Wait for every event started with ``emit``."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
 
     @staticmethod
     def _involved(obj: dict[str, Any]) -> dict[str, Any]:

@@ -176,3 +176,13 @@ async def test_event_recorder_deduplicates_within_window() -> None:
     # errors are swallowed (best effort)
     c.inject_error("create", Conflict("x", code=409))
     assert await recorder.event(target, "Normal", "Other", "m") is None
+
+
+async def test_event_recorder_emit_is_fire_and_forget() -> None:
+    c = FakeClient()
+    recorder = EventRecorder(c, component="bg")
+    for _ in range(4):
+        recorder.emit(owner(), "Normal", "Tick", "tick")  # from sync code, no await
+    await recorder.flush()
+    events = await c.list(GroupVersionKind("", "v1", "Event"), namespace="ns")
+    assert len(events) == 1 and events[0]["count"] == 4

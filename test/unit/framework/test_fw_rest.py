@@ -250,3 +250,16 @@ async def test_token_bucket() -> None:
     assert loop.time() - start >= 4 / 200 * 0.9
     with pytest.raises(ValueError):
         TokenBucket(qps=0, burst=1)
+
+
+async def test_client_side_qps_limit_spaces_requests(server: tuple[FakeServer, RestTransport]) -> None:
+    _, unthrottled = server
+    throttled = RestTransport(RestConfig(host=unthrottled.config.host, qps=50, burst=1))
+    try:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for _ in range(6):
+            await throttled.request("GET", "/anything")
+        assert loop.time() - start >= 5 / 50 * 0.9
+    finally:
+        await throttled.aclose()
