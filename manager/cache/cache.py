@@ -77,6 +77,7 @@ class CacheOptions:
     min_watch_timeout: float = 300.0
     inactivity_timeout: float | None = None
     unsafe_disable_deep_copy: bool = False
+    compact_store: bool = False  # keep objects as JSON bytes: less memory, a decode per read
 
 
 def _copy(obj: Object) -> Object:
@@ -133,6 +134,7 @@ class Cache:
             resync_period=o.resync_period,
             min_watch_timeout=o.min_watch_timeout,
             inactivity_timeout=o.inactivity_timeout,
+            compact_store=o.compact_store,
         )
 
     def _start_informer(self, gvk: GroupVersionKind, informer: SharedInformer) -> None:
@@ -211,7 +213,8 @@ class Cache:
         return informer
 
     def _out(self, obj: Object) -> Object:
-        return obj if self.options.unsafe_disable_deep_copy else _copy(obj)
+        no_copy = self.options.unsafe_disable_deep_copy or self.options.compact_store
+        return obj if no_copy else _copy(obj)
 
     async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> Object:
         informer = await self._synced_informer(gvk)

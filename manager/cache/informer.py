@@ -49,10 +49,11 @@ class SharedInformer:
         min_watch_timeout: float = 300.0,
         inactivity_timeout: float | None = None,
         page_size: int = 500,
+        compact_store: bool = False,
     ) -> None:
         self.mapping = mapping
         self.gvk = mapping.gvk
-        self.store = Store()
+        self.store = Store(compact=compact_store)
         self.transform = transform
         self.resync_period = resync_period
         self._handlers: list[ResourceEventHandler] = []

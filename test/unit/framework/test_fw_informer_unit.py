@@ -57,8 +57,9 @@ class Exploding(Recorder):
         raise RuntimeError("handler bug")
 
 
-def test_store_indexes_follow_updates_and_deletes() -> None:
-    store = Store()
+@pytest.mark.parametrize("compact", [False, True])
+def test_store_indexes_follow_updates_and_deletes(compact: bool) -> None:
+    store = Store(compact=compact)
     store.add_index("field:spec.owner", field_index_func(lambda o: [o["spec"]["owner"]]))
     store.put(obj("a", "1", owner="x"))
     store.put(obj("b", "1", ns="other", owner="x"))
@@ -80,8 +81,9 @@ def test_store_indexes_follow_updates_and_deletes() -> None:
     assert len(store.by_index("byname", "a")) == 1
 
 
-def test_relist_synthesises_deletes_and_updates_only_for_changes() -> None:
-    informer = SharedInformer(Client(None, None), MAPPING)  # type: ignore[arg-type]
+@pytest.mark.parametrize("compact", [False, True])
+def test_relist_synthesises_deletes_and_updates_only_for_changes(compact: bool) -> None:
+    informer = SharedInformer(Client(None, None), MAPPING, compact_store=compact)  # type: ignore[arg-type]
     rec = Recorder()
     bad = Exploding()
     informer.add_event_handler(bad)
@@ -96,6 +98,29 @@ def test_relist_synthesises_deletes_and_updates_only_for_changes() -> None:
     late = Recorder()
     informer.add_event_handler(late)
     assert sorted(late.events) == [("add-initial", "change"), ("add-initial", "keep"), ("add-initial", "new")]
+    stored = informer.store.get("ns/change")
+    assert stored is not None and stored["metadata"]["resourceVersion"] == "2"
+    stored["metadata"]["resourceVersion"] = "mutated"
+    # a compact store hands out copies; a dict store shares (callers copy, see Cache._out)
+    again = informer.store.get("ns/change")
+    assert again is not None
+    assert (again["metadata"]["resourceVersion"] == "2") is compact
+
+
+def test_compact_store_uses_less_memory_than_dicts() -> None:
+    import tracemalloc
+
+    def measure(compact: bool) -> int:
+        tracemalloc.start()
+        store = Store(compact=compact)
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(500):
+            store.put(obj(f"o{i}", str(i), owner="x"))
+        used = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        return used
+
+    assert measure(True) * 2 < measure(False)
 
 
 def test_relist_of_one_namespace_leaves_the_others_alone() -> None:
