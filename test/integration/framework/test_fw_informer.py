@@ -293,3 +293,33 @@ async def test_namespaced_and_label_scoped_cache(cluster: Cluster, widgets_crd: 
     finally:
         for name in names:
             await core.delete_namespace(name)
+
+
+async def test_compact_cache_serves_the_same_reads(
+    cluster: Cluster, widgets_crd: None, namespace: str
+) -> None:
+    from manager.cache.cache import CacheOptions
+
+    c = cluster.api_reader
+    cache = Cache(c, CacheOptions(compact_store=True))
+    await cache.index_field(WIDGET, "spec.size", lambda o: [str(o["spec"]["size"])])
+    started = asyncio.Event()
+    task = asyncio.create_task(cache.start(started))
+    try:
+        await asyncio.wait_for(started.wait(), 30)
+        await c.create(widget("c1", namespace, size=2))
+        await c.create(widget("c2", namespace, size=3))
+
+        async def both() -> bool:
+            return len(await cache.list(WIDGET, namespace=namespace)) == 2
+
+        await eventually(both)
+        by_size = await cache.list(WIDGET, namespace=namespace, field_selector={"spec.size": "3"})
+        assert [o["metadata"]["name"] for o in by_size] == ["c2"]
+        got = await cache.get(WIDGET, ObjectKey(namespace, "c1"))
+        assert "managedFields" not in got["metadata"] and got["spec"]["color"] == "red"
+        got["spec"]["size"] = 10  # a private copy
+        assert (await cache.get(WIDGET, ObjectKey(namespace, "c1")))["spec"]["size"] == 2
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
