@@ -122,7 +122,7 @@ def resource_list(values: Mapping[str, Any] | None) -> dict[str, Quantity]:
 
 def container_requests(container: Mapping[str, Any]) -> dict[str, Quantity]:
     """``resources.requests`` of a container as quantities."""
-    return resource_list(((container.get("resources") or {}).get("requests")))
+    return resource_list((container.get("resources") or {}).get("requests"))
 
 
 def env_value(env: list[Mapping[str, Any]] | None, name: str) -> str | None:

@@ -55,7 +55,10 @@ CRD_KINDS: tuple[type[KindModel], ...] = (
 )
 DEFAULT_DIR = Path("config/crd/bases")
 
-_INT_OR_STRING: Schema = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+_INT_OR_STRING: Schema = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "x-kubernetes-int-or-string": True,
+}
 _SPECIAL_CORE: dict[str, Schema] = {
     "io.k8s.apimachinery.pkg.api.resource.Quantity": {**_INT_OR_STRING, "pattern": QUANTITY_PATTERN},
     "io.k8s.apimachinery.pkg.util.intstr.IntOrString": _INT_OR_STRING,

@@ -124,9 +124,23 @@ class JobSet(KindModel):
             "jsonPath": ".status.terminalState",
             "description": "Final state of JobSet",
         },
-        {"name": "Restarts", "type": "string", "jsonPath": ".status.restarts", "description": "Number of restarts"},
-        {"name": "Completed", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Completed")].status'},
-        {"name": "Suspended", "type": "string", "jsonPath": ".spec.suspend", "description": "JobSet suspended"},
+        {
+            "name": "Restarts",
+            "type": "string",
+            "jsonPath": ".status.restarts",
+            "description": "Number of restarts",
+        },
+        {
+            "name": "Completed",
+            "type": "string",
+            "jsonPath": '.status.conditions[?(@.type=="Completed")].status',
+        },
+        {
+            "name": "Suspended",
+            "type": "string",
+            "jsonPath": ".spec.suspend",
+            "description": "JobSet suspended",
+        },
         {
             "name": "Age",
             "type": "date",

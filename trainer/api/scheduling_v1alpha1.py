@@ -111,7 +111,9 @@ class ElasticQuota(KindModel):
     singular: ClassVar[str] = "elasticquota"
     short_names: ClassVar[tuple[str, ...]] = ("eq", "eqs")
     status_subresource: ClassVar[bool] = True
-    crd_annotations: ClassVar[dict[str, str]] = {"api-approved.kubernetes.io": c.ElasticQuotaApprovedAnnotation}
+    crd_annotations: ClassVar[dict[str, str]] = {
+        "api-approved.kubernetes.io": c.ElasticQuotaApprovedAnnotation
+    }
     printer_columns: ClassVar[tuple[dict[str, str], ...]] = (
         {
             "name": "Used",

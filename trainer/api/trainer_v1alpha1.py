@@ -11,7 +11,19 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field
 
 from trainer.api import trainer_constants as c
-from trainer.api.base import Bool, Ext, Int, Int32, IntOrString, KindModel, Model, Rule, Str, StringList, StringMap
+from trainer.api.base import (
+    Bool,
+    Ext,
+    Int,
+    Int32,
+    IntOrString,
+    KindModel,
+    Model,
+    Rule,
+    Str,
+    StringList,
+    StringMap,
+)
 from trainer.api.core import (
     Affinity,
     ConditionList,

@@ -9,8 +9,8 @@ from crdtest import Resource, assert_invalid
 
 from manager.envtest import Environment
 from trainer.api import scheduling_constants as c
-from trainer.api.scheduling_v1alpha1 import ElasticQuota, PodGroup
 from trainer.api.quantity import Quantity
+from trainer.api.scheduling_v1alpha1 import ElasticQuota, PodGroup
 
 
 @pytest.fixture
@@ -24,14 +24,23 @@ def quotas(resources) -> Resource:  # type: ignore[no-untyped-def]
 
 
 def pod_group(name: str, spec: dict[str, Any] | None) -> dict[str, Any]:
-    obj: dict[str, Any] = {"apiVersion": PodGroup.api_version, "kind": PodGroup.kind, "metadata": {"name": name}}
+    obj: dict[str, Any] = {
+        "apiVersion": PodGroup.api_version,
+        "kind": PodGroup.kind,
+        "metadata": {"name": name},
+    }
     if spec is not None:
         obj["spec"] = spec
     return obj
 
 
 def quota(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": ElasticQuota.api_version, "kind": ElasticQuota.kind, "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": ElasticQuota.api_version,
+        "kind": ElasticQuota.kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 @pytest.mark.parametrize(
@@ -58,11 +67,14 @@ async def test_pod_group_accepts(podgroups: Resource, spec: dict[str, Any] | Non
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"minMember": 0}, "spec.minMember: Invalid value: 0: spec.minMember in body should be greater than or equal to 1"),
+        (
+            {"minMember": 0},
+            "spec.minMember: Invalid value: 0: spec.minMember in body should be greater than or equal to 1",
+        ),
         ({"minMember": -1}, "should be greater than or equal to 1"),
         ({"minResources": {"cpu": "one"}}, "spec.minResources.cpu"),
         ({"minResources": {"memory": "1GB"}}, "spec.minResources.memory"),
-        ({"minMember": "3"}, "spec.minMember: Invalid value: \"string\""),
+        ({"minMember": "3"}, 'spec.minMember: Invalid value: "string"'),
     ],
 )
 async def test_pod_group_rejects(podgroups: Resource, spec: dict[str, Any], message: str) -> None:

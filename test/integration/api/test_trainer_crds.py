@@ -6,11 +6,10 @@ import copy
 from typing import Any
 
 import pytest
+from crdtest import Resource, assert_invalid
 
 from trainer.api import trainer_constants as c
 from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
-
-from crdtest import Resource, assert_invalid
 
 V = "v1alpha1"
 
@@ -33,7 +32,12 @@ def cluster_runtimes(resources) -> Resource:  # type: ignore[no-untyped-def]
 def train_job(name: str = "job", **spec: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"runtimeRef": {"name": "testing", "kind": c.ClusterTrainingRuntimeKind}}
     body.update(spec)
-    return {"apiVersion": TrainJob.api_version, "kind": TrainJob.kind, "metadata": {"name": name}, "spec": body}
+    return {
+        "apiVersion": TrainJob.api_version,
+        "kind": TrainJob.kind,
+        "metadata": {"name": name},
+        "spec": body,
+    }
 
 
 def _rjob(name: str, ancestor: str | None, mounts: list[str]) -> dict[str, Any]:
@@ -54,7 +58,9 @@ def _rjob(name: str, ancestor: str | None, mounts: list[str]) -> dict[str, Any]:
                 "template": {
                     "spec": {
                         "containers": [container],
-                        "volumes": [{"name": "initializer", "persistentVolumeClaim": {"claimName": "initializer"}}],
+                        "volumes": [
+                            {"name": "initializer", "persistentVolumeClaim": {"claimName": "initializer"}}
+                        ],
                     }
                 }
             },
@@ -67,15 +73,23 @@ def jobset_template(ancestors: bool = True) -> dict[str, Any]:
     return {
         "spec": {
             "replicatedJobs": [
-                _rjob(c.DatasetInitializer, c.DatasetInitializer if ancestors else None, ["/workspace/dataset"]),
+                _rjob(
+                    c.DatasetInitializer, c.DatasetInitializer if ancestors else None, ["/workspace/dataset"]
+                ),
                 _rjob(c.ModelInitializer, c.ModelInitializer if ancestors else None, ["/workspace/model"]),
-                _rjob(c.Node, c.AncestorTrainer if ancestors else None, ["/workspace/dataset", "/workspace/model"]),
+                _rjob(
+                    c.Node,
+                    c.AncestorTrainer if ancestors else None,
+                    ["/workspace/dataset", "/workspace/model"],
+                ),
             ]
         }
     }
 
 
-def runtime(kind: type[TrainingRuntime] | type[ClusterTrainingRuntime], name: str, **spec: Any) -> dict[str, Any]:
+def runtime(
+    kind: type[TrainingRuntime] | type[ClusterTrainingRuntime], name: str, **spec: Any
+) -> dict[str, Any]:
     body: dict[str, Any] = {"template": jobset_template(kind is TrainingRuntime)}
     body.update(spec)
     return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": name}, "spec": body}
@@ -105,7 +119,11 @@ async def test_managed_by_values(trainjobs: Resource, testing_runtimes: str) -> 
     assert status == 201, body
     # spec: trainer A3
     status, body = await trainjobs.create(train_job("a3", managedBy="invalid"))
-    assert_invalid(status, body, "ManagedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue if set")
+    assert_invalid(
+        status,
+        body,
+        "ManagedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue if set",
+    )
 
 
 async def test_two_overrides_for_the_same_job_are_accepted(trainjobs: Resource) -> None:
@@ -136,7 +154,11 @@ async def test_defaults(trainjobs: Resource) -> None:
     job["spec"]["runtimeRef"] = {"name": "testing", "kind": c.TrainingRuntimeKind}
     status, body = await trainjobs.create(job)
     assert status == 201, body
-    assert body["spec"]["runtimeRef"] == {"name": "testing", "kind": c.TrainingRuntimeKind, "apiGroup": c.GROUP}
+    assert body["spec"]["runtimeRef"] == {
+        "name": "testing",
+        "kind": c.TrainingRuntimeKind,
+        "apiGroup": c.GROUP,
+    }
     assert body["spec"]["managedBy"] == c.TrainJobControllerName
     assert body["spec"]["suspend"] is False
     # spec: trainer A8
@@ -225,7 +247,9 @@ async def test_status_shape_is_enforced(trainjobs: Resource) -> None:
 # -- runtimes ---------------------------------------------------------------------------------
 
 
-async def test_runtime_wrappers_are_accepted(runtimes: Resource, cluster_runtimes: Resource, namespace: str) -> None:
+async def test_runtime_wrappers_are_accepted(
+    runtimes: Resource, cluster_runtimes: Resource, namespace: str
+) -> None:
     # spec: trainer A17
     sent = runtime(TrainingRuntime, "wrapper")
     status, body = await runtimes.create(sent)
@@ -273,7 +297,12 @@ async def test_torch_defaults(runtimes: Resource) -> None:
     assert [r["replicas"] for r in body["spec"]["template"]["spec"]["replicatedJobs"]] == [1, 1, 1]
 
 
-MPI = {"numProcPerNode": 1, "mpiImplementation": "OpenMPI", "sshAuthMountPath": "/usr/dir", "runLauncherAsNode": False}
+MPI = {
+    "numProcPerNode": 1,
+    "mpiImplementation": "OpenMPI",
+    "sshAuthMountPath": "/usr/dir",
+    "runLauncherAsNode": False,
+}
 
 
 @pytest.mark.parametrize(
@@ -357,7 +386,9 @@ async def test_server_side_apply_merges_containers_by_name(runtimes: Resource) -
     second = runtime(TrainingRuntime, "ssa")
     pod = second["spec"]["template"]["spec"]["replicatedJobs"][2]["template"]["spec"]["template"]["spec"]
     pod["containers"] = [{"name": "sidecar", "image": "busybox"}]
-    second["spec"]["template"]["spec"]["replicatedJobs"] = [second["spec"]["template"]["spec"]["replicatedJobs"][2]]
+    second["spec"]["template"]["spec"]["replicatedJobs"] = [
+        second["spec"]["template"]["spec"]["replicatedJobs"][2]
+    ]
     status, body = await runtimes.apply(second, "second")
     assert status == 200, body
     merged = body["spec"]["template"]["spec"]["replicatedJobs"]

@@ -21,14 +21,18 @@ from trainer.api.base import QUANTITY_PATTERN, CoreRef, Ext
 JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.text(max_size=8))
 JSON = st.recursive(
     JSON_SCALARS,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 # Unknown keys never collide with a known JSON name or Python field name.
 UNKNOWN_KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=6).map(lambda s: "zz" + s)
 QUANTITIES = st.one_of(
     st.integers(0, 10**6),
-    st.sampled_from(["1", "500m", "1.5Gi", "1000m", "2Ki", "1e3", "0.1", "+3", "128974848", "129e6", "123Mi"]),
+    st.sampled_from(
+        ["1", "500m", "1.5Gi", "1000m", "2Ki", "1e3", "0.1", "+3", "128974848", "129e6", "123Mi"]
+    ),
 )
 
 

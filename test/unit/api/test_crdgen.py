@@ -80,7 +80,14 @@ def walk(node: Any) -> list[dict[str, Any]]:
 
 RESOURCES = [
     ("trainer.kubeflow.org_trainjobs.yaml", "TrainJob", "trainjobs", "Namespaced", True, None),
-    ("trainer.kubeflow.org_trainingruntimes.yaml", "TrainingRuntime", "trainingruntimes", "Namespaced", False, None),
+    (
+        "trainer.kubeflow.org_trainingruntimes.yaml",
+        "TrainingRuntime",
+        "trainingruntimes",
+        "Namespaced",
+        False,
+        None,
+    ),
     (
         "trainer.kubeflow.org_clustertrainingruntimes.yaml",
         "ClusterTrainingRuntime",
@@ -91,12 +98,21 @@ RESOURCES = [
     ),
     ("jobset.x-k8s.io_jobsets.yaml", "JobSet", "jobsets", "Namespaced", True, None),
     ("scheduling.x-k8s.io_podgroups.yaml", "PodGroup", "podgroups", "Namespaced", True, ["pg", "pgs"]),
-    ("scheduling.x-k8s.io_elasticquotas.yaml", "ElasticQuota", "elasticquotas", "Namespaced", True, ["eq", "eqs"]),
+    (
+        "scheduling.x-k8s.io_elasticquotas.yaml",
+        "ElasticQuota",
+        "elasticquotas",
+        "Namespaced",
+        True,
+        ["eq", "eqs"],
+    ),
 ]
 
 
 @pytest.mark.parametrize(("file", "kind", "plural", "scope", "status", "short"), RESOURCES)
-def test_resource_facts(file: str, kind: str, plural: str, scope: str, status: bool, short: list[str] | None) -> None:
+def test_resource_facts(
+    file: str, kind: str, plural: str, scope: str, status: bool, short: list[str] | None
+) -> None:
     crd = load(file)
     spec = crd["spec"]
     assert crd["metadata"]["name"] == f"{plural}.{spec['group']}"
@@ -155,8 +171,12 @@ def test_printer_columns() -> None:
 def test_scheduling_crds_carry_the_api_approval_annotation() -> None:
     pg = load("scheduling.x-k8s.io_podgroups.yaml")["metadata"]["annotations"]
     eq = load("scheduling.x-k8s.io_elasticquotas.yaml")["metadata"]["annotations"]
-    assert pg == {"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/scheduler-plugins/pull/50"}
-    assert eq == {"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"}
+    assert pg == {
+        "api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/scheduler-plugins/pull/50"
+    }
+    assert eq == {
+        "api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"
+    }
 
 
 # -- TrainJob -------------------------------------------------------------------------------------
@@ -171,7 +191,10 @@ def test_trainjob_root_rules() -> None:
             "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
             "message": "metadata.name must match RFC 1035 DNS label format",
         },
-        {"rule": "size(self.metadata.name) <= 63", "message": "metadata.name must be no more than 63 characters"},
+        {
+            "rule": "size(self.metadata.name) <= 63",
+            "message": "metadata.name must be no more than 63 characters",
+        },
     ]
     assert "required" not in root
     assert root["properties"]["spec"]["required"] == ["runtimeRef"]
@@ -246,7 +269,11 @@ def test_trainjob_pod_template_overrides() -> None:
     assert at(s, "spec.podTemplateOverrides[].targetJobs") == {
         "type": "array",
         "x-kubernetes-list-type": "atomic",
-        "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string", "minLength": 1}}},
+        "items": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string", "minLength": 1}},
+        },
     }
     assert set(at(s, "spec.podTemplateOverrides[].metadata")["properties"]) == {
         "labels",
@@ -326,7 +353,10 @@ def test_runtime_schema(file: str) -> None:
             "rule": "!(has(self.numNodes) && (has(self.torch) && has(self.torch.elasticPolicy)))",
             "message": "numNodes should not be set if torch.elasticPolicy is configured",
         },
-        {"rule": "!(has(self.torch) && has(self.mpi))", "message": "Only one of the policy can be configured"},
+        {
+            "rule": "!(has(self.torch) && has(self.mpi))",
+            "message": "Only one of the policy can be configured",
+        },
     ]
     assert at(s, "spec.mlPolicy.numNodes") == {"type": "integer", "format": "int32"}
     assert at(s, "spec.mlPolicy.torch.numProcPerNode") == {
@@ -406,7 +436,11 @@ def test_jobset_spec() -> None:
         "required": ["operator"],
         "properties": {
             "operator": {"type": "string", "enum": ["All", "Any"]},
-            "targetReplicatedJobs": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "atomic"},
+            "targetReplicatedJobs": {
+                "type": "array",
+                "items": {"type": "string"},
+                "x-kubernetes-list-type": "atomic",
+            },
         },
         "x-kubernetes-validations": IMMUTABLE,
     }
@@ -425,7 +459,10 @@ def test_jobset_spec() -> None:
         "RestartJobSet",
         "RestartJobSetAndIgnoreMaxRestarts",
     ]
-    assert rules["items"]["properties"]["onJobFailureReasons"] == {"type": "array", "items": {"type": "string"}}
+    assert rules["items"]["properties"]["onJobFailureReasons"] == {
+        "type": "array",
+        "items": {"type": "string"},
+    }
     assert at(s, "spec.startupPolicy")["required"] == ["startupPolicyOrder"]
     assert at(s, "spec.startupPolicy.startupPolicyOrder")["enum"] == ["AnyOrder", "InOrder"]
     assert at(s, "spec.coordinator") == {
@@ -458,7 +495,13 @@ def test_jobset_replicated_jobs() -> None:
     assert depends["items"]["required"] == ["name", "status"]
     assert depends["items"]["properties"]["status"]["enum"] == ["Ready", "Complete"]
     job = rjob["properties"]["template"]
-    assert set(job["properties"]["metadata"]["properties"]) == {"labels", "annotations", "finalizers", "name", "namespace"}
+    assert set(job["properties"]["metadata"]["properties"]) == {
+        "labels",
+        "annotations",
+        "finalizers",
+        "name",
+        "namespace",
+    }
     assert job["properties"]["spec"]["required"] == ["template"]
 
 
@@ -500,7 +543,9 @@ def test_embedded_pod_template_is_the_kubernetes_schema() -> None:
     assert pod["properties"]["tolerations"]["x-kubernetes-list-type"] == "atomic"
     assert pod["properties"]["volumes"]["x-kubernetes-list-map-keys"] == ["name"]
     assert pod["properties"]["nodeSelector"]["x-kubernetes-map-type"] == "atomic"
-    assert pod["properties"]["volumes"]["items"]["properties"]["configMap"]["x-kubernetes-map-type"] == "atomic"
+    assert (
+        pod["properties"]["volumes"]["items"]["properties"]["configMap"]["x-kubernetes-map-type"] == "atomic"
+    )
     # Only defaults Kubernetes declares on optional fields; none on required ones, no `{}`.
     disk = pod["properties"]["volumes"]["items"]["properties"]["azureDisk"]["properties"]
     assert disk["fsType"]["default"] == "ext4" and "default" not in disk["cachingMode"]

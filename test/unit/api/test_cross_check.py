@@ -107,7 +107,9 @@ def _models_in_ours(info: Any) -> list[type[BaseModel]]:
 
 
 @pytest.mark.parametrize(("theirs", "ours"), PAIRS, ids=lambda p: getattr(p, "__name__", ""))
-def test_every_upstream_field_exists_with_the_same_json_name(theirs: type[BaseModel], ours: type[KindModel]) -> None:
+def test_every_upstream_field_exists_with_the_same_json_name(
+    theirs: type[BaseModel], ours: type[KindModel]
+) -> None:
     assert typed_missing(theirs, ours, ours.kind) == []
     assert missing_fields(theirs, generated_schema(ours), ours.kind) == []
 
@@ -126,7 +128,11 @@ TRAIN_JOB = {
     "kind": "TrainJob",
     "metadata": {"name": "llm", "namespace": "team", "labels": {"a": "b"}},
     "spec": {
-        "runtimeRef": {"name": "torch-distributed", "kind": "ClusterTrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
+        "runtimeRef": {
+            "name": "torch-distributed",
+            "kind": "ClusterTrainingRuntime",
+            "apiGroup": "trainer.kubeflow.org",
+        },
         "initializer": {
             "dataset": {"storageUri": "hf://tatsu-lab/alpaca", "env": [{"name": "TOKEN", "value": "x"}]},
             "model": {"storageUri": "hf://meta-llama/Llama-3.2-1B", "secretRef": {"name": "hf"}},
@@ -137,7 +143,10 @@ TRAIN_JOB = {
             "args": ["--epochs", "3"],
             "numNodes": 2,
             "numProcPerNode": "auto",
-            "resourcesPerNode": {"limits": {"nvidia.com/gpu": "4"}, "requests": {"cpu": "8", "memory": "64Gi"}},
+            "resourcesPerNode": {
+                "limits": {"nvidia.com/gpu": "4"},
+                "requests": {"cpu": "8", "memory": "64Gi"},
+            },
             "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
         },
         "labels": {"team": "ml"},
@@ -154,21 +163,41 @@ TRAIN_JOB = {
                     "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
                     "containers": [
-                        {"name": "node", "volumeMounts": [{"name": "data", "mountPath": "/data"}], "env": [{"name": "A", "value": "1"}]}
+                        {
+                            "name": "node",
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                            "env": [{"name": "A", "value": "1"}],
+                        }
                     ],
                     "initContainers": [{"name": "init"}],
                     "schedulingGates": [{"name": "gate"}],
                     "imagePullSecrets": [{"name": "registry"}],
-                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+                                ]
+                            }
+                        }
+                    },
                 },
             }
         ],
     },
     "status": {
         "conditions": [
-            {"type": "Complete", "status": "True", "reason": "AllJobsCompleted", "message": "jobset completed successfully", "lastTransitionTime": "2025-01-01T00:00:00Z"}
+            {
+                "type": "Complete",
+                "status": "True",
+                "reason": "AllJobsCompleted",
+                "message": "jobset completed successfully",
+                "lastTransitionTime": "2025-01-01T00:00:00Z",
+            }
         ],
-        "jobsStatus": [{"name": "node", "ready": 0, "succeeded": 2, "failed": 0, "active": 0, "suspended": 0}],
+        "jobsStatus": [
+            {"name": "node", "ready": 0, "succeeded": 2, "failed": 0, "active": 0, "suspended": 0}
+        ],
     },
 }
 
@@ -203,7 +232,11 @@ JOBSET_SPEC = {
     ],
     "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True, "subdomain": "s"},
     "successPolicy": {"operator": "All", "targetReplicatedJobs": ["node"]},
-    "failurePolicy": {"maxRestarts": 3, "restartStrategy": "Recreate", "rules": [{"name": "r0", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]},
+    "failurePolicy": {
+        "maxRestarts": 3,
+        "restartStrategy": "Recreate",
+        "rules": [{"name": "r0", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}],
+    },
     "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
     "coordinator": {"replicatedJob": "node", "jobIndex": 0, "podIndex": 0},
     "suspend": False,
@@ -221,7 +254,12 @@ OBJECTS = [
     (
         upstream.TrainerV1alpha1TrainingRuntime,
         TrainingRuntime,
-        {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime", "metadata": {"name": "t"}, "spec": RUNTIME_SPEC},
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainingRuntime",
+            "metadata": {"name": "t"},
+            "spec": RUNTIME_SPEC,
+        },
     ),
     (
         upstream.TrainerV1alpha1ClusterTrainingRuntime,
@@ -231,7 +269,15 @@ OBJECTS = [
             "kind": "ClusterTrainingRuntime",
             "metadata": {"name": "mpi"},
             "spec": {
-                "mlPolicy": {"numNodes": 1, "mpi": {"numProcPerNode": 2, "mpiImplementation": "OpenMPI", "sshAuthMountPath": "/root/.ssh", "runLauncherAsNode": True}},
+                "mlPolicy": {
+                    "numNodes": 1,
+                    "mpi": {
+                        "numProcPerNode": 2,
+                        "mpiImplementation": "OpenMPI",
+                        "sshAuthMountPath": "/root/.ssh",
+                        "runLauncherAsNode": True,
+                    },
+                },
                 "podGroupPolicy": {"volcano": {"networkTopology": {"mode": "soft", "highestTierAllowed": 2}}},
                 "template": {"spec": JOBSET_SPEC},
             },
@@ -245,7 +291,13 @@ OBJECTS = [
             "kind": "JobSet",
             "metadata": {"name": "js"},
             "spec": JOBSET_SPEC,
-            "status": {"restarts": 1, "terminalState": "Completed", "replicatedJobsStatus": [{"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}]},
+            "status": {
+                "restarts": 1,
+                "terminalState": "Completed",
+                "replicatedJobsStatus": [
+                    {"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}
+                ],
+            },
         },
     ),
 ]
@@ -263,7 +315,9 @@ def serialize(model: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("theirs", "ours", "obj"), OBJECTS, ids=[o[1].kind for o in OBJECTS])
-def test_upstream_serialized_objects_load_and_round_trip(theirs: Any, ours: type[KindModel], obj: dict[str, Any]) -> None:
+def test_upstream_serialized_objects_load_and_round_trip(
+    theirs: Any, ours: type[KindModel], obj: dict[str, Any]
+) -> None:
     built = theirs.from_dict(json.loads(json.dumps(obj)))
     sent = serialize(built)
     assert sent == obj  # upstream's model kept every field: the comparison below is meaningful

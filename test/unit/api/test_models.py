@@ -30,7 +30,9 @@ KINDS = [TrainJob, TrainingRuntime, ClusterTrainingRuntime, JobSet, PodGroup, El
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(data=st.data())
 def test_random_objects_with_unknown_fields_round_trip(kind: Any, data: st.DataObject) -> None:
     obj = data.draw(kind_object(kind))
@@ -42,7 +44,10 @@ def test_random_objects_with_unknown_fields_round_trip(kind: Any, data: st.DataO
 
 def test_class_attributes_name_the_kind() -> None:
     assert (TrainJob.api_version, TrainJob.kind) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
-    assert (TrainingRuntime.api_version, TrainingRuntime.kind) == ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime")
+    assert (TrainingRuntime.api_version, TrainingRuntime.kind) == (
+        "trainer.kubeflow.org/v1alpha1",
+        "TrainingRuntime",
+    )
     assert ClusterTrainingRuntime.kind == "ClusterTrainingRuntime" and not ClusterTrainingRuntime.namespaced
     assert (JobSet.api_version, JobSet.kind) == ("jobset.x-k8s.io/v1alpha2", "JobSet")
     assert (PodGroup.api_version, PodGroup.kind) == ("scheduling.x-k8s.io/v1alpha1", "PodGroup")
@@ -92,14 +97,16 @@ def errors(kind: Any, data: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_validation_errors_name_the_path_and_reason() -> None:
-    assert errors(TrainJob, {"spec": {"runtimeRef": {"name": ""}}}) == [("spec.runtimeRef.name", "string_too_short")]
+    assert errors(TrainJob, {"spec": {"runtimeRef": {"name": ""}}}) == [
+        ("spec.runtimeRef.name", "string_too_short")
+    ]
     assert errors(TrainJob, {"spec": {}}) == [("spec.runtimeRef", "missing")]
     assert errors(TrainJob, {"spec": {"runtimeRef": {"name": "x"}, "trainer": {"numNodes": "2"}}}) == [
         ("spec.trainer.numNodes", "int_type")
     ]
-    assert errors(
-        TrainingRuntime, {"spec": {"mlPolicy": {"mpi": {"mpiImplementation": "Intel"}}}}
-    ) == [("spec.mlPolicy.mpi.mpiImplementation", "literal_error")]
+    assert errors(TrainingRuntime, {"spec": {"mlPolicy": {"mpi": {"mpiImplementation": "Intel"}}}}) == [
+        ("spec.mlPolicy.mpi.mpiImplementation", "literal_error")
+    ]
     assert errors(
         JobSet, {"spec": {"replicatedJobs": [{"name": "a", "template": {}, "dependsOn": [{"name": "b"}]}]}}
     ) == [("spec.replicatedJobs.0.dependsOn.0.status", "missing")]
@@ -126,7 +133,11 @@ def test_resource_accessors() -> None:
     template = {
         "spec": {
             "containers": [
-                {"name": "node", "resources": {"requests": {"cpu": 1, "memory": "4Gi"}}, "env": [{"name": "A", "value": "1"}]}
+                {
+                    "name": "node",
+                    "resources": {"requests": {"cpu": 1, "memory": "4Gi"}},
+                    "env": [{"name": "A", "value": "1"}],
+                }
             ],
             "initContainers": [{"name": "init"}],
         }

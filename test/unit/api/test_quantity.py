@@ -211,7 +211,7 @@ def test_canonical_form_has_no_fraction_and_maximal_exponent(text: str) -> None:
         # Largest power of 1024 that keeps an integer mantissa.
         assert mantissa % 1024 != 0 or suffix == "Ei"
     elif mantissa != 0 and suffix not in ("E",) and not suffix.startswith("e"):
-        assert mantissa % 1000 != 0 or suffix == "" and abs(q.as_fraction()) >= 10**21
+        assert mantissa % 1000 != 0 or (suffix == "" and abs(q.as_fraction()) >= 10**21)
 
 
 @given(quantity_text(), quantity_text())

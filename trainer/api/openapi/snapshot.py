@@ -75,13 +75,18 @@ async def fetch() -> dict[str, Any]:
             if status != 200:
                 raise SystemExit(f"GET {path} answered {status}")
             schemas.update(body["components"]["schemas"])
-    return {"source": {"gitVersion": version["gitVersion"], "paths": list(GROUP_VERSIONS)}, "schemas": closure(schemas, ROOTS)}
+    return {
+        "source": {"gitVersion": version["gitVersion"], "paths": list(GROUP_VERSIONS)},
+        "schemas": closure(schemas, ROOTS),
+    }
 
 
 def main() -> int:
     data = asyncio.run(fetch())
     OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {OUT} ({len(data['schemas'])} schemas from {data['source']['gitVersion']})", file=sys.stderr)
+    print(
+        f"wrote {OUT} ({len(data['schemas'])} schemas from {data['source']['gitVersion']})", file=sys.stderr
+    )
     return 0
 
 
