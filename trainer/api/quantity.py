@@ -335,6 +335,13 @@ class Quantity:
 
     __rmul__ = __mul__
 
+    def mul_checked(self, factor: int) -> tuple[Quantity, bool]:
+        """Go's ``Mul``: the product, and whether it still fits Go's int64 representation."""
+        product = self * factor
+        unscaled, scale = product._unscaled, product._scale
+        whole = unscaled * _pow10(scale) if scale > 0 else unscaled
+        return product, -(2**63) <= whole <= _MAX_INT64
+
     def __neg__(self) -> Quantity:
         return Quantity._make(-self._unscaled, self._scale, self._format)
 
