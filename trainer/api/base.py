@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, model_validator
 from pydantic.alias_generators import to_camel
 
 from trainer.api.quantity import Quantity, QuantityError
@@ -158,13 +158,16 @@ class KindModel(Model):
         data = super().to_dict()
         return {"apiVersion": self.api_version, "kind": self.kind, **data}
 
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Self:
-        for key, want in (("apiVersion", cls.api_version), ("kind", cls.kind)):
-            got = data.get(key)
-            if got is not None and got != want:
-                raise ValueError(f"{key}: Invalid value: {got!r}: expected {want!r} for {cls.__name__}")
-        return cls.model_validate(data)
+    def _same_kind(cls, data: Any) -> Any:
+        """Refuse another kind's object, however the model is validated."""
+        if isinstance(data, dict):
+            for key, want in (("apiVersion", cls.api_version), ("kind", cls.kind)):
+                got = data.get(key)
+                if got is not None and got != want:
+                    raise ValueError(f"{key}: Invalid value: {got!r}: expected {want!r} for {cls.__name__}")
+        return data
 
     @classmethod
     def group(cls) -> str:

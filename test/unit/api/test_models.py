@@ -123,6 +123,8 @@ def test_wrong_kind_is_refused() -> None:
         TrainJob.from_dict({"apiVersion": TrainJob.api_version, "kind": "JobSet"})
     with pytest.raises(ValueError, match="apiVersion"):
         JobSet.from_dict({"apiVersion": "jobset.x-k8s.io/v1alpha1", "kind": "JobSet"})
+    with pytest.raises(ValidationError, match="kind: Invalid value"):
+        PodGroup.model_validate_json('{"kind": "ElasticQuota"}')
 
 
 def test_resource_accessors() -> None:
