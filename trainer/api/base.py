@@ -119,6 +119,8 @@ class Model(BaseModel):
         alias_generator=to_camel,
         validate_assignment=True,
         protected_namespaces=(),
+        # Attribute docstrings are the field descriptions crdgen writes into the CRDs.
+        use_attribute_docstrings=True,
     )
 
     # CEL rules and minProperties on the object type itself (controller-gen's type markers).
