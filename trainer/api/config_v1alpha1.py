@@ -95,9 +95,9 @@ def load(data: dict[str, Any] | None) -> Configuration:
         raise ConfigurationError(c.DecodeErrorPrefix + str(err)) from err
     unknown = _unknown_fields(cfg, "")
     if unknown:
-        raise ConfigurationError(
-            c.DecodeErrorPrefix + "unknown field " + ", ".join(f'"{u}"' for u in unknown)
-        )
+        # The text of apimachinery's strict decoder.
+        fields = ", ".join(f'unknown field "{u}"' for u in unknown)
+        raise ConfigurationError(f"{c.DecodeErrorPrefix}strict decoding error: {fields}")
     cfg = set_defaults(cfg)
     errors = validate(cfg)
     if errors:

@@ -95,8 +95,8 @@ def test_explicit_values_win_over_defaults() -> None:
             {"controller": {"groupKindConcurrency": {"TrainJob.trainer.kubeflow.org": 0}}},
             "controller.groupKindConcurrency[TrainJob.trainer.kubeflow.org]: Invalid value: 0: must be greater than 0",
         ),
-        ({"unknown": 1}, 'failed to decode config file: unknown field "unknown"'),
-        ({"webhook": {"hots": ""}}, 'failed to decode config file: unknown field "webhook.hots"'),
+        ({"unknown": 1}, 'failed to decode config file: strict decoding error: unknown field "unknown"'),
+        ({"webhook": {"hots": ""}}, 'strict decoding error: unknown field "webhook.hots"'),
         ({"webhook": {"port": "9443"}}, "failed to decode config file: "),
     ],
 )
