@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -32,19 +32,15 @@ CHILD = textwrap.dedent(
 
 
 async def test_killed_owner_leaves_no_orphans(tmp_path: Path) -> None:
-    owner = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path / "env")],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
+    owner = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CHILD, str(tmp_path / "env"), cwd=ROOT, stdout=asyncio.subprocess.PIPE
     )
     assert owner.stdout is not None
-    line = owner.stdout.readline()
-    pids = json.loads(line)
+    pids = json.loads(await asyncio.wait_for(owner.stdout.readline(), 120))
     assert len(pids) == 2 and all(pid_alive(p) for p in pids)
 
     os.kill(owner.pid, signal.SIGKILL)  # no atexit, no finally: only the kernel can clean up
-    owner.wait()
+    await owner.wait()
 
     async def all_gone() -> None:
         assert not [p for p in pids if pid_alive(p)]
