@@ -172,7 +172,9 @@ class Manager:
         self.elector: LeaderElector | None = None
         self.metrics_server: HTTPServer | None = None
         self.health_server: HealthProbeServer | None = None
-        self.readiness.add("cache-sync", flag_checker(lambda: self._caches_synced, "caches are not synced yet"))
+        self.readiness.add(
+            "cache-sync", flag_checker(lambda: self._caches_synced, "caches are not synced yet")
+        )
         self.add(cluster.cache)
 
     # -- what controllers and users need --------------------------------------------------
@@ -285,7 +287,9 @@ class Manager:
             self.metrics_server = metrics_server(opts.metrics_bind_address)
             self.add(self.metrics_server)
         if not is_disabled(opts.health_probe_bind_address):
-            self.health_server = HealthProbeServer(opts.health_probe_bind_address, self.liveness, self.readiness)
+            self.health_server = HealthProbeServer(
+                opts.health_probe_bind_address, self.liveness, self.readiness
+            )
             self.add(self.health_server)
         if opts.leader_election:
             self.elector = self._new_elector()
