@@ -37,6 +37,10 @@ class ControllerManager(Protocol):
         """Reserve ``name``; raise ``ValueError`` if another controller already uses it."""
         ...
 
+    def controller_options(self, group_kind: str) -> Options:
+        """The manager-wide controller defaults, with the concurrency configured for ``group_kind``."""
+        ...
+
 
 @dataclass
 class _Watch:
@@ -54,7 +58,8 @@ class Builder:
         self._watches: list[_Watch] = []
         self._raw_sources: list[Source] = []
         self._filters: list[Predicate] = []
-        self._options = Options()
+        self._base: Options | None = None
+        self._overrides: dict[str, Any] = {}
         self._name: str | None = None
 
     def for_(self, kind: KindRef, *, predicates: Sequence[Predicate] = ()) -> Builder:
@@ -87,9 +92,14 @@ class Builder:
         return self
 
     def with_options(self, options: Options | None = None, /, **overrides: Any) -> Builder:
-        """Controller options, as an ``Options`` or keywords (``max_concurrent_reconciles=10``)."""
-        base = options or self._options
-        self._options = dataclasses.replace(base, **overrides)
+        """Controller options, as an ``Options`` or keywords (``max_concurrent_reconciles=10``).
+
+        Keywords override the manager's defaults (including ``group_kind_concurrency``); a full
+        ``Options`` replaces them.
+        """
+        if options is not None:
+            self._base = options
+        self._overrides.update(overrides)
         return self
 
     def named(self, name: str) -> Builder:
@@ -109,10 +119,18 @@ class Builder:
         for_gvk = gvk_for(self._for.kind) if self._for is not None else None
         name = self._name or (for_gvk.kind.lower() if for_gvk else "")
         self._mgr.claim_controller_name(name)
+        # concurrency is looked up by the for_ kind or, without for_, by the first watched kind:
+        # upstream skips the lookup without for_, which left Trainer's controllers at 1 worker
+        main_kind = (
+            self._for.kind if self._for is not None else (self._watches[0].kind if self._watches else None)
+        )
+        group_kind = gvk_for(main_kind).group_kind if main_kind is not None else ""
+        base = self._base or self._mgr.controller_options(group_kind)
+        options = dataclasses.replace(base, **self._overrides)
         controller = Controller(
             name,
             reconciler,
-            self._options,
+            options,
             kind=for_gvk.kind if for_gvk else "",
             group=for_gvk.group if for_gvk else "",
         )

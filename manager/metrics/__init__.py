@@ -8,4 +8,13 @@ from manager.metrics import client, controller, leader, webhook, workqueue
 from manager.metrics.registry import REGISTRY
 from manager.metrics.server import metrics_app, metrics_server
 
-__all__ = ["REGISTRY", "client", "controller", "leader", "metrics_app", "metrics_server", "webhook", "workqueue"]
+__all__ = [
+    "REGISTRY",
+    "client",
+    "controller",
+    "leader",
+    "metrics_app",
+    "metrics_server",
+    "webhook",
+    "workqueue",
+]

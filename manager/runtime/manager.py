@@ -14,6 +14,7 @@ When the lease is *lost* there is no grace: everything is cancelled and ``run`` 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import os
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ import structlog
 
 from manager._http import HTTPServer, is_disabled
 from manager.clock import REAL_CLOCK, Clock
+from manager.controller.controller import Options as ControllerOptions
 from manager.health.checks import Checker, flag_checker
 from manager.health.server import CheckSet, HealthProbeServer
 from manager.leaderelection.elector import (
@@ -84,6 +86,10 @@ class Options:
     """Seconds to wait for runnables to stop; 0 skips waiting, ``None`` (or < 0) waits forever."""
     identity: str = ""
     clock: Clock = field(default=REAL_CLOCK)
+    controller: ControllerOptions = field(default_factory=ControllerOptions)
+    """Defaults for every controller built on this manager (a builder's with_options overrides them)."""
+    group_kind_concurrency: dict[str, int] = field(default_factory=dict)
+    """Workers per controller keyed by ``Kind.group`` of its main kind, e.g. ``TrainJob.trainer.kubeflow.org``."""
 
 
 class _RunnableGroup:
@@ -172,7 +178,9 @@ class Manager:
         self.elector: LeaderElector | None = None
         self.metrics_server: HTTPServer | None = None
         self.health_server: HealthProbeServer | None = None
-        self.readiness.add("cache-sync", flag_checker(lambda: self._caches_synced, "caches are not synced yet"))
+        self.readiness.add(
+            "cache-sync", flag_checker(lambda: self._caches_synced, "caches are not synced yet")
+        )
         self.add(cluster.cache)
 
     # -- what controllers and users need --------------------------------------------------
@@ -201,6 +209,17 @@ class Manager:
                 "to avoid multiple controllers reporting the same metric"
             )
         self._controller_names.add(name)
+
+    def controller_options(self, group_kind: str) -> ControllerOptions:
+        defaults = self.options.controller
+        if self.options.clock is not defaults.clock and defaults.clock is REAL_CLOCK:
+            defaults = dataclasses.replace(defaults, clock=self.options.clock)
+        concurrency = self.options.group_kind_concurrency.get(group_kind)
+        if concurrency is not None:
+            if concurrency < 1:
+                raise ValueError(f"groupKindConcurrency[{group_kind}] must be greater than 0")
+            defaults = dataclasses.replace(defaults, max_concurrent_reconciles=concurrency)
+        return dataclasses.replace(defaults)
 
     def add(self, runnable: Runnable) -> None:
         """Run ``runnable`` with the manager, in the group its kind belongs to."""
@@ -285,7 +304,9 @@ class Manager:
             self.metrics_server = metrics_server(opts.metrics_bind_address)
             self.add(self.metrics_server)
         if not is_disabled(opts.health_probe_bind_address):
-            self.health_server = HealthProbeServer(opts.health_probe_bind_address, self.liveness, self.readiness)
+            self.health_server = HealthProbeServer(
+                opts.health_probe_bind_address, self.liveness, self.readiness
+            )
             self.add(self.health_server)
         if opts.leader_election:
             self.elector = self._new_elector()

@@ -11,6 +11,7 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable
+from typing import Protocol
 
 import structlog
 
@@ -42,3 +43,26 @@ def install(stop: Callable[[], None], *, exit: Callable[[int], None] = os._exit)
             loop.remove_signal_handler(sig)
 
     return uninstall
+
+
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+    async def run(self) -> None: ...
+
+
+async def run_until_signalled(mgr: _Stoppable) -> int:
+    """Run ``mgr`` with SIGTERM/SIGINT wired to a graceful stop; return the process exit code.
+
+    0 after a graceful stop; 1 when the lease was lost or a runnable failed (logged), so the
+    pod restarts and a lost leader never keeps working.
+    """
+    uninstall = install(mgr.stop)
+    try:
+        await mgr.run()
+    except Exception as err:
+        log.error("manager stopped with an error", error=str(err), exc_info=err)
+        return 1
+    finally:
+        uninstall()
+    return 0

@@ -6,7 +6,8 @@ it starts its own etcd + kube-apiserver and takes a minute or two).
 Measures:
 * initial LIST + sync of N Pods through a SharedInformer (objects/s delivered to a handler);
 * watch events/s while N/5 Pods are relabelled concurrently (until the last event is seen);
-* memory per cached Pod: RSS delta / N after a gc, against the Pods' JSON size with and without
+* memory per cached Pod: RSS delta / N after a gc, and the retained Python heap / N
+  (tracemalloc, a second informer), against the Pods' JSON size with and without
   managedFields (the cache strips managedFields by default); ``--compact`` measures the store
   that keeps objects as JSON bytes.
 """
@@ -17,6 +18,7 @@ import argparse
 import asyncio
 import gc
 import time
+import tracemalloc
 from typing import Any
 
 from manager import _json
@@ -129,6 +131,18 @@ async def run(pods: int, compact: bool) -> dict[str, float]:
             gc.collect()
             rss1 = rss_bytes()
 
+            # Time spent applying watch events to the store and handlers (not network/decode),
+            # to see the informer's own ceiling apart from how fast the apiserver takes writes.
+            upsert = informer.upsert
+            busy = [0.0]
+
+            def timed_upsert(obj: dict[str, Any]) -> None:
+                start = time.perf_counter()
+                upsert(obj)
+                busy[0] += time.perf_counter() - start
+
+            informer.upsert = timed_upsert  # type: ignore[method-assign]
+
             updates = pods // 5
             t2 = time.perf_counter()
             await bounded(
@@ -144,6 +158,21 @@ async def run(pods: int, compact: bool) -> dict[str, float]:
             watch_s = counter.last - t2
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            del informer, task
+            gc.collect()
+
+            # Retained heap, measured apart: RSS also counts transient LIST pages whose memory
+            # the allocator keeps, and tracemalloc would slow the throughput figures above.
+            tracemalloc.start()
+            heap0 = tracemalloc.get_traced_memory()[0]
+            second = SharedInformer(c, mapping, namespaces=[NS], compact_store=compact)
+            task = asyncio.create_task(second.run())
+            await second.wait_for_sync()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            gc.collect()
+            heap = tracemalloc.get_traced_memory()[0] - heap0
+            tracemalloc.stop()
             return {
                 "pods": pods,
                 "create_seconds": create_s,
@@ -152,8 +181,10 @@ async def run(pods: int, compact: bool) -> dict[str, float]:
                 "watch_updates": updates,
                 "patch_seconds": writes_s,
                 "watch_events_per_second": updates / watch_s,
+                "informer_apply_capacity_per_second": updates / busy[0],
                 "rss_delta_mib": (rss1 - rss0) / 2**20,
-                "bytes_per_cached_pod": (rss1 - rss0) / pods,
+                "rss_bytes_per_cached_pod": (rss1 - rss0) / pods,
+                "retained_heap_bytes_per_cached_pod": heap / pods,
                 "json_bytes_per_pod": json_full,
                 "json_bytes_per_pod_without_managed_fields": json_stripped,
             }

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from manager.controller import Controller
+from manager.controller import Controller, Options
 from manager.metrics import REGISTRY
 from manager.runtime.runnable import Runnable
 from manager.testing.clock import FakeClock
@@ -23,9 +23,13 @@ class FakeManager:
         self.informers = FakeInformers()
         self.runnables: list[Runnable] = []
         self.names: set[str] = set()
+        self.concurrency: dict[str, int] = {}
 
     def add(self, runnable: Runnable) -> None:
         self.runnables.append(runnable)
+
+    def controller_options(self, group_kind: str) -> Options:
+        return Options(max_concurrent_reconciles=self.concurrency.get(group_kind, 1))
 
     def claim_controller_name(self, name: str) -> None:
         if name in self.names:

@@ -247,3 +247,38 @@ def test_duplicate_path_is_refused() -> None:
     server.register("/x", boom)
     with pytest.raises(WebhookServerError):
         server.register("/x", boom)
+
+
+async def test_client_ca_requires_a_client_certificate(tmp_path: Path) -> None:
+    serving_ca = TinyCA("serving")
+    client_ca = TinyCA("clients")
+    serving_ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+        tmp_path / "tls.crt", tmp_path / "tls.key"
+    )
+    (tmp_path / "client-ca.crt").write_bytes(client_ca.cert_pem)
+    client_ca.issue_client("apiserver").write(tmp_path / "client.crt", tmp_path / "client.key")
+    server = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path, client_ca_name="client-ca.crt")
+    server.register("/validate", validating_handler(Validator()))
+    started = asyncio.Event()
+    task = asyncio.create_task(server.start(started))
+    await asyncio.wait_for(started.wait(), 10)
+    try:
+        url = f"https://127.0.0.1:{server.bound_port}/validate"
+        anonymous = ssl.create_default_context(cadata=serving_ca.cert_pem.decode())
+        with pytest.raises((aiohttp.ClientError, ssl.SSLError, ConnectionError)):
+            async with (
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=anonymous)) as s,
+                s.post(url, json=review("CREATE", obj())) as r,
+            ):
+                await r.read()
+        authenticated = ssl.create_default_context(cadata=serving_ca.cert_pem.decode())
+        authenticated.load_cert_chain(tmp_path / "client.crt", tmp_path / "client.key")
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=authenticated)) as s,
+            s.post(url, json=review("CREATE", obj())) as r,
+        ):
+            assert r.status == 200
+            assert (await r.json())["response"]["allowed"] is True
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
