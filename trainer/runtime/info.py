@@ -7,7 +7,7 @@ touches its own part, so the result does not depend on plugin order within a pha
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +62,7 @@ class PodSet:
     init_containers: list[ContainerInfo] = field(default_factory=list)
     containers: list[ContainerInfo] = field(default_factory=list)
     volumes: list[Json] = field(default_factory=list)
-    endpoints: Endpoints | None = None
+    endpoints: Iterable[str] | None = None
     single_pod_requests: dict[str, Quantity] = field(default_factory=dict)
 
     def count_or_one(self) -> int:
