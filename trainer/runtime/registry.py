@@ -136,7 +136,10 @@ class _BaseRuntime:
         """newRuntimeInfo, then the ML-policy, pod-group-policy and pod-network phases."""
         if not isinstance(template, JobSetTemplateSpec):
             raise RuntimeFailure("unsupported runtimeTemplateSpec")
-        info = new_runtime_info(trainjob, template, ml_policy, pod_group_policy)
+        try:
+            info = new_runtime_info(trainjob, template, ml_policy, pod_group_policy)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+            raise RuntimeFailure(f"malformed runtime template: {err!r}") from err
         self.framework.run_enforce_ml_policy_plugins(info, trainjob)
         self.framework.run_enforce_pod_group_policy_plugins(info, trainjob)
         self.framework.run_pod_network_plugins(info, trainjob)
