@@ -19,9 +19,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "runtime"))
 
-from runtime_fixtures import FakeReader, RecordingIndexer, trainjob  # noqa: E402
+from runtime_fixtures import FakeReader, RecordingIndexer, trainjob
 
-from trainer.runtime.registry import CLUSTER_TRAINING_RUNTIME_KEY, new_runtimes  # noqa: E402
+from trainer.runtime.registry import CLUSTER_TRAINING_RUNTIME_KEY, new_runtimes
 
 Json = dict[str, Any]
 NODES = 1000
@@ -55,7 +55,10 @@ def big_trainjob(runtime: str) -> Json:
         trainer={
             "numNodes": NODES,
             "command": ["torchrun", "train.py"],
-            "resourcesPerNode": {"requests": {"cpu": "8", "memory": "32Gi"}, "limits": {"nvidia.com/gpu": "8"}},
+            "resourcesPerNode": {
+                "requests": {"cpu": "8", "memory": "32Gi"},
+                "limits": {"nvidia.com/gpu": "8"},
+            },
         },
     )
 
@@ -83,14 +86,25 @@ def measure(label: str, runtime: Json, existing: list[Json], rounds: int) -> flo
 
 
 def test_bench_torch_with_coscheduling() -> None:
-    assert measure("torch-distributed + PodGroup", gang(shipped("torch-distributed")), [], 200) < BUDGET_SECONDS
+    assert (
+        measure("torch-distributed + PodGroup", gang(shipped("torch-distributed")), [], 200) < BUDGET_SECONDS
+    )
 
 
 def test_bench_deepspeed_steady_state() -> None:
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "big-mpi-ssh-auth", "namespace": "default"}}
-    per_build = measure("deepspeed-distributed (Secret exists)", shipped("deepspeed-distributed"), [secret], 200)
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "big-mpi-ssh-auth", "namespace": "default"},
+    }
+    per_build = measure(
+        "deepspeed-distributed (Secret exists)", shipped("deepspeed-distributed"), [secret], 200
+    )
     assert per_build < BUDGET_SECONDS
 
 
 def test_bench_deepspeed_first_build_with_key_generation() -> None:
-    assert measure("deepspeed-distributed (new SSH key)", shipped("deepspeed-distributed"), [], 20) < BUDGET_SECONDS
+    assert (
+        measure("deepspeed-distributed (new SSH key)", shipped("deepspeed-distributed"), [], 20)
+        < BUDGET_SECONDS
+    )
