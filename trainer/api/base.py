@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, model_validator
 from pydantic.alias_generators import to_camel
 
 from trainer.api.quantity import Quantity, QuantityError
@@ -119,6 +119,8 @@ class Model(BaseModel):
         alias_generator=to_camel,
         validate_assignment=True,
         protected_namespaces=(),
+        # Attribute docstrings are the field descriptions crdgen writes into the CRDs.
+        use_attribute_docstrings=True,
     )
 
     # CEL rules and minProperties on the object type itself (controller-gen's type markers).
@@ -158,13 +160,16 @@ class KindModel(Model):
         data = super().to_dict()
         return {"apiVersion": self.api_version, "kind": self.kind, **data}
 
+    @model_validator(mode="before")
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Self:
-        for key, want in (("apiVersion", cls.api_version), ("kind", cls.kind)):
-            got = data.get(key)
-            if got is not None and got != want:
-                raise ValueError(f"{key}: Invalid value: {got!r}: expected {want!r} for {cls.__name__}")
-        return cls.model_validate(data)
+    def _same_kind(cls, data: Any) -> Any:
+        """Refuse another kind's object, however the model is validated."""
+        if isinstance(data, dict):
+            for key, want in (("apiVersion", cls.api_version), ("kind", cls.kind)):
+                got = data.get(key)
+                if got is not None and got != want:
+                    raise ValueError(f"{key}: Invalid value: {got!r}: expected {want!r} for {cls.__name__}")
+        return data
 
     @classmethod
     def group(cls) -> str:

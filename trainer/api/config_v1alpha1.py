@@ -95,7 +95,9 @@ def load(data: dict[str, Any] | None) -> Configuration:
         raise ConfigurationError(c.DecodeErrorPrefix + str(err)) from err
     unknown = _unknown_fields(cfg, "")
     if unknown:
-        raise ConfigurationError(c.DecodeErrorPrefix + "unknown field " + ", ".join(f'"{u}"' for u in unknown))
+        # The text of apimachinery's strict decoder.
+        fields = ", ".join(f'unknown field "{u}"' for u in unknown)
+        raise ConfigurationError(f"{c.DecodeErrorPrefix}strict decoding error: {fields}")
     cfg = set_defaults(cfg)
     errors = validate(cfg)
     if errors:
@@ -151,9 +153,13 @@ def validate(cfg: Configuration) -> list[str]:
         errors.append(f"webhook.port: Invalid value: {port}: must be between 1 and 65535")
     conn = cfg.client_connection
     if conn is not None and conn.qps is not None and conn.qps < 0:
-        errors.append(f"clientConnection.qps: Invalid value: {_go_number(conn.qps)}: must be greater than or equal to 0")
+        errors.append(
+            f"clientConnection.qps: Invalid value: {_go_number(conn.qps)}: must be greater than or equal to 0"
+        )
     if conn is not None and conn.burst is not None and conn.burst < 0:
-        errors.append(f"clientConnection.burst: Invalid value: {conn.burst}: must be greater than or equal to 0")
+        errors.append(
+            f"clientConnection.burst: Invalid value: {conn.burst}: must be greater than or equal to 0"
+        )
     concurrency = (cfg.controller.group_kind_concurrency if cfg.controller else None) or {}
     for group_kind in sorted(concurrency):
         value = concurrency[group_kind]

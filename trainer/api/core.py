@@ -77,21 +77,32 @@ class EmbeddedObjectMeta(Model):
     """The part of ObjectMeta a CRD keeps inside templates; other keys are pruned by the server."""
 
     annotations: StringMap | None = None
+    """Annotations of the object built from the template."""
     finalizers: StringList | None = None
+    """Finalizers of the object built from the template."""
     labels: StringMap | None = None
+    """Labels of the object built from the template."""
     name: Str | None = None
+    """Name of the object built from the template."""
     namespace: Str | None = None
+    """Namespace of the object built from the template."""
 
 
 class Condition(Model):
     """metav1.Condition with the validation its kubebuilder markers give it."""
 
     type: Annotated[Str, Field(max_length=316, pattern=CONDITION_TYPE_PATTERN)]
+    """Type of the condition, in CamelCase or domain/CamelCase."""
     status: Literal["True", "False", "Unknown"]
+    """Status of the condition: True, False or Unknown."""
     observed_generation: Annotated[Int64, Field(ge=0)] | None = None
+    """metadata.generation the condition was set from."""
     last_transition_time: Time
+    """When the status last changed."""
     reason: Annotated[Str, Field(min_length=1, max_length=1024, pattern=CONDITION_REASON_PATTERN)]
+    """Programmatic identifier of the last transition, in CamelCase."""
     message: Annotated[Str, Field(max_length=32768)]
+    """Human-readable details of the last transition."""
 
 
 ConditionList = Annotated[list[Condition], Ext(list_type="map", map_keys=("type",))]
@@ -122,7 +133,7 @@ def resource_list(values: Mapping[str, Any] | None) -> dict[str, Quantity]:
 
 def container_requests(container: Mapping[str, Any]) -> dict[str, Quantity]:
     """``resources.requests`` of a container as quantities."""
-    return resource_list(((container.get("resources") or {}).get("requests")))
+    return resource_list((container.get("resources") or {}).get("requests"))
 
 
 def env_value(env: list[Mapping[str, Any]] | None, name: str) -> str | None:

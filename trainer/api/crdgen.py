@@ -55,7 +55,10 @@ CRD_KINDS: tuple[type[KindModel], ...] = (
 )
 DEFAULT_DIR = Path("config/crd/bases")
 
-_INT_OR_STRING: Schema = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+_INT_OR_STRING: Schema = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "x-kubernetes-int-or-string": True,
+}
 _SPECIAL_CORE: dict[str, Schema] = {
     "io.k8s.apimachinery.pkg.api.resource.Quantity": {**_INT_OR_STRING, "pattern": QUANTITY_PATTERN},
     "io.k8s.apimachinery.pkg.util.intstr.IntOrString": _INT_OR_STRING,
@@ -63,6 +66,7 @@ _SPECIAL_CORE: dict[str, Schema] = {
     "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": {"type": "string", "format": "date-time"},
 }
 _KEPT_CORE_KEYS = (
+    "description",
     "type",
     "format",
     "x-kubernetes-list-type",
@@ -275,6 +279,8 @@ def _bare_schema(tp: Any) -> Schema:
 
 def _field_schema(info: FieldInfo) -> Schema:
     schema = type_schema(info.annotation, info.metadata)
+    if info.description:
+        schema["description"] = " ".join(info.description.split())
     default = info.default
     if default is not PydanticUndefined and default is not None and _is_kept_default(default):
         schema["default"] = default
@@ -307,13 +313,20 @@ def model_schema(model: type[BaseModel]) -> Schema:
 # -- CRDs -------------------------------------------------------------------------------------
 
 
+_TYPE_META = {
+    "apiVersion": {
+        "type": "string",
+        "description": "Versioned schema of this representation of the object; the server may convert it.",
+    },
+    "kind": {"type": "string", "description": "REST resource this object represents, in CamelCase."},
+}
+
+
 def root_schema(kind: type[KindModel]) -> Schema:
     schema = model_schema(kind)
-    schema["properties"] = {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
-        **schema["properties"],
-    }
+    schema["properties"] = {**_TYPE_META, **schema["properties"]}
+    if kind.__doc__:
+        schema["description"] = " ".join(kind.__doc__.split())
     return schema
 
 

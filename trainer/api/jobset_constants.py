@@ -52,7 +52,9 @@ ReachedMaxRestartsMessage = "jobset failed due to reaching max number of restart
 RestartJobSetActionReason = "RestartJobSetFailurePolicyAction"
 RestartJobSetActionMessage = "applying RestartJobSet failure policy action"
 RestartJobSetAndIgnoreMaxRestartsActionReason = "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
-RestartJobSetAndIgnoreMaxRestartsActionMessage = "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
+RestartJobSetAndIgnoreMaxRestartsActionMessage = (
+    "applying RestartJobSetAndIgnoreMaxRestarts failure policy action"
+)
 JobSetSuspendedReason = "SuspendedJobs"
 JobSetSuspendedMessage = "jobset is suspended"
 JobSetResumedReason = "ResumeJobs"

@@ -63,6 +63,12 @@ _SUFFIX_CHARS = frozenset("eEinumkKMGTP")
 _DIGITS = frozenset("0123456789")
 
 
+def _pow10(exponent: int) -> int:
+    """``10**exponent`` for a non-negative exponent, typed as int."""
+    result: int = pow(10, exponent)
+    return result
+
+
 def _strip_tens(unscaled: int, scale: int) -> tuple[int, int]:
     while unscaled != 0 and unscaled % 10 == 0:
         unscaled //= 10
@@ -88,7 +94,7 @@ def _cmp_parts(a: int, a_scale: int, b: int, b_scale: int) -> int:
     if da != db:
         return sa if da > db else -sa
     low = min(a_scale, b_scale)
-    x, y = a * 10 ** (a_scale - low), b * 10 ** (b_scale - low)
+    x, y = a * _pow10(a_scale - low), b * _pow10(b_scale - low)
     return (x > y) - (x < y)
 
 
@@ -188,6 +194,10 @@ class Quantity:
     """
 
     __slots__ = ("_format", "_scale", "_text", "_unscaled")
+    _unscaled: int
+    _scale: int
+    _format: Format
+    _text: str | None
 
     def __init__(self, text: str | int | Quantity) -> None:
         if isinstance(text, Quantity):
@@ -239,7 +249,7 @@ class Quantity:
         if magnitude and scale < _NANO:
             shift = _NANO - scale
             # A magnitude with fewer digits than the shift rounds up to exactly 1n.
-            magnitude = 1 if len(str(magnitude)) <= shift else _ceil_div_away(magnitude, 10**shift)[0]
+            magnitude = 1 if len(str(magnitude)) <= shift else _ceil_div_away(magnitude, _pow10(shift))[0]
             scale = _NANO
         if fmt is Format.BINARY_SI:
             if _cmp_parts(magnitude, scale, _MAX_INT64, 0) > 0:
@@ -288,8 +298,8 @@ class Quantity:
         """The value in units of ``10**scale``, rounded away from zero (Go's ``ScaledValue``)."""
         shift = self._scale - scale
         if shift >= 0:
-            return self._unscaled * 10**shift
-        return _ceil_div_away(self._unscaled, 10**-shift)[0]
+            return self._unscaled * _pow10(shift)
+        return _ceil_div_away(self._unscaled, _pow10(-shift))[0]
 
     def value(self) -> int:
         """Whole units rounded up (Go's ``Value``): ``1100m`` -> 2."""
@@ -315,7 +325,7 @@ class Quantity:
 
     def _sum(self, unscaled: int, scale: int, fmt: Format) -> Quantity:
         low = min(self._scale, scale)
-        total = self._unscaled * 10 ** (self._scale - low) + unscaled * 10 ** (scale - low)
+        total = self._unscaled * _pow10(self._scale - low) + unscaled * _pow10(scale - low)
         return Quantity._make(total, low, fmt)
 
     def __mul__(self, factor: int) -> Quantity:
@@ -325,6 +335,13 @@ class Quantity:
 
     __rmul__ = __mul__
 
+    def mul_checked(self, factor: int) -> tuple[Quantity, bool]:
+        """Go's ``Mul``: the product, and whether it still fits Go's int64 representation."""
+        product = self * factor
+        unscaled, scale = product._unscaled, product._scale
+        whole = unscaled * _pow10(scale) if scale > 0 else unscaled
+        return product, -(2**63) <= whole <= _MAX_INT64
+
     def __neg__(self) -> Quantity:
         return Quantity._make(-self._unscaled, self._scale, self._format)
 
@@ -332,7 +349,7 @@ class Quantity:
         """Go's ``RoundUp``: away from zero to a multiple of ``10**scale``; says if exact."""
         if self._scale >= scale:
             return self, True
-        value, exact = _ceil_div_away(self._unscaled, 10 ** (scale - self._scale))
+        value, exact = _ceil_div_away(self._unscaled, _pow10(scale - self._scale))
         return Quantity._make(value, scale, self._format), exact
 
     # -- comparison ---------------------------------------------------------------------------
@@ -394,7 +411,9 @@ class Quantity:
     # -- pydantic -----------------------------------------------------------------------------
 
     @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
         def validate(value: Any) -> Quantity:
             try:
                 return value if isinstance(value, Quantity) else Quantity(value)

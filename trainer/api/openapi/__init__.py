@@ -15,4 +15,5 @@ def definitions() -> dict[str, Any]:
     """Component schemas by OpenAPI name, e.g. ``io.k8s.api.core.v1.PodTemplateSpec``."""
     text = resources.files(__package__).joinpath(SNAPSHOT).read_text()
     data: dict[str, Any] = json.loads(text)
-    return data["schemas"]
+    schemas: dict[str, Any] = data["schemas"]
+    return schemas

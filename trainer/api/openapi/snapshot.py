@@ -1,9 +1,9 @@
 """Regenerate ``k8s-v1.34.json`` from a real kube-apiserver's ``/openapi/v3``.
 
 Development tool, not imported at run time: it starts the pinned kube-apiserver (the envtest
-binaries), reads the group-version documents whose types our CRDs embed, keeps the transitive
-closure of the roots below and drops descriptions (the CRDs do not carry them for embedded core
-types). Run: ``python -m trainer.api.openapi.snapshot``.
+binaries), reads the group-version documents whose types our CRDs embed and keeps the
+transitive closure of the roots below, descriptions included (they become the CRDs' field
+documentation, as in upstream's CRDs). Run: ``python -m trainer.api.openapi.snapshot``.
 """
 
 from __future__ import annotations
@@ -32,14 +32,6 @@ OUT = Path(__file__).with_name("k8s-v1.34.json")
 PREFIX = "#/components/schemas/"
 
 
-def _strip(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _strip(v) for k, v in node.items() if k != "description"}
-    if isinstance(node, list):
-        return [_strip(v) for v in node]
-    return node
-
-
 def _refs(node: Any) -> list[str]:
     if isinstance(node, dict):
         found = [node["$ref"].removeprefix(PREFIX)] if "$ref" in node else []
@@ -52,14 +44,14 @@ def _refs(node: Any) -> list[str]:
 
 
 def closure(schemas: dict[str, Any], roots: tuple[str, ...]) -> dict[str, Any]:
-    """The named schemas reachable from ``roots``, descriptions removed."""
+    """The named schemas reachable from ``roots``."""
     kept: dict[str, Any] = {}
     pending = list(roots)
     while pending:
         name = pending.pop()
         if name in kept:
             continue
-        kept[name] = _strip(schemas[name])
+        kept[name] = schemas[name]
         pending.extend(_refs(kept[name]))
     return dict(sorted(kept.items()))
 
@@ -75,13 +67,18 @@ async def fetch() -> dict[str, Any]:
             if status != 200:
                 raise SystemExit(f"GET {path} answered {status}")
             schemas.update(body["components"]["schemas"])
-    return {"source": {"gitVersion": version["gitVersion"], "paths": list(GROUP_VERSIONS)}, "schemas": closure(schemas, ROOTS)}
+    return {
+        "source": {"gitVersion": version["gitVersion"], "paths": list(GROUP_VERSIONS)},
+        "schemas": closure(schemas, ROOTS),
+    }
 
 
 def main() -> int:
     data = asyncio.run(fetch())
     OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {OUT} ({len(data['schemas'])} schemas from {data['source']['gitVersion']})", file=sys.stderr)
+    print(
+        f"wrote {OUT} ({len(data['schemas'])} schemas from {data['source']['gitVersion']})", file=sys.stderr
+    )
     return 0
 
 
