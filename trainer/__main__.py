@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from aiohttp import web
 
 from manager import Manager, Options
 from manager import log as mlog
@@ -25,6 +26,7 @@ from manager.runtime.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
 from trainer.components import COMPONENTS, select
+from webhooks.certs import CertConfig, CertRotator
 
 FIELD_OWNER = "trainer"
 log = mlog.get_logger("setup")
@@ -117,6 +119,37 @@ def manager_options(cfg: Configuration) -> Options:
     return options
 
 
+def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) -> None:
+    """Serve the webhooks; with certManagement on, only once the rotator has certificates ready.
+
+    Readiness fails with ``certificates are not ready`` until then (upstream's readyz), and
+    afterwards with ``webhook server has not started`` until the server listens.
+    """
+    certs = cfg.cert_management
+    started = flag_checker(webhooks.started_checker(), "webhook server has not started")
+    if certs is None or not certs.enable:
+        mgr.add_webhook_server(webhooks)
+        mgr.add_readyz_check("webhook", started)
+        return
+    rotator = CertRotator(
+        mgr.api_reader,
+        CertConfig(
+            secret_name=certs.webhook_secret_name or CertConfig.secret_name,
+            service_name=certs.webhook_service_name or CertConfig.service_name,
+            cert_dir=webhooks.cert_dir,
+        ),
+    )
+    rotator.on_ready(lambda: mgr.add_webhook_server(webhooks))
+    mgr.add(rotator)
+    certs_ready = flag_checker(rotator.is_ready, "certificates are not ready")
+
+    def ready(request: web.Request) -> None:
+        certs_ready(request)
+        started(request)
+
+    mgr.add_readyz_check("webhook", ready)
+
+
 async def run(args: argparse.Namespace, cfg: Configuration) -> int:
     try:
         components = select(args.controllers)
@@ -144,10 +177,7 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
             else:
                 log.info("component skipped", component=component.name)
         if webhooks is not None and enabled:
-            mgr.add_webhook_server(webhooks)
-            mgr.add_readyz_check(
-                "webhook", flag_checker(webhooks.started_checker(), "webhook server has not started")
-            )
+            serve_webhooks(mgr, webhooks, cfg)
         if not enabled:
             log.warning("no controllers are registered: running the empty manager (probes and metrics only)")
         log.info("starting manager", controllers=enabled, leader_election=mgr.options.leader_election)

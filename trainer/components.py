@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from manager import Manager
 from manager.webhook.server import WebhookServer
+from trainer.controllers.trainer_setup import setup as trainer_setup
 
 Setup = Callable[[Manager, WebhookServer | None], Awaitable[bool]]
 
@@ -24,7 +25,13 @@ class Component:
 
 
 #: In start-up order. Filled as the controllers land.
-COMPONENTS: tuple[Component, ...] = ()
+COMPONENTS: tuple[Component, ...] = (
+    Component(
+        "trainer",
+        "TrainJob, TrainingRuntime and ClusterTrainingRuntime controllers and webhooks",
+        trainer_setup,
+    ),
+)
 
 
 def select(spec: str, available: tuple[Component, ...] = COMPONENTS) -> list[Component]:

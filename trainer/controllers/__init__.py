@@ -1,0 +1,1 @@
+"""Reconcilers of the product: Trainer (TrainJob, TrainingRuntime, ClusterTrainingRuntime) and friends."""

@@ -1,0 +1,250 @@
+"""TrainJob reconciler (spec §3): apply what the runtime builds, then mirror the JobSet's status.
+
+One request is one TrainJob. The reconcile method follows the spec's numbered steps, one
+function each: get the TrainJob, remove ``Failed``, reconcile the objects (server-side apply
+with field manager ``trainer``), set the Suspended condition, take the status from the runtime's
+status plugin, and write the status only when it changed. Reads go through the cache; the only
+writes are the applies the runtime asks for and a status PUT when something changed, so a
+running TrainJob whose JobSet is steady costs no API writes.
+
+Watches: TrainJobs (every event also nudges the runtime reconcilers through the watchers,
+which keep the ``resource-in-use`` finalizer right), owned objects (JobSet, MPI ConfigMap and
+Secret, PodGroups) and the plugins' own mappers (LimitRanges, RuntimeClasses).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import structlog
+
+from manager import Builder, Manager
+from manager.cache.interfaces import Reader
+from manager.client.errors import ApiError, NotFound
+from manager.controller.predicate import Funcs, Predicate
+from manager.controller.reconcile import ReconcileError, Request, Result
+from manager.events import EventType
+from trainer.api import trainer_constants as tc
+from trainer.controllers.conditions import (
+    remove_failed_condition,
+    set_failed_unsupported,
+    set_suspended_condition,
+)
+from trainer.controllers.watches import AsyncMapHandler, kind_served
+from trainer.runtime.errors import RuntimeFailure
+from trainer.runtime.objects import TRAINJOB_GVK
+from trainer.runtime.plugins.base import Watch
+from trainer.runtime.plugins.watches import by_controller_owner
+from trainer.runtime.registry import Runtime, runtime_key
+from trainer.runtime.status import now_rfc3339
+
+Json = dict[str, Any]
+log = structlog.get_logger("trainer.trainjob")
+
+__all__ = [
+    "CONTROLLER_NAME",
+    "EVENT_MESSAGE_LIMIT",
+    "FIELD_MANAGER",
+    "RECORDER_NAME",
+    "TrainJobReconciler",
+    "TrainJobWatcher",
+    "creation_failed_message",
+    "notifying_predicate",
+    "setup_trainjob_controller",
+]
+
+CONTROLLER_NAME = "trainjob_controller"
+RECORDER_NAME = "trainer-trainjob-controller"
+FIELD_MANAGER = tc.FieldManager
+EVENT_MESSAGE_LIMIT = 950
+
+
+class Recorder(Protocol):
+    async def event(self, obj: Any, event_type: EventType, reason: str, message: str) -> Any: ...
+
+
+class TrainJobWatcher(Protocol):
+    """Told about every TrainJob event: ``(None, new)`` create, ``(old, new)`` update, ``(old, None)`` delete."""
+
+    def notify_trainjob_update(self, old: Json | None, new: Json | None) -> None: ...
+
+
+def notifying_predicate(watchers: Sequence[TrainJobWatcher]) -> Predicate:
+    """Let every TrainJob event through, telling the watchers first (generic events tell nobody)."""
+
+    def notify(old: Json | None, new: Json | None) -> bool:
+        for watcher in watchers:
+            watcher.notify_trainjob_update(old, new)
+        return True
+
+    return Funcs(
+        on_create=lambda e: notify(None, e.object),
+        on_update=lambda e: notify(e.object_old, e.object_new),
+        on_delete=lambda e: notify(e.object, None),
+        on_generic=lambda e: True,
+    )
+
+
+def creation_failed_message(error: str) -> str:
+    """The Warning event text: the error cut at 950 characters, marked with `` ...`` when cut."""
+    if len(error) > EVENT_MESSAGE_LIMIT:
+        error = error[:EVENT_MESSAGE_LIMIT] + " ..."
+    return f"TrainJob resources reconciliation failed: {error}"
+
+
+class TrainJobReconciler:
+    """Upstream's ``TrainJobReconciler``; ``client`` reads from the cache and writes to the server."""
+
+    def __init__(
+        self,
+        client: Any,
+        runtimes: Mapping[str, Runtime],
+        recorder: Recorder,
+        *,
+        now: Callable[[], str] = now_rfc3339,
+    ) -> None:
+        self.client = client
+        self.runtimes = runtimes
+        self.recorder = recorder
+        self.now = now
+
+    async def reconcile(self, req: Request) -> Result | None:
+        trainjob = await self.get_trainjob(req)
+        if trainjob is None:
+            return None
+        original_status = copy.deepcopy(trainjob.get("status") or {})
+        status: Json = copy.deepcopy(original_status)
+        errors: list[str] = []
+
+        remove_failed_condition(status)
+        trainjob["status"] = status
+        runtime = self.lookup_runtime(trainjob)
+        if runtime is None:
+            errors.append(self.mark_unsupported_runtime(trainjob, status))
+        elif (err := await self.reconcile_objects(runtime, trainjob)) is not None:
+            errors.append(err)
+        set_suspended_condition(trainjob, status, self.now)
+        if runtime is not None:
+            status, err = await self.trainjob_status(runtime, trainjob, status)
+            if err is not None:
+                errors.append(err)
+        if (err := await self.update_status_if_changed(trainjob, original_status, status)) is not None:
+            errors.append(err)
+
+        if errors:
+            raise ReconcileError("\n".join(errors))
+        return None
+
+    # -- steps, in order ----------------------------------------------------------------------
+
+    async def get_trainjob(self, req: Request) -> Json | None:
+        """Step 1: the TrainJob from the cache (a private copy); gone means nothing to do."""
+        try:
+            obj: Json = await self.client.get(TRAINJOB_GVK, req.name, req.namespace)
+        except NotFound:
+            return None
+        obj.setdefault("apiVersion", tc.API_VERSION)
+        obj.setdefault("kind", tc.TrainJobKind)
+        return obj
+
+    def lookup_runtime(self, trainjob: Json) -> Runtime | None:
+        """Step 4: the runtime by the runtimeRef's GroupKind (``ClusterTrainingRuntime.trainer.kubeflow.org``)."""
+        return self.runtimes.get(_runtime_key_of(trainjob))
+
+    def mark_unsupported_runtime(self, trainjob: Json, status: Json) -> str:
+        """Step 4, unknown runtime: ``Failed=True/TrainingRuntimeNotSupported``; the error is returned.
+
+        Upstream then panics on the nil runtime and never writes this condition; we persist it
+        (docs/divergences.md).
+        """
+        message = f"unsupported runtime: {_runtime_key_of(trainjob)}"
+        set_failed_unsupported(status, message, self.now)
+        return message
+
+    async def reconcile_objects(self, runtime: Runtime, trainjob: Json) -> str | None:
+        """Step 4: build the objects and server-side apply each, in order; stop at the first error.
+
+        A failure is reported as a Warning event ``TrainJobResourcesCreationFailed`` and returned.
+        """
+        try:
+            for obj in await runtime.new_objects(trainjob):
+                await self.client.apply(obj, field_owner=FIELD_MANAGER, force=True)
+        except (RuntimeFailure, ApiError) as err:
+            text = str(err)
+            log.error("failed to reconcile TrainJob resources", error=text)
+            await self.recorder.event(
+                trainjob, "Warning", tc.TrainJobResourcesCreationFailedReason, creation_failed_message(text)
+            )
+            return text
+        return None
+
+    async def trainjob_status(
+        self, runtime: Runtime, trainjob: Json, status: Json
+    ) -> tuple[Json, str | None]:
+        """Step 6: the status plugin's view (terminal conditions and jobsStatus from the JobSet).
+
+        On error the in-memory status (steps 3-5) is kept and the error returned.
+        """
+        try:
+            computed = await runtime.trainjob_status(trainjob)
+        except (RuntimeFailure, ApiError) as err:
+            return status, str(err)
+        return (computed if computed is not None else status), None
+
+    async def update_status_if_changed(self, trainjob: Json, original: Json, status: Json) -> str | None:
+        """Step 7: PUT the status subresource (resourceVersion-checked) only when it changed."""
+        if status == original:
+            return None
+        trainjob["status"] = status
+        try:
+            await self.client.status.update(trainjob, field_owner=FIELD_MANAGER)
+        except ApiError as err:
+            return str(err)
+        return None
+
+
+def _runtime_key_of(trainjob: Json) -> str:
+    ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
+    return runtime_key(ref.get("apiGroup"), ref.get("kind"))
+
+
+def _unique_by_kind(watches: Iterable[Watch]) -> list[Watch]:
+    seen: set[Any] = set()
+    out = []
+    for watch in watches:
+        if watch.kind not in seen:
+            seen.add(watch.kind)
+            out.append(watch)
+    return out
+
+
+async def setup_trainjob_controller(
+    mgr: Manager,
+    runtimes: Mapping[str, Runtime],
+    reader: Reader,
+    watchers: Sequence[TrainJobWatcher],
+    recorder: Recorder,
+) -> TrainJobReconciler:
+    """Register the controller: TrainJobs, owned objects and every runtime's extra watches.
+
+    A watch whose CRD is missing is skipped with the plugin's message (the JobSet watch is
+    registered anyway, as upstream does).
+    """
+    reconciler = TrainJobReconciler(mgr.client, runtimes, recorder)
+    builder = (
+        Builder(mgr).named(CONTROLLER_NAME).for_(TRAINJOB_GVK, predicates=[notifying_predicate(watchers)])
+    )
+    registrars = [watch for runtime in runtimes.values() for watch in runtime.event_handler_registrars()]
+    for watch in _unique_by_kind(registrars):
+        if watch.requires_crd is not None and not await kind_served(mgr.client, watch.requires_crd):
+            log.error(watch.missing_crd_message or f"{watch.requires_crd.kind} CRD is not installed")
+            if not watch.register_anyway:
+                continue
+        if watch.map_to_trainjobs is by_controller_owner:
+            builder.owns(watch.kind)
+        else:
+            builder.watches(watch.kind, AsyncMapHandler(reader, watch.map_to_trainjobs, watch.events))
+    builder.complete(reconciler)
+    return reconciler

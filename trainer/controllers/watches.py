@@ -1,0 +1,89 @@
+"""Event handlers for the TrainJob controller's extra watches (spec §3.1).
+
+Why an async handler: the runtime plugins describe their watches as data with *async* mappers
+(they read the cache, e.g. "every suspended TrainJob using this RuntimeClass"), while the
+framework's handlers are synchronous. ``AsyncMapHandler`` runs the mapper in a task and adds
+the resulting keys to the queue; a failing mapper is logged and drops that one event, as a
+failing map function does upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+import structlog
+
+from manager.cache.interfaces import Reader
+from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Object, UpdateEvent
+from manager.controller.handler import RequestQueue
+from manager.controller.reconcile import Request
+from manager.restmapper import NoKindMatch
+from manager.scheme import GroupVersionKind
+from trainer.runtime.plugins.base import Mapper
+
+log = structlog.get_logger("trainer.watches")
+
+__all__ = ["AsyncMapHandler", "kind_served"]
+
+
+class AsyncMapHandler:
+    """Enqueue the TrainJobs ``mapper`` returns for an event's object, for the listed event types."""
+
+    def __init__(self, reader: Reader, mapper: Mapper, events: Iterable[str]) -> None:
+        self._reader = reader
+        self._mapper = mapper
+        self._events = frozenset(events)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def _map(self, obj: Object, queue: RequestQueue) -> None:
+        seen: set[Request] = set()
+        for key in await self._mapper(self._reader, obj):
+            req = Request(key.namespace, key.name)
+            if req not in seen:
+                seen.add(req)
+                queue.add(req)
+
+    def _spawn(self, event_type: str, obj: Object, queue: RequestQueue) -> None:
+        if event_type not in self._events:
+            return
+        task = asyncio.get_running_loop().create_task(self._map(obj, queue))
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("mapping an event to TrainJobs failed", error=str(task.exception()))
+
+    async def drain(self) -> None:
+        """Wait for the mappings started so far (tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
+        self._spawn("create", event.object, queue)
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+        self._spawn("update", event.object_new, queue)
+
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
+        self._spawn("delete", event.object, queue)
+
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
+        self._spawn("generic", event.object, queue)
+
+
+async def kind_served(client: object, gvk: GroupVersionKind) -> bool:
+    """Whether the API server serves ``gvk`` (its CRD is installed), asked through the REST mapper.
+
+    A client without a mapper (the unit-test fake) serves every kind.
+    """
+    mapper = getattr(client, "mapper", None)
+    if mapper is None:
+        return True
+    try:
+        await mapper.mapping(gvk)
+    except NoKindMatch:
+        return False
+    return True
