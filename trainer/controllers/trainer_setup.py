@@ -15,8 +15,10 @@ from typing import Any
 import structlog
 
 from manager import Manager
+from manager.cache.interfaces import Reader
+from manager.client.errors import NotFound
 from manager.events import EventRecorder
-from manager.scheme import GroupVersionKind
+from manager.scheme import GroupVersionKind, ObjectKey
 from manager.webhook import validating_handler
 from manager.webhook.server import WebhookServer
 from trainer.controllers.trainingruntime import (
@@ -34,7 +36,15 @@ from webhooks import trainjob as trainjob_webhook
 
 log = structlog.get_logger("trainer.setup")
 
-__all__ = ["DeferredIndexer", "TrainerControllers", "register_webhooks", "setup", "setup_controllers"]
+__all__ = [
+    "CacheThenLiveReader",
+    "DeferredIndexer",
+    "TrainerControllers",
+    "register_webhooks",
+    "setup",
+    "setup_controllers",
+    "webhook_runtimes",
+]
 
 IndexFunc = Callable[[Any], list[str] | None]
 
@@ -62,6 +72,46 @@ class DeferredIndexer:
 
 def _never_none(fn: IndexFunc) -> Callable[[Any], Iterable[str]]:
     return lambda obj: fn(obj) or []
+
+
+class CacheThenLiveReader:
+    """Reads from the cache; a miss is confirmed with a live GET before it is reported.
+
+    Why: the webhooks judge a TrainJob by its runtime, and a runtime created a moment before
+    the TrainJob may not be in the cache yet; upstream rejects such a TrainJob ("must be
+    created before the TrainJob is created"), we look once more (docs/divergences.md).
+    """
+
+    def __init__(self, cache: Reader, live: Any) -> None:
+        self._cache = cache
+        self._live = live
+
+    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> dict[str, Any]:
+        try:
+            return await self._cache.get(gvk, key)
+        except NotFound:
+            obj: dict[str, Any] = await self._live.get(gvk, key.name, key.namespace)
+            return obj
+
+    async def list(
+        self,
+        gvk: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | dict[str, str] | None = None,
+        field_selector: dict[str, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        return await self._cache.list(
+            gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+        )
+
+
+def webhook_runtimes(mgr: Manager) -> dict[str, Runtime]:
+    """Runtimes for the webhooks: same plugins, reading through ``CacheThenLiveReader``.
+
+    Their index registrations are dropped: the controllers' runtimes registered the same ones.
+    """
+    return new_runtimes(CacheThenLiveReader(mgr.cache, mgr.api_reader), DeferredIndexer())
 
 
 @dataclass
@@ -117,7 +167,7 @@ async def setup(mgr: Manager, webhook_server: WebhookServer | None) -> bool:
     if not await kind_served(mgr.client, TRAINJOB_GVK):
         log.error("the TrainJob CRD is not installed: the trainer controllers are skipped")
         return False
-    controllers = await setup_controllers(mgr)
+    await setup_controllers(mgr)
     if webhook_server is not None:
-        register_webhooks(webhook_server, controllers.runtimes)
+        register_webhooks(webhook_server, webhook_runtimes(mgr))
     return True

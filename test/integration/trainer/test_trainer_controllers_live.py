@@ -1,0 +1,510 @@
+"""Trainer controllers on a real API server with the webhooks installed (spec §10 L)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from trainer_wrappers import RES4, containers_of, rjob, rjob_of, runtime, trainjob, wrapper_rjobs
+
+from manager.client import NotFound
+from manager.scheme import GroupVersionKind
+from manager.testing.eventually import eventually
+
+Json = dict[str, Any]
+TJ = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainJob")
+TR = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime")
+CTR = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime")
+JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
+PODGROUP = GroupVersionKind("scheduling.x-k8s.io", "v1alpha1", "PodGroup")
+FINALIZER = "trainer.kubeflow.org/resource-in-use"
+RUNTIME_CONTAINER = {"image": "test:runtime", "command": ["runtime"], "args": ["runtime"], "resources": RES4}
+
+
+def l1_runtime(namespace: str) -> Json:
+    return runtime(
+        "alpha",
+        namespace,
+        rjobs=wrapper_rjobs(container=RUNTIME_CONTAINER),
+        ml_policy={"numNodes": 100},
+        pod_group_policy={"coscheduling": {"scheduleTimeoutSeconds": 100}},
+    )
+
+
+def l1_trainjob(namespace: str, *, image: str = "test:trainjob") -> Json:
+    return trainjob(
+        "alpha",
+        namespace,
+        "alpha",
+        suspend=True,
+        labels={"testingKey": "testingVal"},
+        annotations={"testingKey": "testingVal"},
+        trainer={"image": image, "command": ["trainjob"], "args": ["trainjob"], "resourcesPerNode": RES4},
+        initializer={
+            "dataset": {"storageUri": "hf://trainjob-dataset"},
+            "model": {"storageUri": "hf://trainjob-model"},
+        },
+    )
+
+
+def owner_of(tj: Json) -> Json:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "name": tj["metadata"]["name"],
+        "uid": tj["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+async def _get(client: Any, gvk: GroupVersionKind, name: str, namespace: str = "") -> Json:
+    obj: Json = await client.get(gvk, name, namespace)
+    return obj
+
+
+async def _exists(client: Any, gvk: GroupVersionKind, name: str, namespace: str = "") -> Json:
+    """For ``eventually``: the object, or an AssertionError while it is missing."""
+    try:
+        return await _get(client, gvk, name, namespace)
+    except NotFound as err:
+        raise AssertionError(str(err)) from err
+
+
+def assert_l1_jobset(jobset: Json, tj: Json, *, suspend: bool, image: str) -> None:
+    assert jobset["metadata"]["ownerReferences"] == [owner_of(tj)]
+    assert jobset["metadata"]["labels"] == {"testingKey": "testingVal"}
+    assert jobset["metadata"]["annotations"] == {"testingKey": "testingVal"}
+    assert jobset["spec"]["suspend"] is suspend
+    counts = {"dataset-initializer": 1, "model-initializer": 1, "node": 100}
+    for name, count in counts.items():
+        job = rjob_of(jobset, name)
+        assert job["replicas"] == 1
+        assert job["template"]["spec"]["parallelism"] == count
+        assert job["template"]["spec"]["completions"] == count
+        assert (
+            job["template"]["spec"]["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"]
+            == "alpha"
+        )
+    [dataset] = containers_of(jobset, "dataset-initializer")
+    assert dataset["env"] == [{"name": "STORAGE_URI", "value": "hf://trainjob-dataset"}]
+    assert dataset["image"] == "test:runtime"
+    [model] = containers_of(jobset, "model-initializer")
+    assert model["env"] == [{"name": "STORAGE_URI", "value": "hf://trainjob-model"}]
+    [node] = containers_of(jobset, "node")
+    assert (node["image"], node["command"], node["args"]) == (image, ["trainjob"], ["trainjob"])
+    assert node["resources"] == RES4
+
+
+async def test_trainjob_creates_jobset_and_podgroup(trainer: Any) -> None:
+    # spec: trainer L1
+    client, ns = trainer.client, trainer.namespace
+    await client.create(l1_runtime(ns))
+    tj = await client.create(l1_trainjob(ns))
+
+    async def jobset_built() -> None:
+        try:
+            jobset = await _get(client, JOBSET, "alpha", ns)
+        except NotFound as err:
+            raise AssertionError("no JobSet yet") from err
+        assert_l1_jobset(jobset, tj, suspend=True, image="test:trainjob")
+
+    await eventually(jobset_built, timeout=30)
+    podgroup = await _get(client, PODGROUP, "alpha", ns)
+    assert podgroup["metadata"]["ownerReferences"] == [owner_of(tj)]
+    assert podgroup["spec"]["minMember"] == 102
+    assert podgroup["spec"]["minResources"] == {"cpu": "102", "memory": "408Gi"}
+    assert podgroup["spec"]["scheduleTimeoutSeconds"] == 100
+    # every generated object is owned by the field manager "trainer"
+    managers = {m["manager"] for m in (await _get(client, JOBSET, "alpha", ns))["metadata"]["managedFields"]}
+    assert managers == {"trainer"}
+
+
+async def test_suspended_edits_propagate_running_edits_do_not(trainer: Any) -> None:
+    # spec: trainer L2
+    client, ns = trainer.client, trainer.namespace
+    await client.create(l1_runtime(ns))
+    tj = await client.create(l1_trainjob(ns))
+    await eventually(lambda: _exists(client, JOBSET, "alpha", ns), timeout=30)
+
+    async def edit(**spec: Any) -> Json:
+        current = await _get(client, TJ, "alpha", ns)
+        for key, value in spec.items():
+            if key == "image":
+                current["spec"]["trainer"]["image"] = value
+            else:
+                current["spec"][key] = value
+        updated: Json = await client.update(current)
+        return updated
+
+    async def jobset_is(*, suspend: bool, image: str) -> None:
+        assert_l1_jobset(await _get(client, JOBSET, "alpha", ns), tj, suspend=suspend, image=image)
+
+    await edit(image="updated-trainer-image")
+    await eventually(lambda: jobset_is(suspend=True, image="updated-trainer-image"), timeout=30)
+    podgroup = await _get(client, PODGROUP, "alpha", ns)
+    assert podgroup["spec"]["minMember"] == 102
+
+    await edit(suspend=False)
+    await eventually(lambda: jobset_is(suspend=False, image="updated-trainer-image"), timeout=30)
+
+    await edit(image="test:trainjob")
+    for _ in range(10):  # consistently, for a second: a running JobSet is never re-applied
+        await jobset_is(suspend=False, image="updated-trainer-image")
+        await asyncio.sleep(0.1)
+
+    await edit(suspend=True, image="test:trainjob")
+    await eventually(lambda: jobset_is(suspend=True, image="test:trainjob"), timeout=30)
+
+
+async def test_torch_runtime_env_and_port(trainer: Any) -> None:
+    # spec: trainer L3
+    client, ns = trainer.client, trainer.namespace
+    node_only = [rjob("node", container={"image": "test:runtime", "resources": RES4})]
+    await client.create(runtime("alpha", ns, rjobs=node_only, ml_policy={"numNodes": 100, "torch": {}}))
+    await client.create(
+        trainjob(
+            "alpha",
+            ns,
+            "alpha",
+            trainer={
+                "image": "test:trainjob",
+                "resourcesPerNode": RES4,
+                "env": [{"name": "TRAIN_JOB", "value": "value"}],
+            },
+        )
+    )
+
+    async def torch_jobset() -> None:
+        try:
+            jobset = await _get(client, JOBSET, "alpha", ns)
+        except NotFound as err:
+            raise AssertionError("no JobSet yet") from err
+        [node] = containers_of(jobset, "node")
+        assert node["env"] == [
+            {"name": "TRAIN_JOB", "value": "value"},
+            {"name": "PET_NNODES", "value": "100"},
+            {"name": "PET_NPROC_PER_NODE", "value": "1"},
+            {
+                "name": "PET_NODE_RANK",
+                "valueFrom": {
+                    "fieldRef": {
+                        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+                    }
+                },
+            },
+            {"name": "PET_MASTER_ADDR", "value": "alpha-node-0-0.alpha"},
+            {"name": "PET_MASTER_PORT", "value": "29500"},
+        ]
+        assert node["ports"] == [{"containerPort": 29500, "protocol": "TCP"}]
+        assert jobset["spec"]["suspend"] is False
+        assert rjob_of(jobset, "node")["template"]["spec"]["parallelism"] == 100
+
+    await eventually(torch_jobset, timeout=30)
+
+
+def _jobs_status(**counts: dict[str, int]) -> list[Json]:
+    keys = ("ready", "succeeded", "failed", "active", "suspended")
+    return [{"name": name, **{k: c.get(k, 0) for k in keys}} for name, c in counts.items()]
+
+
+async def _set_jobset_status(client: Any, ns: str, condition: Json | None, jobs: list[Json]) -> None:
+    jobset = await _get(client, JOBSET, "alpha", ns)
+    status: Json = {"replicatedJobsStatus": jobs}
+    if condition is not None:
+        status["conditions"] = [{**condition, "status": "True", "lastTransitionTime": "2025-01-01T00:00:00Z"}]
+    jobset["status"] = status
+    await client.status.update(jobset)
+
+
+def _conditions(tj: Json) -> list[tuple[str, str, str, str]]:
+    return [
+        (c["type"], c["status"], c["reason"], c["message"])
+        for c in (tj.get("status") or {}).get("conditions", [])
+    ]
+
+
+SUSPENDED = ("Suspended", "True", "Suspended", "TrainJob is suspended")
+RESUMED = ("Suspended", "False", "Resumed", "TrainJob is resumed")
+
+
+async def _suspend_then_resume(client: Any, ns: str) -> None:
+    async def conditions_are(expected: list[tuple[str, str, str, str]]) -> None:
+        assert _conditions(await _get(client, TJ, "alpha", ns)) == expected
+
+    await eventually(lambda: conditions_are([SUSPENDED]), timeout=30)
+    current = await _get(client, TJ, "alpha", ns)
+    current["spec"]["suspend"] = False
+    await client.update(current)
+    await eventually(lambda: conditions_are([RESUMED]), timeout=30)
+
+
+async def test_conditions_follow_suspension_and_jobset_completion(trainer: Any) -> None:
+    # spec: trainer L4
+    client, ns = trainer.client, trainer.namespace
+    await client.create(l1_runtime(ns))
+    await client.create(l1_trainjob(ns))
+    await _suspend_then_resume(client, ns)
+    jobs = _jobs_status(
+        **{
+            "dataset-initializer": {"succeeded": 1},
+            "model-initializer": {"succeeded": 1},
+            "node": {"succeeded": 1},
+        }
+    )
+    completed = {
+        "type": "Completed",
+        "reason": "AllJobsCompleted",
+        "message": "jobset completed successfully",
+    }
+    await _set_jobset_status(client, ns, completed, jobs)
+
+    async def complete() -> None:
+        tj = await _get(client, TJ, "alpha", ns)
+        assert _conditions(tj) == [
+            RESUMED,
+            ("Complete", "True", "AllJobsCompleted", "jobset completed successfully"),
+        ]
+        assert tj["status"].get("jobsStatus") == jobs
+        assert tj["status"]["conditions"][1]["lastTransitionTime"] == "2025-01-01T00:00:00Z"
+
+    await eventually(complete, timeout=30)
+
+
+async def test_jobset_failure_fails_the_trainjob(trainer: Any) -> None:
+    # spec: trainer L5
+    client, ns = trainer.client, trainer.namespace
+    await client.create(l1_runtime(ns))
+    await client.create(l1_trainjob(ns))
+    await _suspend_then_resume(client, ns)
+    jobs = _jobs_status(
+        **{
+            "dataset-initializer": {"succeeded": 1},
+            "model-initializer": {"succeeded": 1},
+            "node": {"failed": 1},
+        }
+    )
+    failed = {
+        "type": "Failed",
+        "reason": "FailedJobs",
+        "message": "jobset failed due to one or more job failures",
+    }
+    await _set_jobset_status(client, ns, failed, jobs)
+
+    async def is_failed() -> None:
+        tj = await _get(client, TJ, "alpha", ns)
+        assert _conditions(tj) == [
+            RESUMED,
+            ("Failed", "True", "FailedJobs", "jobset failed due to one or more job failures"),
+        ]
+        assert tj["status"].get("jobsStatus") == jobs
+
+    await eventually(is_failed, timeout=30)
+
+
+async def test_jobs_status_mirrors_the_jobset(trainer: Any) -> None:
+    # spec: trainer L6
+    client, ns = trainer.client, trainer.namespace
+    await client.create(l1_runtime(ns))
+    await client.create(l1_trainjob(ns))
+    await _suspend_then_resume(client, ns)
+    for node in ({"ready": 1, "active": 1}, {"failed": 1}):
+        jobs = _jobs_status(
+            **{"dataset-initializer": {"succeeded": 1}, "model-initializer": {"succeeded": 1}, "node": node}
+        )
+        await _set_jobset_status(client, ns, None, jobs)
+
+        async def mirrored(expected: list[Json] = jobs) -> None:
+            tj = await _get(client, TJ, "alpha", ns)
+            assert tj["status"].get("jobsStatus") == expected
+            assert _conditions(tj) == [RESUMED]
+
+        await eventually(mirrored, timeout=30)
+
+
+async def test_pod_template_overrides_reach_the_jobset(trainer: Any) -> None:
+    # spec: trainer L7
+    client, ns = trainer.client, trainer.namespace
+    node = rjob("node", container={"image": "test:runtime", "resources": RES4})
+    node["template"]["spec"]["template"]["spec"]["initContainers"] = [
+        {
+            "name": "override-init-container",
+            "image": "test:runtime",
+            "env": [
+                {"name": "INIT_ENV", "value": "original_init"},
+                {"name": "DATASET_PATH", "value": "runtime"},
+            ],
+        }
+    ]
+    await client.create(runtime("alpha", ns, rjobs=[node], ml_policy={"numNodes": 100, "torch": {}}))
+    override = {
+        "targetJobs": [{"name": "node"}],
+        "metadata": {
+            "labels": {"override-label-key": "override-label-value", "custom-label": "custom-value"},
+            "annotations": {"override-annotation-key": "override-annotation-value", "custom-annotation": "a"},
+        },
+        "spec": {
+            "serviceAccountName": "override-sa",
+            "initContainers": [
+                {
+                    "name": "override-init-container",
+                    "env": [
+                        {"name": "INIT_ENV", "value": "override_init"},
+                        {"name": "NEW_VALUE", "value": "from_overrides"},
+                    ],
+                }
+            ],
+        },
+    }
+    await client.create(
+        trainjob(
+            "alpha",
+            ns,
+            "alpha",
+            trainer={"image": "test:trainjob", "env": [{"name": "TRAIN_JOB", "value": "value"}]},
+            podTemplateOverrides=[override],
+        )
+    )
+
+    async def overridden() -> None:
+        try:
+            jobset = await _get(client, JOBSET, "alpha", ns)
+        except NotFound as err:
+            raise AssertionError("no JobSet yet") from err
+        pod = rjob_of(jobset, "node")["template"]["spec"]["template"]
+        assert pod["metadata"]["labels"]["override-label-key"] == "override-label-value"
+        assert pod["metadata"]["labels"]["custom-label"] == "custom-value"
+        assert pod["metadata"]["annotations"]["custom-annotation"] == "a"
+        assert pod["spec"]["serviceAccountName"] == "override-sa"
+        assert pod["spec"]["initContainers"][0]["env"] == [
+            {"name": "INIT_ENV", "value": "override_init"},
+            {"name": "NEW_VALUE", "value": "from_overrides"},
+            {"name": "DATASET_PATH", "value": "runtime"},
+        ]
+        [container] = pod["spec"]["containers"]
+        assert [e["name"] for e in container["env"]][:2] == ["TRAIN_JOB", "PET_NNODES"]
+        assert container["ports"] == [{"containerPort": 29500, "protocol": "TCP"}]
+
+    await eventually(overridden, timeout=30)
+
+
+async def test_mpi_runtime_builds_hostfile_and_ssh_secret(trainer: Any) -> None:
+    # spec: trainer L8
+    client, ns = trainer.client, trainer.namespace
+    launcher = {
+        "name": "launcher",
+        "template": {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "node", "image": "test:mpi", "command": ["mpirun"], "args": ["echo.sh"]}
+                        ]
+                    }
+                }
+            }
+        },
+    }
+    node = rjob("node", container={"image": "test:trainjob", "resources": RES4})
+    mpi = {
+        "numProcPerNode": 8,
+        "mpiImplementation": "OpenMPI",
+        "sshAuthMountPath": "/root/.ssh",
+        "runLauncherAsNode": False,
+    }
+    await client.create(runtime("alpha", ns, rjobs=[launcher, node], ml_policy={"numNodes": 1, "mpi": mpi}))
+    tj = await client.create(
+        trainjob(
+            "alpha",
+            ns,
+            "alpha",
+            trainer={
+                "numNodes": 2,
+                "image": "test:trainjob",
+                "resourcesPerNode": RES4,
+                "env": [{"name": "TRAIN_JOB", "value": "value"}],
+            },
+        )
+    )
+
+    async def built() -> None:
+        try:
+            jobset = await _get(client, JOBSET, "alpha", ns)
+            hostfile = await _get(client, GroupVersionKind("", "v1", "ConfigMap"), "alpha-mpi-hostfile", ns)
+            secret = await _get(client, GroupVersionKind("", "v1", "Secret"), "alpha-mpi-ssh-auth", ns)
+        except NotFound as err:
+            raise AssertionError(str(err)) from err
+        assert rjob_of(jobset, "launcher")["template"]["spec"]["parallelism"] == 1
+        assert rjob_of(jobset, "node")["template"]["spec"]["parallelism"] == 2
+        [launcher_container] = containers_of(jobset, "launcher")
+        env = {e["name"]: e.get("value") for e in launcher_container["env"]}
+        assert env["OMPI_MCA_orte_set_default_slots"] == "8"
+        [node_container] = containers_of(jobset, "node")
+        assert node_container["env"] == [{"name": "TRAIN_JOB", "value": "value"}]
+        assert hostfile["data"] == {
+            "hostfile": "alpha-node-0-0.alpha slots=8\nalpha-node-0-1.alpha slots=8\n"
+        }
+        assert hostfile["metadata"]["ownerReferences"] == [owner_of(tj)]
+        assert secret["immutable"] is True
+        assert secret["type"] == "kubernetes.io/ssh-auth"
+        assert secret["data"]["ssh-privatekey"] and secret["data"]["ssh-publickey"]
+        assert secret["metadata"]["ownerReferences"] == [owner_of(tj)]
+
+    await eventually(built, timeout=30)
+
+
+async def _finalizers(client: Any, gvk: GroupVersionKind, name: str, ns: str) -> list[str]:
+    obj = await _get(client, gvk, name, ns)
+    return list(obj["metadata"].get("finalizers") or [])
+
+
+async def _runtime_finalizer_lifecycle(trainer: Any, gvk: GroupVersionKind, namespaced: bool) -> None:
+    client, ns = trainer.client, trainer.namespace
+    name = "alpha" if namespaced else f"alpha-{ns}"
+    runtime_ns = ns if namespaced else ""
+    await client.create(runtime(name, ns if namespaced else None))
+    for _ in range(10):  # consistently, for a second: no TrainJob, no finalizer
+        assert await _finalizers(client, gvk, name, runtime_ns) == []
+        await asyncio.sleep(0.1)
+    await client.create(trainjob("alpha", ns, name, kind=gvk.kind))
+
+    async def has_finalizer() -> None:
+        assert await _finalizers(client, gvk, name, runtime_ns) == [FINALIZER]
+
+    await eventually(has_finalizer, timeout=30)
+
+    await client.delete_by_name(TJ, "alpha", ns)
+
+    async def trainjob_gone() -> None:
+        try:
+            await _get(client, TJ, "alpha", ns)
+        except NotFound:
+            return
+        raise AssertionError("TrainJob still exists")
+
+    await eventually(trainjob_gone, timeout=30)
+    await asyncio.sleep(1.5)  # past the notification delay: the finalizer must stay on a live runtime
+    await has_finalizer()
+
+    await client.delete_by_name(gvk, name, runtime_ns)
+
+    async def runtime_gone() -> None:
+        try:
+            await _get(client, gvk, name, runtime_ns)
+        except NotFound:
+            return
+        raise AssertionError("runtime still exists")
+
+    await eventually(runtime_gone, timeout=30)
+
+
+async def test_training_runtime_finalizer(trainer: Any) -> None:
+    # spec: trainer L11
+    # spec: trainer L12
+    await _runtime_finalizer_lifecycle(trainer, TR, namespaced=True)
+
+
+async def test_cluster_training_runtime_finalizer(trainer: Any) -> None:
+    # spec: trainer L13
+    # spec: trainer L14
+    await _runtime_finalizer_lifecycle(trainer, CTR, namespaced=False)
