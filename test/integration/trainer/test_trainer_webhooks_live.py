@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,10 +28,8 @@ async def runtimes(trainer: Any) -> AsyncIterator[str]:
     try:
         yield ctr_name
     finally:
-        try:
+        with contextlib.suppress(NotFound):
             await client.delete_by_name(CTR, ctr_name)
-        except NotFound:
-            pass
 
 
 async def _update_tr(trainer: Any, change: Any) -> None:
