@@ -1,0 +1,206 @@
+"""TrainJob reconciler steps on a fake API (spec §3.2-§3.4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from trainer_unit_fixtures import (
+    NOW,
+    ClientReader,
+    FakeRecorder,
+    NoIndexer,
+    fake_client,
+    rjob,
+    runtime,
+    trainjob,
+)
+
+from manager.client.errors import InternalError
+from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
+from manager.controller.reconcile import ReconcileError, Request
+from manager.testing.fake import FakeClient
+from trainer.controllers.conditions import remove_failed_condition, set_suspended_condition
+from trainer.controllers.trainjob import TrainJobReconciler, creation_failed_message, notifying_predicate
+from trainer.runtime.objects import JOBSET_GVK, TRAINJOB_GVK
+from trainer.runtime.registry import new_runtimes
+
+Json = dict[str, Any]
+REQ = Request("default", "test-job")
+SUSPENDED = {"type": "Suspended", "status": "True", "reason": "Suspended", "message": "TrainJob is suspended"}
+RESUMED = {"type": "Suspended", "status": "False", "reason": "Resumed", "message": "TrainJob is resumed"}
+FAILED_JOBS = {
+    "type": "Failed",
+    "status": "True",
+    "reason": "FailedJobs",
+    "message": "jobset failed due to one or more job failures",
+    "lastTransitionTime": "2025-01-01T00:00:00Z",
+}
+
+
+def node_runtime() -> Json:
+    return runtime(rjobs=[rjob("node", "trainer", [{"name": "node", "image": "runtime-image"}])])
+
+
+def setup(*objects: Json) -> tuple[TrainJobReconciler, FakeClient, FakeRecorder]:
+    client = fake_client(objects)
+    recorder = FakeRecorder()
+    runtimes = new_runtimes(ClientReader(client), NoIndexer())
+    return TrainJobReconciler(client, runtimes, recorder, now=lambda: NOW), client, recorder
+
+
+async def stored_trainjob(client: FakeClient) -> Json:
+    tj: Json = await client.get(TRAINJOB_GVK, "test-job", "default")
+    return tj
+
+
+def without_times(conditions: list[Json]) -> list[Json]:
+    return [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in conditions]
+
+
+async def test_suspended_trainjob_gets_its_jobset_and_the_suspended_condition() -> None:
+    reconciler, client, recorder = setup(node_runtime(), trainjob(suspend=True))
+    assert await reconciler.reconcile(REQ) is None
+    jobset = await client.get(JOBSET_GVK, "test-job", "default")
+    assert jobset["spec"]["suspend"] is True
+    assert jobset["metadata"]["ownerReferences"][0]["name"] == "test-job"
+    assert client.requests["apply"] == 1
+    tj = await stored_trainjob(client)
+    assert tj["status"]["conditions"] == [{**SUSPENDED, "lastTransitionTime": NOW}]
+    assert recorder.events == []
+
+
+async def test_running_steady_trainjob_causes_no_writes() -> None:
+    reconciler, client, _ = setup(node_runtime(), trainjob())
+    await reconciler.reconcile(REQ)
+    jobset = await client.get(JOBSET_GVK, "test-job", "default")
+    jobs = [{"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}]
+    jobset["status"] = {"replicatedJobsStatus": jobs}
+    await client.status.update(jobset)
+    await reconciler.reconcile(REQ)
+    assert (await stored_trainjob(client))["status"] == {"jobsStatus": jobs}
+    writes = client.writes
+    await reconciler.reconcile(REQ)
+    await reconciler.reconcile(REQ)
+    assert client.writes == writes  # the running JobSet is not re-applied, the status is unchanged
+
+
+async def test_never_suspended_trainjob_has_no_suspended_condition() -> None:
+    reconciler, client, _ = setup(node_runtime(), trainjob())
+    await reconciler.reconcile(REQ)
+    assert "status" not in await stored_trainjob(client)
+    assert client.requests["status.update"] == 0
+
+
+async def test_unsupported_runtime_is_persisted_as_failed() -> None:
+    # Upstream panics after setting the condition and never writes it (divergence).
+    tj = trainjob(group="example.com", kind="Foo")
+    reconciler, client, recorder = setup(tj)
+    with pytest.raises(ReconcileError, match=r"^unsupported runtime: Foo\.example\.com$"):
+        await reconciler.reconcile(REQ)
+    stored = await stored_trainjob(client)
+    assert stored["status"]["conditions"] == [
+        {
+            "type": "Failed",
+            "status": "True",
+            "reason": "TrainingRuntimeNotSupported",
+            "message": "unsupported runtime: Foo.example.com",
+            "lastTransitionTime": NOW,
+        }
+    ]
+    assert recorder.events == []
+
+
+async def test_missing_runtime_emits_a_warning_and_retries() -> None:
+    reconciler, client, recorder = setup(trainjob(suspend=True))
+    with pytest.raises(ReconcileError) as err:
+        await reconciler.reconcile(REQ)
+    [event] = recorder.events
+    assert (event.type, event.reason) == ("Warning", "TrainJobResourcesCreationFailed")
+    assert event.message == (
+        'TrainJob resources reconciliation failed: TrainingRuntime specified in TrainJob is not found: trainingruntimes "test-runtime" not found'
+    )
+    # the status step fails too (no JobSet), but the Suspended condition is still written
+    assert str(err.value).splitlines()[0].startswith("TrainingRuntime specified in TrainJob is not found")
+    assert "jobsets" in str(err.value).splitlines()[1]
+    assert without_times((await stored_trainjob(client))["status"]["conditions"]) == [
+        {k: v for k, v in SUSPENDED.items()}
+    ]
+
+
+async def test_apply_failure_is_reported() -> None:
+    reconciler, client, recorder = setup(node_runtime(), trainjob())
+    client.inject_error("apply", InternalError("etcd is down"))
+    with pytest.raises(ReconcileError, match="etcd is down"):
+        await reconciler.reconcile(REQ)
+    [event] = recorder.events
+    assert event.message == "TrainJob resources reconciliation failed: etcd is down"
+
+
+def test_event_message_is_cut_at_950_characters() -> None:
+    prefix = "TrainJob resources reconciliation failed: "
+    assert creation_failed_message("x" * 950) == prefix + "x" * 950
+    assert creation_failed_message("x" * 951) == prefix + "x" * 950 + " ..."
+
+
+async def test_failed_is_removed_and_re_added_at_the_end() -> None:
+    tj = trainjob(status={"conditions": [FAILED_JOBS, {**RESUMED, "lastTransitionTime": NOW}]})
+    reconciler, client, _ = setup(node_runtime(), tj)
+    await reconciler.reconcile(REQ)  # creates the JobSet
+    jobset = await client.get(JOBSET_GVK, "test-job", "default")
+    jobset["status"] = {"conditions": [{**FAILED_JOBS, "observedGeneration": 3}]}
+    await client.status.update(jobset)
+    await reconciler.reconcile(REQ)
+    conditions = (await stored_trainjob(client))["status"]["conditions"]
+    assert [c["type"] for c in conditions] == ["Suspended", "Failed"]
+    assert conditions[1] == {**FAILED_JOBS, "observedGeneration": 3}
+
+
+async def test_failed_disappears_when_the_jobset_is_no_longer_failed() -> None:
+    tj = trainjob(status={"conditions": [FAILED_JOBS]})
+    reconciler, client, _ = setup(node_runtime(), tj)
+    await reconciler.reconcile(REQ)
+    assert "conditions" not in (await stored_trainjob(client)).get("status", {})
+
+
+async def test_deleted_trainjob_is_done() -> None:
+    reconciler, client, _ = setup(node_runtime())
+    assert await reconciler.reconcile(REQ) is None
+    assert client.writes == 0
+
+
+def test_suspended_condition_rules() -> None:
+    status: Json = {}
+    set_suspended_condition({"spec": {}}, status, lambda: NOW)
+    assert status == {}
+    set_suspended_condition({"spec": {"suspend": True}}, status, lambda: NOW)
+    assert status["conditions"] == [{**SUSPENDED, "lastTransitionTime": NOW}]
+    set_suspended_condition({"spec": {"suspend": False}}, status, lambda: "later")
+    assert status["conditions"] == [{**RESUMED, "lastTransitionTime": "later"}]
+    set_suspended_condition({"spec": {"suspend": False}}, status, lambda: "even-later")
+    assert status["conditions"] == [{**RESUMED, "lastTransitionTime": "later"}]
+
+
+def test_remove_failed_condition() -> None:
+    status: Json = {"conditions": [FAILED_JOBS]}
+    remove_failed_condition(status)
+    assert status == {}
+
+
+class _Watcher:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Json | None, Json | None]] = []
+
+    def notify_trainjob_update(self, old: Json | None, new: Json | None) -> None:
+        self.calls.append((old, new))
+
+
+def test_every_trainjob_event_passes_and_notifies_the_watchers() -> None:
+    watcher = _Watcher()
+    predicate = notifying_predicate([watcher])
+    old, new = {"metadata": {"name": "old"}}, {"metadata": {"name": "new"}}
+    assert predicate.create(CreateEvent(new))
+    assert predicate.update(UpdateEvent(old, new))
+    assert predicate.delete(DeleteEvent(old))
+    assert predicate.generic(GenericEvent(new))
+    assert watcher.calls == [(None, new), (old, new), (old, None)]
