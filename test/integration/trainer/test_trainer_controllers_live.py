@@ -508,3 +508,50 @@ async def test_cluster_training_runtime_finalizer(trainer: Any) -> None:
     # spec: trainer L13
     # spec: trainer L14
     await _runtime_finalizer_lifecycle(trainer, CTR, namespaced=False)
+
+
+async def test_status_copies_every_replicated_job_of_the_jobset(trainer: Any) -> None:
+    # spec: trainer L9
+    # spec: trainer L10
+    # statuses are copied in JobSet order even for replicated jobs the JobSet spec does not have
+    client, ns = trainer.client, trainer.namespace
+    await client.create(l1_runtime(ns))
+    await client.create(l1_trainjob(ns))
+    await _suspend_then_resume(client, ns)
+    succeeded = {"succeeded": 1}
+    for condition, node, launcher in (
+        (
+            {"type": "Completed", "reason": "AllJobsCompleted", "message": "jobset completed successfully"},
+            {},
+            succeeded,
+        ),
+        (
+            {
+                "type": "Failed",
+                "reason": "FailedJobs",
+                "message": "jobset failed due to one or more job failures",
+            },
+            {},
+            {"failed": 1},
+        ),
+    ):
+        jobs = _jobs_status(
+            **{
+                "dataset-initializer": succeeded,
+                "model-initializer": succeeded,
+                "launcher": launcher,
+                "node": node,
+            }
+        )
+        await _set_jobset_status(client, ns, condition, jobs)
+        expected_type = "Complete" if condition["type"] == "Completed" else "Failed"
+
+        async def mirrored(
+            expected: list[Json] = jobs, kind: str = expected_type, cond: Json = condition
+        ) -> None:
+            tj = await _get(client, TJ, "alpha", ns)
+            assert _conditions(tj)[0] == RESUMED
+            assert (kind, "True", cond["reason"], cond["message"]) in _conditions(tj)
+            assert tj["status"].get("jobsStatus") == expected
+
+        await eventually(mirrored, timeout=30)
