@@ -178,9 +178,9 @@ async def test_rotator_fills_the_secret_once_and_injects_the_ca(tmp_path: Path) 
 
 async def test_rotator_gives_up_with_upstream_messages(tmp_path: Path) -> None:
     rotator = CertRotator(_fake(_secret()), _config(tmp_path), clock=lambda: NOW)
-    with pytest.raises(NotReadyError, match="^could not mount certs$"):
+    with pytest.raises(NotReadyError, match=r"^could not mount certs$"):
         await rotator.wait_mounted()
-    with pytest.raises(NotReadyError, match="^could not inject certs to webhooks$"):
+    with pytest.raises(NotReadyError, match=r"^could not inject certs to webhooks$"):
         await rotator.inject(b"CA")  # no webhook configuration
 
 
