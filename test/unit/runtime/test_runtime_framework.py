@@ -260,6 +260,7 @@ async def test_e12_mpi_launcher_as_node_objects() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -280,6 +281,7 @@ async def test_e12_mpi_launcher_as_node_objects() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -298,6 +300,8 @@ async def test_e12_mpi_launcher_as_node_objects() -> None:
                       containers:
                       - name: node
                         image: test:trainjob
+                        resources:
+                          requests: {cpu: '1', memory: 4Gi}
                         env:
                         - {name: OMPI_MCA_orte_default_hostfile, value: /etc/mpi/hostfile}
                         - {name: OMPI_MCA_orte_keep_fqdn_hostnames, value: 'true'}
@@ -308,8 +312,6 @@ async def test_e12_mpi_launcher_as_node_objects() -> None:
                         - {name: mpi-hostfile, mountPath: /etc/mpi}
                         command: [trainjob]
                         args: [trainjob]
-                        resources:
-                          requests: {cpu: '1', memory: 4Gi}
                       volumes:
                       - name: mpi-ssh-auth
                         secret:
@@ -340,10 +342,10 @@ async def test_e12_mpi_launcher_as_node_objects() -> None:
                         image: test:openssh
                         command: [openssh]
                         args: [openssh]
-                        volumeMounts:
-                        - {name: mpi-ssh-auth, mountPath: /root/.ssh}
                         resources:
                           requests: {cpu: '1', memory: 4Gi}
+                        volumeMounts:
+                        - {name: mpi-ssh-auth, mountPath: /root/.ssh}
                       volumes:
                       - name: mpi-ssh-auth
                         secret:

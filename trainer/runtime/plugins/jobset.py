@@ -27,6 +27,7 @@ from trainer.runtime.info import ContainerInfo, Endpoints, Info
 from trainer.runtime.objects import JOBSET_GVK, name_of, namespace_of, owner_reference
 from trainer.runtime.plugins.base import PluginContext, Watch
 from trainer.runtime.plugins.watches import by_controller_owner
+from trainer.runtime.runtime_info import canonical_resources
 from trainer.runtime.status import set_status_condition
 
 Json = dict[str, Any]
@@ -135,11 +136,13 @@ def apply_trainer(spec: Json, trainjob: TrainJob, info: Info) -> None:
                     container["args"] = list(trainer.args)
             resources = trainer.resources_per_node or {}
             if resources.get("limits") is not None or resources.get("requests") is not None:
-                container["resources"] = {
-                    k: copy.deepcopy(resources[k])
-                    for k in ("limits", "requests")
-                    if resources.get(k) is not None
-                }
+                container["resources"] = canonical_resources(
+                    {
+                        k: copy.deepcopy(resources[k])
+                        for k in ("limits", "requests")
+                        if resources.get(k) is not None
+                    }
+                )
             _upsert_into(container, "env", env_vars(trainer.env) or [], upsert_env_vars)
 
 
