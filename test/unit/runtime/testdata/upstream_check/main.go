@@ -15,8 +15,10 @@ import (
 )
 
 type tc struct {
+	Mode     string            `json:"mode"`
 	Runtime  json.RawMessage   `json:"runtime"`
 	TrainJob json.RawMessage   `json:"trainjob"`
+	Old      json.RawMessage   `json:"old"`
 	Existing []json.RawMessage `json:"existing"`
 }
 
@@ -42,10 +44,13 @@ func run(c tc) ([]byte, error) {
 	ctx := context.Background()
 	var objs []client.Object
 	var kindProbe map[string]any
-	if err := json.Unmarshal(c.Runtime, &kindProbe); err != nil {
+	if len(c.Runtime) == 0 || string(c.Runtime) == "null" {
+		kindProbe = map[string]any{"kind": "none"}
+	} else if err := json.Unmarshal(c.Runtime, &kindProbe); err != nil {
 		return nil, err
 	}
-	if kindProbe["kind"] == "TrainingRuntime" {
+	if kindProbe["kind"] == "none" {
+	} else if kindProbe["kind"] == "TrainingRuntime" {
 		var tr trainer.TrainingRuntime
 		if err := json.Unmarshal(c.Runtime, &tr); err != nil {
 			return nil, err
@@ -77,6 +82,21 @@ func run(c tc) ([]byte, error) {
 	}
 	key := tj.Spec.RuntimeRef.Kind
 	var rt = runtimes[*key+"."+*tj.Spec.RuntimeRef.APIGroup]
+	if c.Mode == "validate" {
+		var old *trainer.TrainJob
+		if len(c.Old) > 0 && string(c.Old) != "null" {
+			old = &trainer.TrainJob{}
+			if err := json.Unmarshal(c.Old, old); err != nil {
+				return nil, err
+			}
+		}
+		warnings, errs := rt.ValidateObjects(ctx, old, &tj)
+		texts := []string{}
+		for _, e := range errs {
+			texts = append(texts, e.Error())
+		}
+		return json.Marshal(map[string]any{"warnings": warnings, "errors": texts})
+	}
 	res, err := rt.NewObjects(ctx, &tj)
 	if err != nil {
 		return nil, err
