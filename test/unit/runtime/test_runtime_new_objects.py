@@ -1842,3 +1842,14 @@ async def test_bad_trainjob_becomes_runtime_failure_with_field_path() -> None:
     with pytest.raises(RuntimeFailure) as failure:
         await new_objects(training_runtime(), tj)
     assert [e.field for e in failure.value.field_errors] == ["spec.trainer.numNodes"]
+
+
+async def test_empty_trainjob_args_replace_the_runtime_args_and_are_not_written() -> None:
+    """Go sets the (empty) slice and omitempty drops it: the runtime's args are gone from the document."""
+    runtime = training_runtime(
+        rjobs=[rjob("node", "trainer", [{"name": "node", "command": ["a"], "args": ["b"]}])]
+    )
+    objects = await new_objects(runtime, trainjob(trainer={"command": [], "args": []}))
+    assert objects[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"] == [
+        {"name": "node", "resources": {}}
+    ]

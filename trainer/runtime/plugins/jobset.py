@@ -130,10 +130,14 @@ def apply_trainer(spec: Json, trainjob: TrainJob, info: Info) -> None:
             if is_trainer:
                 if trainer.image is not None:
                     container["image"] = trainer.image
-                if trainer.command is not None:
-                    container["command"] = list(trainer.command)
-                if trainer.args is not None:
-                    container["args"] = list(trainer.args)
+                for key, values in (("command", trainer.command), ("args", trainer.args)):
+                    if values is None:
+                        continue
+                    # An empty list replaces the template's and, like Go's omitempty, is not written.
+                    if values:
+                        container[key] = list(values)
+                    else:
+                        container.pop(key, None)
             resources = trainer.resources_per_node or {}
             if resources.get("limits") is not None or resources.get("requests") is not None:
                 container["resources"] = canonical_resources(

@@ -40,7 +40,12 @@ func main() {
 	}
 }
 
-func run(c tc) ([]byte, error) {
+func run(c tc) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
 	ctx := context.Background()
 	var objs []client.Object
 	var kindProbe map[string]any
