@@ -11,7 +11,6 @@ import copy
 from typing import Any
 
 from trainer.api import trainer_constants as tc
-from trainer.api.quantity import Quantity, QuantityError
 from trainer.api.trainer_v1alpha1 import (
     JobSetTemplateSpec,
     MLPolicy,
@@ -20,7 +19,7 @@ from trainer.api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.runtime.info import ContainerInfo, Info, PodSet, RuntimePolicy, TemplateSpec
-from trainer.runtime.resources import pod_requests
+from trainer.runtime.resources import canonical_quantities, pod_requests, typed_resource_requirements
 from trainer.runtime.smp import POD_TEMPLATE_SPEC, strategic_merge
 
 Json = dict[str, Any]
@@ -101,28 +100,9 @@ def apply_pod_template_overrides(jobset_spec: Json, overrides: list[PodTemplateO
                 )
 
 
-def _canonical_quantities(values: Any) -> Any:
-    """A ResourceList re-printed as Go prints a parsed Quantity (``2`` -> ``"2"``, ``1000m`` -> ``"1"``)."""
-    if not isinstance(values, dict):
-        return values
-    out = {}
-    for name, value in values.items():
-        try:
-            out[name] = str(Quantity(value))
-        except (QuantityError, TypeError):
-            out[name] = value
-    return out
-
-
 def canonical_resources(resources: Any) -> Any:
-    """``limits``/``requests`` of a ResourceRequirements with canonical quantities."""
-    if not isinstance(resources, dict):
-        return resources
-    out = dict(resources)
-    for key in ("limits", "requests"):
-        if key in out:
-            out[key] = _canonical_quantities(out[key])
-    return out
+    """``limits``/``requests`` of a ResourceRequirements as Go encodes them."""
+    return typed_resource_requirements(resources)
 
 
 def _typed_metadata(holder: Json) -> None:
@@ -155,7 +135,7 @@ def typed_round_trip(jobset_spec: Json) -> None:
         if "resources" in pod_spec:
             pod_spec["resources"] = canonical_resources(pod_spec["resources"])
         if "overhead" in pod_spec:
-            pod_spec["overhead"] = _canonical_quantities(pod_spec["overhead"])
+            pod_spec["overhead"] = canonical_quantities(pod_spec["overhead"])
 
 
 def jobset_spec_apply_document(template: JobSetTemplateSpec | None) -> Json:

@@ -147,6 +147,34 @@ def train_job(rng: random.Random, runtime_name: str) -> Json:
     return trainjob(runtime=runtime_name, **spec)
 
 
+def validation_differences(cases: list[tuple[Json, Json]], binary: str) -> int:
+    """Compare ValidateObjects on the same scenarios; upstream panics (spec §9 quirk 7) are skipped."""
+    import asyncio
+
+    from compare_validation import ours as validate_ours
+
+    stdin = "".join(
+        json.dumps({"mode": "validate", "runtime": r, "trainjob": t, "existing": []}) + "\n" for r, t in cases
+    )
+    lines = subprocess.run(
+        [binary], input=stdin, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    failed = skipped = 0
+    for (rt, tj), line in zip(cases, lines, strict=True):
+        upstream = json.loads(line)
+        if "panic" in upstream.get("error", ""):
+            skipped += 1
+            continue
+        theirs = {"warnings": upstream.get("warnings") or [], "errors": sorted(upstream.get("errors") or [])}
+        mine = asyncio.run(validate_ours(rt, tj, None, []))
+        if mine != theirs:
+            failed += 1
+            if failed <= 5:
+                print(f"VALIDATION DIFF trainjob={json.dumps(tj)}\n  ours={mine}\n  upstream={theirs}")
+    print(f"{len(cases)} random validations, {failed} differ, {skipped} skipped (upstream panics)")
+    return failed
+
+
 def main(binary: str, count: int, seed: int) -> int:
     rng = random.Random(seed)
     cases = []
@@ -167,6 +195,7 @@ def main(binary: str, count: int, seed: int) -> int:
                 for item in diff[:8]:
                     print("   ", item)
     print(f"{count} random scenarios, {failed} differ")
+    failed += validation_differences(cases, binary)
     return 1 if failed else 0
 
 
