@@ -19,7 +19,7 @@ from runtime_fixtures import (
     wrapper_rjobs,
 )
 
-from trainer.api.trainer_v1alpha1 import MLPolicy, PodGroupPolicy, TrainingRuntime, TrainJob
+from trainer.api.trainer_v1alpha1 import MLPolicy, PodGroupPolicy, TrainingRuntime, TrainJob, TrainJobStatus
 from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.framework import Framework, IndexNames
 from trainer.runtime.info import Info, PodSet, RuntimePolicy, TemplateSpec
@@ -798,3 +798,65 @@ def test_unused_fixture_helpers_are_exercised() -> None:
         and wrapper_rjobs()[0]["name"] == "dataset-initializer"
     )
     assert trainjob()["metadata"]["name"] == "test-job"
+
+
+async def test_complete_is_set_before_failed_whatever_the_jobset_order() -> None:
+    status = {
+        "conditions": [
+            {"type": "Failed", "status": "True", "reason": "F", "message": "f", "lastTransitionTime": T},
+            {"type": "Completed", "status": "True", "reason": "C", "message": "c", "lastTransitionTime": T},
+        ]
+    }
+    result = await trainjob_status(status)
+    assert result is not None
+    assert [c["type"] for c in result["conditions"]] == ["Complete", "Failed"]
+
+
+async def test_status_keeps_existing_conditions_and_moves_transition_time_on_flip() -> None:
+    jobset = jobset_with_status(
+        {
+            "conditions": [
+                {
+                    "type": "Completed",
+                    "status": "True",
+                    "reason": "C",
+                    "message": "c",
+                    "lastTransitionTime": T,
+                }
+            ]
+        }
+    )
+    tj = tj_model(name="testing")
+    tj.status = TrainJobStatus.from_dict(
+        {
+            "conditions": [
+                {
+                    "type": "Suspended",
+                    "status": "False",
+                    "reason": "Resumed",
+                    "message": "r",
+                    "lastTransitionTime": T,
+                },
+                {
+                    "type": "Complete",
+                    "status": "False",
+                    "reason": "Old",
+                    "message": "o",
+                    "lastTransitionTime": "2020-01-01T00:00:00Z",
+                },
+            ]
+        }
+    )
+    result = await full_framework(FakeReader([jobset])).run_trainjob_status_plugin(tj)
+    assert result == {
+        "conditions": [
+            {
+                "type": "Suspended",
+                "status": "False",
+                "reason": "Resumed",
+                "message": "r",
+                "lastTransitionTime": T,
+            },
+            {"type": "Complete", "status": "True", "reason": "C", "message": "c", "lastTransitionTime": T},
+        ]
+    }

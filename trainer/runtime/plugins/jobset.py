@@ -346,13 +346,15 @@ class JobSet:
         jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob)))
         status = trainjob.status.to_dict() if trainjob.status is not None else {}
         jobset_status = jobset.get("status") or {}
-        for condition in jobset_status.get("conditions") or ():
-            if condition.get("status") != "True":
-                continue
-            if condition.get("type") == jc.JobSetCompleted:
-                set_status_condition(status, tc.TrainJobComplete, condition)
-            elif condition.get("type") == jc.JobSetFailed:
-                set_status_condition(status, tc.TrainJobFailed, condition)
+        conditions = jobset_status.get("conditions") or []
+        # Completed is looked at before Failed, whatever their order on the JobSet.
+        for jobset_type, trainjob_type in (
+            (jc.JobSetCompleted, tc.TrainJobComplete),
+            (jc.JobSetFailed, tc.TrainJobFailed),
+        ):
+            found = next((c for c in conditions if c.get("type") == jobset_type), None)
+            if found is not None and found.get("status") == "True":
+                set_status_condition(status, trainjob_type, found)
         jobs = [
             {key: (item.get(key) if key == "name" else item.get(key) or 0) for key in _JOB_STATUS_KEYS}
             for item in jobset_status.get("replicatedJobsStatus") or ()

@@ -102,6 +102,13 @@ func run(c tc) (out []byte, err error) {
 		}
 		return json.Marshal(map[string]any{"warnings": warnings, "errors": texts})
 	}
+	if c.Mode == "status" {
+		status, err := rt.TrainJobStatus(ctx, &tj)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(status)
+	}
 	res, err := rt.NewObjects(ctx, &tj)
 	if err != nil {
 		return nil, err
