@@ -210,6 +210,7 @@ async def test_runtime_class_requeues_suspended_trainjobs_of_runtimes_using_it()
             training_runtime("unrelated", namespace="ns1"),
             trainjob(name="a", namespace="ns1", runtime="tr", suspend=True),
             trainjob(name="b", namespace="ns2", runtime="tr", suspend=True),
+            trainjob(name="a", namespace="ns2", runtime="tr", suspend=True),
             trainjob(name="c", namespace="ns1", runtime="ctr", kind="ClusterTrainingRuntime", suspend=True),
             trainjob(name="d", namespace="ns1", runtime="ctr", kind="ClusterTrainingRuntime", suspend=False),
             trainjob(name="e", namespace="ns1", runtime="unrelated", suspend=True),
@@ -218,6 +219,7 @@ async def test_runtime_class_requeues_suspended_trainjobs_of_runtimes_using_it()
     runtime_class = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "gvisor"}}
     assert await suspended_trainjobs_using_runtime_class(reader, runtime_class) == [
         ObjectKey("ns1", "a"),
+        ObjectKey("ns2", "a"),  # upstream's name-only compaction would drop this one
         ObjectKey("ns2", "b"),
         ObjectKey("ns1", "c"),
     ]
