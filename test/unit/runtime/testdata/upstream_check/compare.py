@@ -48,6 +48,8 @@ def scenarios() -> list[tuple[str, Json, Json]]:
 
 
 def masked(objects: Any) -> Any:
+    if objects is None:  # Go marshals an empty (nil) object list as null
+        return []
     if not isinstance(objects, list):
         return objects
     objects = sort_objects(copy.deepcopy(objects))
@@ -57,8 +59,8 @@ def masked(objects: Any) -> Any:
     return objects
 
 
-def ours(runtime: Json, trainjob: Json) -> Any:
-    runtimes = new_runtimes(FakeReader([runtime]), RecordingIndexer())
+def ours(runtime: Json, trainjob: Json, existing: list[Json] | None = None) -> Any:
+    runtimes = new_runtimes(FakeReader([runtime, *(existing or [])]), RecordingIndexer())
     key = f"{trainjob['spec']['runtimeRef']['kind']}.trainer.kubeflow.org"
     try:
         return masked(asyncio.run(runtimes[key].new_objects(trainjob)))

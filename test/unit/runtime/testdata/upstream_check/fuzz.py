@@ -46,19 +46,47 @@ def resources(rng: random.Random) -> Json | None:
     return choice
 
 
+def decorate(rng: random.Random, rjobs: list[Json]) -> None:
+    """Sidecars, init containers, pod overhead, priority classes and ports on some pod templates."""
+    for item in rjobs:
+        pod = item["template"]["spec"]["template"]["spec"]
+        if rng.random() < 0.3:
+            pod["initContainers"] = [
+                {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}},
+                {"name": "prep", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
+            ]
+        if rng.random() < 0.2:
+            pod["overhead"] = {"cpu": "100m"}
+        if rng.random() < 0.2:
+            pod["priorityClassName"] = rng.choice(["high", "system-node-critical"])
+        if rng.random() < 0.2:
+            pod["containers"][0]["ports"] = [{"containerPort": 8080}]
+        if rng.random() < 0.2:
+            pod["containers"][0]["env"] = [{"name": "A", "value": "runtime"}, {"name": "R", "value": "r"}]
+
+
 def runtime(rng: random.Random) -> Json:
     kind = rng.choice(["plain", "torch", "mpi", "mpi-launcher", "tune"])
     extra = {"image": "img"}
     res = resources(rng)
     if res:
         extra["resources"] = res
-    pgp = rng.choice([None, {"coscheduling": {"scheduleTimeoutSeconds": 30}}, {"volcano": {}}])
+    pgp = rng.choice(
+        [
+            None,
+            {"coscheduling": {"scheduleTimeoutSeconds": 30}},
+            {"volcano": {}},
+            {"volcano": {"networkTopology": {"mode": "soft", "highestTierAllowed": 2}}},
+        ]
+    )
     if kind in ("plain", "torch"):
         rjobs = wrapper_rjobs(extra=extra, depends_on=rng.random() < 0.5)
+        decorate(rng, rjobs)
         policy = {"numNodes": rng.choice([1, 3])} if rng.random() < 0.8 else None
         if kind == "torch":
             policy = {**(policy or {}), "torch": {"numProcPerNode": rng.choice(["auto", "cpu", "gpu", 2])}}
-        return training_runtime(rjobs=rjobs, ml_policy=policy, pod_group_policy=pgp)
+        spec_extra = {"network": {"subdomain": "custom"}} if rng.random() < 0.2 else None
+        return training_runtime(rjobs=rjobs, ml_policy=policy, pod_group_policy=pgp, spec_extra=spec_extra)
     if kind == "tune":
         name = rng.choice(["torchtune-llama3.2-1b", "torchtune-qwen2.5-1.5b", "torchtune-llama3.3-70b"])
         command = [
@@ -175,19 +203,51 @@ def validation_differences(cases: list[tuple[Json, Json]], binary: str) -> int:
     return failed
 
 
+def existing_objects(rng: random.Random) -> list[Json]:
+    """Objects a previous reconcile may have left: a JobSet (running or suspended), PodGroups, the Secret."""
+    meta = {"name": "test-job", "namespace": "default"}
+    out: list[Json] = []
+    if rng.random() < 0.3:
+        out.append(
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "metadata": meta,
+                "spec": {"suspend": rng.random() < 0.5, "replicatedJobs": []},
+            }
+        )
+    if rng.random() < 0.3:
+        out.append(
+            {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": meta, "spec": {}}
+        )
+    if rng.random() < 0.3:
+        out.append(
+            {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": meta, "spec": {}}
+        )
+    if rng.random() < 0.3:
+        secret_meta = {"name": "test-job-mpi-ssh-auth", "namespace": "default"}
+        out.append({"apiVersion": "v1", "kind": "Secret", "metadata": secret_meta, "data": {}})
+    return out
+
+
 def main(binary: str, count: int, seed: int) -> int:
     rng = random.Random(seed)
     cases = []
+    existing: list[list[Json]] = []
     for _ in range(count):
         rt = runtime(rng)
         cases.append((rt, train_job(rng, rt["metadata"]["name"])))
-    stdin = "".join(json.dumps({"runtime": r, "trainjob": t, "existing": []}) + "\n" for r, t in cases)
+        existing.append(existing_objects(rng))
+    stdin = "".join(
+        json.dumps({"runtime": r, "trainjob": t, "existing": e}) + "\n"
+        for (r, t), e in zip(cases, existing, strict=True)
+    )
     lines = subprocess.run(
         [binary], input=stdin, capture_output=True, text=True, check=True
     ).stdout.splitlines()
     failed = 0
     for index, ((rt, tj), line) in enumerate(zip(cases, lines, strict=True)):
-        diff = differences(ours(rt, tj), masked(json.loads(line)))
+        diff = differences(ours(rt, tj, existing[index]), masked(json.loads(line)))
         if diff:
             failed += 1
             if failed <= 5:
