@@ -175,26 +175,64 @@ def train_job(rng: random.Random, runtime_name: str) -> Json:
     return trainjob(runtime=runtime_name, **spec)
 
 
+def update_of(rng: random.Random, tj: Json) -> tuple[Json | None, list[Json]]:
+    """Half the validations are updates: an older TrainJob with other overrides, maybe a live JobSet."""
+    if rng.random() < 0.5:
+        return None, []
+    old = json.loads(json.dumps(tj))
+    if rng.random() < 0.7:
+        old["spec"]["podTemplateOverrides"] = [
+            {"targetJobs": [{"name": "node"}], "spec": {"serviceAccountName": "x"}}
+        ]
+    existing = []
+    if rng.random() < 0.6:
+        existing.append(
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "metadata": {"name": "test-job", "namespace": "default"},
+                "spec": {"replicatedJobs": []},
+                "status": {
+                    "replicatedJobsStatus": [
+                        {
+                            "name": n,
+                            "ready": 0,
+                            "succeeded": 0,
+                            "failed": 0,
+                            "active": rng.choice([0, 1]),
+                            "suspended": 0,
+                        }
+                        for n in ("dataset-initializer", "node")
+                    ]
+                },
+            }
+        )
+    return old, existing
+
+
 def validation_differences(cases: list[tuple[Json, Json]], binary: str) -> int:
     """Compare ValidateObjects on the same scenarios; upstream panics (spec §9 quirk 7) are skipped."""
     import asyncio
 
     from compare_validation import ours as validate_ours
 
+    rng = random.Random(len(cases))
+    updates = [update_of(rng, t) for _, t in cases]
     stdin = "".join(
-        json.dumps({"mode": "validate", "runtime": r, "trainjob": t, "existing": []}) + "\n" for r, t in cases
+        json.dumps({"mode": "validate", "runtime": r, "trainjob": t, "old": old, "existing": ex}) + "\n"
+        for (r, t), (old, ex) in zip(cases, updates, strict=True)
     )
     lines = subprocess.run(
         [binary], input=stdin, capture_output=True, text=True, check=True
     ).stdout.splitlines()
     failed = skipped = 0
-    for (rt, tj), line in zip(cases, lines, strict=True):
+    for (rt, tj), (old, ex), line in zip(cases, updates, lines, strict=True):
         upstream = json.loads(line)
         if "panic" in upstream.get("error", ""):
             skipped += 1
             continue
         theirs = {"warnings": upstream.get("warnings") or [], "errors": sorted(upstream.get("errors") or [])}
-        mine = asyncio.run(validate_ours(rt, tj, None, []))
+        mine = asyncio.run(validate_ours(rt, tj, old, ex))
         if mine != theirs:
             failed += 1
             if failed <= 5:
