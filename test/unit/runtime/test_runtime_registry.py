@@ -230,3 +230,18 @@ def test_gpu_resource_choice_is_stable() -> None:
     resources = {"requests": {"z.com/gpu": "8", "a.com/gpu": "2"}}
     assert gpu_count(resources) == 2
     assert gpu_count({"requests": {"cpu": "1"}, "limits": {"nvidia.com/GPU": "1500m"}}) == 2
+
+
+def test_watch_event_rules() -> None:
+    """Owner watches react to every event and to both versions on update; gang watches only to changes."""
+    watches = {
+        (w.kind.kind, w.kind.group): w for w in runtimes()[TRAINING_RUNTIME_KEY].event_handler_registrars()
+    }
+    owner = watches[("JobSet", "jobset.x-k8s.io")]
+    assert owner.events == {"create", "update", "delete", "generic"} and owner.map_old_on_update
+    assert owner.register_anyway and owner.missing_crd_message == "JobSet CRDs must be installed in advance"
+    for kind in (("LimitRange", ""), ("RuntimeClass", "node.k8s.io")):
+        watch = watches[kind]
+        assert watch.events == {"create", "update", "delete"} and not watch.map_old_on_update
+        assert watch.missing_crd_message == "PodGroup CRDs must be installed in advance"
+        assert not watch.register_anyway and watch.requires_crd is not None
