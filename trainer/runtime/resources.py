@@ -18,6 +18,7 @@ ResourceQuantities = dict[str, Quantity]
 
 __all__ = [
     "add_resources",
+    "canonical_quantities",
     "cpu_count",
     "gpu_count",
     "pod_requests",
@@ -25,6 +26,7 @@ __all__ = [
     "render_resources",
     "scale_resources",
     "trainer_resources_from_runtime",
+    "typed_resource_requirements",
 ]
 
 
@@ -143,3 +145,34 @@ def trainer_resources_from_runtime(jobset_spec: Mapping[str, Any] | None) -> Jso
                 return dict(container.get("resources") or {})
         return None
     return None
+
+
+def canonical_quantities(values: Any) -> Any:
+    """A ResourceList as Go encodes a decoded one: names sorted, quantities canonical (``2`` -> ``"2"``)."""
+    if not isinstance(values, Mapping):
+        return values
+    out: dict[str, Any] = {}
+    for name in sorted(values):
+        try:
+            out[name] = str(Quantity(values[name]))
+        except (QuantityError, TypeError):
+            out[name] = values[name]
+    return out
+
+
+def typed_resource_requirements(resources: Any) -> Any:
+    """ResourceRequirements as Go encodes the struct: ``limits``, ``requests``, ``claims`` in that order.
+
+    Why: error messages print this value as JSON, and the JobSet document carries it; both must
+    read exactly as upstream's.
+    """
+    if not isinstance(resources, Mapping):
+        return resources
+    out: dict[str, Any] = {}
+    for key in ("limits", "requests"):
+        if key in resources:
+            out[key] = canonical_quantities(resources[key])
+    for key, value in resources.items():
+        if key not in out:
+            out[key] = value
+    return out

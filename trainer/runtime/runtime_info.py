@@ -19,19 +19,21 @@ from trainer.api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.runtime.info import ContainerInfo, Info, PodSet, RuntimePolicy, TemplateSpec
-from trainer.runtime.resources import pod_requests
+from trainer.runtime.resources import canonical_quantities, pod_requests, typed_resource_requirements
 from trainer.runtime.smp import POD_TEMPLATE_SPEC, strategic_merge
 
 Json = dict[str, Any]
 
 __all__ = [
     "apply_pod_template_overrides",
+    "canonical_resources",
     "jobset_annotations",
     "jobset_labels",
     "jobset_spec_apply_document",
     "new_runtime_info",
     "override_patch",
     "pod_sets",
+    "typed_round_trip",
 ]
 
 
@@ -98,20 +100,47 @@ def apply_pod_template_overrides(jobset_spec: Json, overrides: list[PodTemplateO
                 )
 
 
-def _drop_null_creation_timestamp(meta: Any) -> None:
-    if isinstance(meta, dict) and "creationTimestamp" in meta and meta["creationTimestamp"] is None:
+def canonical_resources(resources: Any) -> Any:
+    """``limits``/``requests`` of a ResourceRequirements as Go encodes them."""
+    return typed_resource_requirements(resources)
+
+
+def _typed_metadata(holder: Json) -> None:
+    meta = holder.get("metadata")
+    if meta is None:
+        holder["metadata"] = {}
+    elif isinstance(meta, dict) and "creationTimestamp" in meta and meta["creationTimestamp"] is None:
         del meta["creationTimestamp"]
+
+
+def typed_round_trip(jobset_spec: Json) -> None:
+    """What decoding into Go's typed JobSetSpec and encoding again does to the document.
+
+    Non-pointer structs appear even when empty (template ``metadata: {}``, every container's
+    ``resources: {}``), ``creationTimestamp: null`` is dropped and quantities are re-printed in
+    canonical form. Upstream builds its apply document this way (spec §2.4 step 3).
+    """
+    for rjob in jobset_spec.get("replicatedJobs") or ():
+        if not isinstance(rjob, dict):
+            continue
+        job_template = rjob.setdefault("template", {})
+        _typed_metadata(job_template)
+        pod_template = job_template.setdefault("spec", {}).setdefault("template", {})
+        _typed_metadata(pod_template)
+        pod_spec = pod_template.setdefault("spec", {})
+        for key in ("initContainers", "containers", "ephemeralContainers"):
+            for container in pod_spec.get(key) or ():
+                if isinstance(container, dict):
+                    container["resources"] = canonical_resources(container.get("resources") or {})
+        if "resources" in pod_spec:
+            pod_spec["resources"] = canonical_resources(pod_spec["resources"])
+        if "overhead" in pod_spec:
+            pod_spec["overhead"] = canonical_quantities(pod_spec["overhead"])
 
 
 def jobset_spec_apply_document(template: JobSetTemplateSpec | None) -> Json:
     """The runtime's JobSetSpec as an apply document: every field set in the runtime flows through."""
-    spec = copy.deepcopy(template.spec.to_dict()) if template and template.spec else {}
-    for rjob in spec.get("replicatedJobs") or ():
-        job_template = rjob.get("template") or {}
-        _drop_null_creation_timestamp(job_template.get("metadata"))
-        pod_template = (job_template.get("spec") or {}).get("template") or {}
-        _drop_null_creation_timestamp(pod_template.get("metadata"))
-    return spec
+    return copy.deepcopy(template.spec.to_dict()) if template and template.spec else {}
 
 
 def _container_infos(containers: list[Json] | None) -> list[ContainerInfo]:
@@ -161,7 +190,9 @@ def new_runtime_info(
 ) -> Info:
     """Upstream ``newRuntimeInfo``: labels, overrides, the JobSetSpec document and the PodSets."""
     spec = jobset_spec_apply_document(template)
+    typed_round_trip(spec)
     apply_pod_template_overrides(spec, trainjob.spec.pod_template_overrides if trainjob.spec else None)
+    typed_round_trip(spec)
     return Info(
         labels=jobset_labels(trainjob, template),
         annotations=jobset_annotations(trainjob, template),

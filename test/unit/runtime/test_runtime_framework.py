@@ -19,7 +19,7 @@ from runtime_fixtures import (
     wrapper_rjobs,
 )
 
-from trainer.api.trainer_v1alpha1 import MLPolicy, PodGroupPolicy, TrainingRuntime, TrainJob
+from trainer.api.trainer_v1alpha1 import MLPolicy, PodGroupPolicy, TrainingRuntime, TrainJob, TrainJobStatus
 from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.framework import Framework, IndexNames
 from trainer.runtime.info import Info, PodSet, RuntimePolicy, TemplateSpec
@@ -260,6 +260,7 @@ async def test_e12_mpi_launcher_as_node_objects() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -280,6 +281,7 @@ async def test_e12_mpi_launcher_as_node_objects() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -298,6 +300,8 @@ async def test_e12_mpi_launcher_as_node_objects() -> None:
                       containers:
                       - name: node
                         image: test:trainjob
+                        resources:
+                          requests: {cpu: '1', memory: 4Gi}
                         env:
                         - {name: OMPI_MCA_orte_default_hostfile, value: /etc/mpi/hostfile}
                         - {name: OMPI_MCA_orte_keep_fqdn_hostnames, value: 'true'}
@@ -308,8 +312,6 @@ async def test_e12_mpi_launcher_as_node_objects() -> None:
                         - {name: mpi-hostfile, mountPath: /etc/mpi}
                         command: [trainjob]
                         args: [trainjob]
-                        resources:
-                          requests: {cpu: '1', memory: 4Gi}
                       volumes:
                       - name: mpi-ssh-auth
                         secret:
@@ -340,10 +342,10 @@ async def test_e12_mpi_launcher_as_node_objects() -> None:
                         image: test:openssh
                         command: [openssh]
                         args: [openssh]
-                        volumeMounts:
-                        - {name: mpi-ssh-auth, mountPath: /root/.ssh}
                         resources:
                           requests: {cpu: '1', memory: 4Gi}
+                        volumeMounts:
+                        - {name: mpi-ssh-auth, mountPath: /root/.ssh}
                       volumes:
                       - name: mpi-ssh-auth
                         secret:
@@ -796,3 +798,65 @@ def test_unused_fixture_helpers_are_exercised() -> None:
         and wrapper_rjobs()[0]["name"] == "dataset-initializer"
     )
     assert trainjob()["metadata"]["name"] == "test-job"
+
+
+async def test_complete_is_set_before_failed_whatever_the_jobset_order() -> None:
+    status = {
+        "conditions": [
+            {"type": "Failed", "status": "True", "reason": "F", "message": "f", "lastTransitionTime": T},
+            {"type": "Completed", "status": "True", "reason": "C", "message": "c", "lastTransitionTime": T},
+        ]
+    }
+    result = await trainjob_status(status)
+    assert result is not None
+    assert [c["type"] for c in result["conditions"]] == ["Complete", "Failed"]
+
+
+async def test_status_keeps_existing_conditions_and_moves_transition_time_on_flip() -> None:
+    jobset = jobset_with_status(
+        {
+            "conditions": [
+                {
+                    "type": "Completed",
+                    "status": "True",
+                    "reason": "C",
+                    "message": "c",
+                    "lastTransitionTime": T,
+                }
+            ]
+        }
+    )
+    tj = tj_model(name="testing")
+    tj.status = TrainJobStatus.from_dict(
+        {
+            "conditions": [
+                {
+                    "type": "Suspended",
+                    "status": "False",
+                    "reason": "Resumed",
+                    "message": "r",
+                    "lastTransitionTime": T,
+                },
+                {
+                    "type": "Complete",
+                    "status": "False",
+                    "reason": "Old",
+                    "message": "o",
+                    "lastTransitionTime": "2020-01-01T00:00:00Z",
+                },
+            ]
+        }
+    )
+    result = await full_framework(FakeReader([jobset])).run_trainjob_status_plugin(tj)
+    assert result == {
+        "conditions": [
+            {
+                "type": "Suspended",
+                "status": "False",
+                "reason": "Resumed",
+                "message": "r",
+                "lastTransitionTime": T,
+            },
+            {"type": "Complete", "status": "True", "reason": "C", "message": "c", "lastTransitionTime": T},
+        ]
+    }

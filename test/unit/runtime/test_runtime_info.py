@@ -64,7 +64,10 @@ def test_g1_new_info_from_runtime_template() -> None:
     assert info.labels == {"labelKey": "labelValue"}
     assert info.annotations == {"annotationKey": "annotationValue"}
     assert info.scheduler == Scheduler(pod_labels={}, pod_annotations=None)
-    assert info.template_spec.obj_apply == template.spec.to_dict()  # type: ignore[union-attr]
+    expected_spec = template.spec.to_dict()  # type: ignore[union-attr]
+    for item in expected_spec["replicatedJobs"]:  # typed round trip: empty pod template metadata appears
+        item["template"]["spec"]["template"] = {"metadata": {}, **item["template"]["spec"]["template"]}
+    assert info.template_spec.obj_apply == expected_spec
     assert info.template_spec.pod_sets == [
         PodSet(
             name="dataset-initializer",
@@ -185,6 +188,58 @@ def test_pod_requests_rules() -> None:
     assert pod_requests(spec) == {"cpu": Quantity("3100m"), "memory": Quantity("2Gi")}
     spec["resources"] = {"requests": {"memory": "8Gi", "example.com/gpu": "1"}}
     assert pod_requests(spec) == {"cpu": Quantity("3100m"), "memory": Quantity("8Gi")}
+
+
+def test_typed_round_trip_of_the_apply_document() -> None:
+    """§2.4 step 3: empty structs appear, null creationTimestamp goes, quantities print canonically."""
+    template = JobSetTemplateSpec.from_dict(
+        {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "a",
+                        "template": {
+                            "metadata": {"creationTimestamp": None},
+                            "spec": {
+                                "template": {
+                                    "spec": {
+                                        "initContainers": [{"name": "i"}],
+                                        "containers": [
+                                            {"name": "c", "resources": {"limits": {"cpu": "1000m", "gpu": 2}}}
+                                        ],
+                                        "overhead": {"memory": "1024Mi"},
+                                    }
+                                }
+                            },
+                        },
+                    }
+                ]
+            }
+        }
+    )
+    info = new_runtime_info(tj_model(), template, None, None)
+    assert info.template_spec.obj_apply == {
+        "replicatedJobs": [
+            {
+                "name": "a",
+                "template": {
+                    "metadata": {},
+                    "spec": {
+                        "template": {
+                            "metadata": {},
+                            "spec": {
+                                "initContainers": [{"name": "i", "resources": {}}],
+                                "containers": [
+                                    {"name": "c", "resources": {"limits": {"cpu": "1", "gpu": "2"}}}
+                                ],
+                                "overhead": {"memory": "1Gi"},
+                            },
+                        }
+                    },
+                },
+            }
+        ]
+    }
 
 
 def test_labels_and_annotations_trainjob_wins() -> None:

@@ -686,6 +686,7 @@ async def test_d3_pod_template_overrides_strategic_merge() -> None:
                         - {name: INIT_ENV, value: override_init}
                         - {name: NEW_VALUE, value: from_overrides}
                         - {name: DATASET_PATH, value: runtime}
+                        resources: {}
                       containers:
                       - name: dataset-initializer
                         image: test:runtime
@@ -693,6 +694,7 @@ async def test_d3_pod_template_overrides_strategic_merge() -> None:
                         - {name: initializer_secret, mountPath: initializer_secret_mount_path}
                         - {name: initializer_claim, mountPath: initializer_claim_mount_path}
                         - {name: initializer, mountPath: /workspace/dataset}
+                        resources: {}
                       volumes:
                       - name: initializer_secret
                         secret: {secretName: initializer_secret_name}
@@ -730,6 +732,7 @@ async def test_d3_pod_template_overrides_strategic_merge() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -749,6 +752,7 @@ async def test_d3_pod_template_overrides_strategic_merge() -> None:
                       - name: override-init-container
                         env:
                         - {name: INIT_ENV, value: override_init}
+                        resources: {}
                       containers:
                       - name: node
                         image: test:trainjob
@@ -759,10 +763,12 @@ async def test_d3_pod_template_overrides_strategic_merge() -> None:
                         - {name: initializer, mountPath: /workspace/model}
                         env:
                         - {name: TRAIN_JOB, value: original}
+                        resources: {}
                       - name: override-container
                         image: test:runtime
                         env:
                         - {name: CONTAINER_ENV, value: override_container}
+                        resources: {}
                       volumes:
                       - name: node_secret
                         secret: {secretName: node_secret_name}
@@ -822,6 +828,7 @@ async def test_d4_null_affinity_override_changes_nothing() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -842,6 +849,7 @@ async def test_d4_null_affinity_override_changes_nothing() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -863,6 +871,7 @@ async def test_d4_null_affinity_override_changes_nothing() -> None:
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -900,6 +909,7 @@ async def test_d5_override_metadata_only_on_targeted_jobs() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -922,6 +932,7 @@ async def test_d5_override_metadata_only_on_targeted_jobs() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -943,6 +954,7 @@ async def test_d5_override_metadata_only_on_targeted_jobs() -> None:
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -982,6 +994,7 @@ async def test_d6_two_overrides_on_one_job_both_apply() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1002,6 +1015,7 @@ async def test_d6_two_overrides_on_one_job_both_apply() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1023,6 +1037,7 @@ async def test_d6_two_overrides_on_one_job_both_apply() -> None:
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1062,6 +1077,7 @@ async def test_d7_later_override_wins() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1082,6 +1098,7 @@ async def test_d7_later_override_wins() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1103,6 +1120,7 @@ async def test_d7_later_override_wins() -> None:
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1141,6 +1159,7 @@ async def test_d8_initializers_get_storage_uri_env_and_secret() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
+                        resources: {}
                         env:
                         - {name: STORAGE_URI, value: 'hf://trainjob-dataset'}
                         - {name: TRAIN_JOB, value: 'test:trainjob:dataset'}
@@ -1166,12 +1185,15 @@ async def test_d8_initializers_get_storage_uri_env_and_secret() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                         env:
                         - {name: STORAGE_URI, value: 'hf://trainjob-model'}
                         - {name: TRAIN_JOB, value: 'test:trainjob:model'}
                         envFrom:
                         - secretRef: {name: trainjob-secret-model}
-                      - {name: dataset-initializer, image: 'test:runtime'}
+                      - name: dataset-initializer
+                        image: test:runtime
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1193,6 +1215,7 @@ async def test_d8_initializers_get_storage_uri_env_and_secret() -> None:
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1230,6 +1253,7 @@ async def test_d9_torch_env_port_and_depends_on() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1250,6 +1274,7 @@ async def test_d9_torch_env_port_and_depends_on() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1271,6 +1296,7 @@ async def test_d9_torch_env_port_and_depends_on() -> None:
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                         env:
                         - {name: PET_NNODES, value: '30'}
                         - {name: PET_NPROC_PER_NODE, value: '3'}
@@ -1321,6 +1347,7 @@ async def test_d10_torch_auto_resolves_to_cpu_count_with_trainjob_env() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/dataset}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1341,6 +1368,7 @@ async def test_d10_torch_auto_resolves_to_cpu_count_with_trainjob_env() -> None:
                         image: test:runtime
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace/model}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1373,10 +1401,10 @@ async def test_d10_torch_auto_resolves_to_cpu_count_with_trainjob_env() -> None:
                             fieldRef: {fieldPath: 'metadata.annotations[''batch.kubernetes.io/job-completion-index'']'}
                         - {name: PET_MASTER_ADDR, value: test-job-node-0-0.test-job}
                         - {name: PET_MASTER_PORT, value: '29500'}
-                        ports:
-                        - {containerPort: 29500}
                         resources:
                           requests: {cpu: '1'}
+                        ports:
+                        - {containerPort: 29500}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: initializer}
@@ -1417,6 +1445,7 @@ async def test_d11_torchtune_multinode_command_rewrite() -> None:
                           checkpointer.checkpoint_dir=/workspace/model]
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
+                        resources: {}
                         env:
                         - {name: PET_NNODES, value: '30'}
                         - {name: PET_NPROC_PER_NODE, value: '3'}
@@ -1463,6 +1492,8 @@ async def test_d12_torchtune_lora_distributed() -> None:
                           checkpointer.checkpoint_dir=/workspace/model]
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
+                        resources:
+                          limits: {example.com/gpu: '2'}
                         env:
                         - {name: PET_NNODES, value: '1'}
                         - {name: PET_NPROC_PER_NODE, value: auto}
@@ -1472,8 +1503,6 @@ async def test_d12_torchtune_lora_distributed() -> None:
                         ports:
                         - {containerPort: 29500}
                         args: ['model.lora_attn_modules=[q_proj,k_proj,v_proj,output_proj]']
-                        resources:
-                          limits: {example.com/gpu: 2}
                     metadata: {}
                   parallelism: 1
                   completions: 1
@@ -1510,6 +1539,8 @@ async def test_d13_torchtune_qlora_single_device() -> None:
                           tokenizer.path=/workspace/model/original/tokenizer.model, checkpointer.checkpoint_dir=/workspace/model]
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
+                        resources:
+                          limits: {example.com/gpu: '1'}
                         env:
                         - {name: PET_NNODES, value: '1'}
                         - {name: PET_NPROC_PER_NODE, value: auto}
@@ -1519,8 +1550,6 @@ async def test_d13_torchtune_qlora_single_device() -> None:
                         ports:
                         - {containerPort: 29500}
                         args: ['model.lora_attn_modules=[q_proj,k_proj,v_proj,output_proj]', model.quantize_base=True]
-                        resources:
-                          limits: {example.com/gpu: 1}
                     metadata: {}
                   parallelism: 1
                   completions: 1
@@ -1558,6 +1587,8 @@ async def test_d14_torchtune_dora_disables_qlora() -> None:
                           checkpointer.checkpoint_dir=/workspace/model]
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
+                        resources:
+                          limits: {example.com/gpu: '2'}
                         env:
                         - {name: PET_NNODES, value: '1'}
                         - {name: PET_NPROC_PER_NODE, value: auto}
@@ -1567,8 +1598,6 @@ async def test_d14_torchtune_dora_disables_qlora() -> None:
                         ports:
                         - {containerPort: 29500}
                         args: ['model.lora_attn_modules=[q_proj,k_proj,v_proj,output_proj]', model.quantize_base=True, model.use_dora=True]
-                        resources:
-                          limits: {example.com/gpu: 2}
                     metadata: {}
                   parallelism: 1
                   completions: 1
@@ -1601,6 +1630,7 @@ async def test_d15_mpi_secret_hostfile_volumes_and_env() -> None:
                         image: test:runtime
                         command: [mpirun]
                         args: [echo.sh]
+                        resources: {}
                         env:
                         - {name: OMPI_MCA_orte_default_hostfile, value: /etc/mpi/hostfile}
                         - {name: OMPI_MCA_orte_keep_fqdn_hostnames, value: 'true'}
@@ -1625,6 +1655,7 @@ async def test_d15_mpi_secret_hostfile_volumes_and_env() -> None:
                     metadata: {}
                   parallelism: 1
                   completions: 1
+                metadata: {}
               replicas: 1
             - name: node
               groupName: default
@@ -1811,3 +1842,14 @@ async def test_bad_trainjob_becomes_runtime_failure_with_field_path() -> None:
     with pytest.raises(RuntimeFailure) as failure:
         await new_objects(training_runtime(), tj)
     assert [e.field for e in failure.value.field_errors] == ["spec.trainer.numNodes"]
+
+
+async def test_empty_trainjob_args_replace_the_runtime_args_and_are_not_written() -> None:
+    """Go sets the (empty) slice and omitempty drops it: the runtime's args are gone from the document."""
+    runtime = training_runtime(
+        rjobs=[rjob("node", "trainer", [{"name": "node", "command": ["a"], "args": ["b"]}])]
+    )
+    objects = await new_objects(runtime, trainjob(trainer={"command": [], "args": []}))
+    assert objects[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"] == [
+        {"name": "node", "resources": {}}
+    ]

@@ -331,3 +331,16 @@ async def test_torchtune_without_num_nodes_is_denied_not_crashed() -> None:
     assert [str(e) for e in errors] == [
         "spec.trainer.numNodes: Required value: must be set for a torchtune TrainJob"
     ]
+
+
+async def test_qlora_resources_error_prints_go_struct_order_and_canonical_quantities() -> None:
+    resources = {"requests": {"cpu": "3.7"}, "limits": {"example.com/gpu": 2}}
+    errors = await torch_validate(
+        {"torch": {}},
+        runtime="torchtune-llama3.2-1b",
+        trainer=tune(numNodes=1, args=QLORA_ARGS, resourcesPerNode=resources),
+    )
+    assert str(errors[1]) == (
+        'spec.trainer.resourcesPerNode: Invalid value: {"limits":{"example.com/gpu":"2"},"requests":{"cpu":"3700m"}}: '
+        "must have gpu resource with value 1 for llama3_2/1B model when using QLoRA"
+    )

@@ -210,6 +210,7 @@ async def test_runtime_class_requeues_suspended_trainjobs_of_runtimes_using_it()
             training_runtime("unrelated", namespace="ns1"),
             trainjob(name="a", namespace="ns1", runtime="tr", suspend=True),
             trainjob(name="b", namespace="ns2", runtime="tr", suspend=True),
+            trainjob(name="a", namespace="ns2", runtime="tr", suspend=True),
             trainjob(name="c", namespace="ns1", runtime="ctr", kind="ClusterTrainingRuntime", suspend=True),
             trainjob(name="d", namespace="ns1", runtime="ctr", kind="ClusterTrainingRuntime", suspend=False),
             trainjob(name="e", namespace="ns1", runtime="unrelated", suspend=True),
@@ -218,6 +219,7 @@ async def test_runtime_class_requeues_suspended_trainjobs_of_runtimes_using_it()
     runtime_class = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "gvisor"}}
     assert await suspended_trainjobs_using_runtime_class(reader, runtime_class) == [
         ObjectKey("ns1", "a"),
+        ObjectKey("ns2", "a"),  # upstream's name-only compaction would drop this one
         ObjectKey("ns2", "b"),
         ObjectKey("ns1", "c"),
     ]
@@ -228,3 +230,18 @@ def test_gpu_resource_choice_is_stable() -> None:
     resources = {"requests": {"z.com/gpu": "8", "a.com/gpu": "2"}}
     assert gpu_count(resources) == 2
     assert gpu_count({"requests": {"cpu": "1"}, "limits": {"nvidia.com/GPU": "1500m"}}) == 2
+
+
+def test_watch_event_rules() -> None:
+    """Owner watches react to every event and to both versions on update; gang watches only to changes."""
+    watches = {
+        (w.kind.kind, w.kind.group): w for w in runtimes()[TRAINING_RUNTIME_KEY].event_handler_registrars()
+    }
+    owner = watches[("JobSet", "jobset.x-k8s.io")]
+    assert owner.events == {"create", "update", "delete", "generic"} and owner.map_old_on_update
+    assert owner.register_anyway and owner.missing_crd_message == "JobSet CRDs must be installed in advance"
+    for kind in (("LimitRange", ""), ("RuntimeClass", "node.k8s.io")):
+        watch = watches[kind]
+        assert watch.events == {"create", "update", "delete"} and not watch.map_old_on_update
+        assert watch.missing_crd_message == "PodGroup CRDs must be installed in advance"
+        assert not watch.register_anyway and watch.requires_crd is not None

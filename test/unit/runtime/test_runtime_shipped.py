@@ -163,6 +163,8 @@ async def test_torch_distributed_worked_example() -> None:
                       containers:
                       - name: node
                         image: pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime
+                        resources:
+                          limits: {nvidia.com/gpu: '4'}
                         env:
                         - {name: FOO, value: bar}
                         - {name: PET_NNODES, value: '2'}
@@ -175,8 +177,6 @@ async def test_torch_distributed_worked_example() -> None:
                         ports:
                         - {containerPort: 29500}
                         command: [torchrun, train.py]
-                        resources:
-                          limits: {nvidia.com/gpu: 4}
                     metadata: {}
                   parallelism: 2
                   completions: 2
@@ -210,6 +210,7 @@ async def test_deepspeed_distributed_worked_example() -> None:
                       - name: node
                         image: ghcr.io/kubeflow/trainer/deepspeed-runtime:v2.1.0
                         securityContext: {runAsUser: 1000}
+                        resources: {}
                         env:
                         - {name: OMPI_MCA_orte_default_hostfile, value: /etc/mpi/hostfile}
                         - {name: OMPI_MCA_orte_keep_fqdn_hostnames, value: 'true'}
@@ -250,6 +251,7 @@ async def test_deepspeed_distributed_worked_example() -> None:
                         readinessProbe:
                           tcpSocket: {port: 2222}
                           initialDelaySeconds: 5
+                        resources: {}
                         volumeMounts:
                         - {name: mpi-ssh-auth, mountPath: /home/mpiuser/.ssh}
                       volumes:
@@ -263,6 +265,7 @@ async def test_deepspeed_distributed_worked_example() -> None:
                     metadata: {}
                   parallelism: 2
                   completions: 2
+                metadata: {}
               replicas: 1
             network: {publishNotReadyAddresses: true}
             successPolicy:
@@ -319,6 +322,8 @@ async def test_mlx_distributed() -> None:
                       - name: node
                         image: ghcr.io/kubeflow/trainer/mlx-runtime:v2.1.0
                         securityContext: {runAsUser: 1000}
+                        resources:
+                          requests: {cpu: '2'}
                         env:
                         - {name: OMPI_MCA_orte_default_hostfile, value: /etc/mpi/hostfile}
                         - {name: OMPI_MCA_orte_keep_fqdn_hostnames, value: 'true'}
@@ -329,8 +334,6 @@ async def test_mlx_distributed() -> None:
                         - {name: mpi-ssh-auth, mountPath: /home/mpiuser/.ssh}
                         - {name: mpi-hostfile, mountPath: /etc/mpi}
                         command: [mpirun, --hostfile, /etc/mpi/hostfile, python3, train.py]
-                        resources:
-                          requests: {cpu: '2'}
                       volumes:
                       - name: mpi-ssh-auth
                         secret:
@@ -363,10 +366,10 @@ async def test_mlx_distributed() -> None:
                         readinessProbe:
                           tcpSocket: {port: 2222}
                           initialDelaySeconds: 5
-                        volumeMounts:
-                        - {name: mpi-ssh-auth, mountPath: /home/mpiuser/.ssh}
                         resources:
                           requests: {cpu: '2'}
+                        volumeMounts:
+                        - {name: mpi-ssh-auth, mountPath: /home/mpiuser/.ssh}
                         env:
                         - {name: MLX_LOG, value: debug}
                       volumes:
@@ -380,6 +383,7 @@ async def test_mlx_distributed() -> None:
                     metadata: {}
                   parallelism: 1
                   completions: 1
+                metadata: {}
               replicas: 1
             network: {publishNotReadyAddresses: true}
             successPolicy:
@@ -439,6 +443,7 @@ async def test_torchtune_llama3_2_1b_lora() -> None:
                         - {name: STORAGE_URI, value: 'hf://tatsu-lab/alpaca/data'}
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: torchtune-llama3.2-1b}
@@ -461,6 +466,7 @@ async def test_torchtune_llama3_2_1b_lora() -> None:
                         - {name: STORAGE_URI, value: 'hf://meta-llama/Llama-3.2-1B-Instruct'}
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: torchtune-llama3.2-1b}
@@ -483,7 +489,7 @@ async def test_torchtune_llama3_2_1b_lora() -> None:
                           --config, llama3_2/1B_lora, output_dir=/workspace/output, tokenizer.path=/workspace/model/original/tokenizer.model,
                           checkpointer.checkpoint_dir=/workspace/model]
                         resources:
-                          limits: {nvidia.com/gpu: 2}
+                          limits: {nvidia.com/gpu: '2'}
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
                         env:
@@ -538,6 +544,7 @@ async def test_torchtune_llama3_2_3b_single_device() -> None:
                         - {name: STORAGE_URI, value: 'hf://tatsu-lab/alpaca'}
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: torchtune-llama3.2-3b}
@@ -560,6 +567,7 @@ async def test_torchtune_llama3_2_3b_single_device() -> None:
                         - {name: STORAGE_URI, value: 'hf://meta-llama/Llama-3.2-3B-Instruct'}
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: torchtune-llama3.2-3b}
@@ -581,7 +589,7 @@ async def test_torchtune_llama3_2_3b_single_device() -> None:
                         command: [tune, run, full_finetune_single_device, --config, llama3_2/3B_full_single_device, output_dir=/workspace/output,
                           tokenizer.path=/workspace/model/original/tokenizer.model, checkpointer.checkpoint_dir=/workspace/model]
                         resources:
-                          limits: {nvidia.com/gpu: 1}
+                          limits: {nvidia.com/gpu: '1'}
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
                         env:
@@ -635,6 +643,7 @@ async def test_torchtune_qwen2_5_1_5b_keeps_merges_file() -> None:
                         - {name: STORAGE_URI, value: 'hf://tatsu-lab/alpaca'}
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: torchtune-qwen2.5-1.5b}
@@ -657,6 +666,7 @@ async def test_torchtune_qwen2_5_1_5b_keeps_merges_file() -> None:
                         - {name: STORAGE_URI, value: 'hf://Qwen/Qwen2.5-1.5B-Instruct'}
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
+                        resources: {}
                       volumes:
                       - name: initializer
                         persistentVolumeClaim: {claimName: torchtune-qwen2.5-1.5b}
@@ -679,7 +689,7 @@ async def test_torchtune_qwen2_5_1_5b_keeps_merges_file() -> None:
                           --config, qwen2_5/1.5B_full, output_dir=/workspace/output, tokenizer.path=/workspace/model/vocab.json,
                           tokenizer.merges_file=/workspace/model/merges.txt, checkpointer.checkpoint_dir=/workspace/model]
                         resources:
-                          limits: {nvidia.com/gpu: 2}
+                          limits: {nvidia.com/gpu: '2'}
                         volumeMounts:
                         - {name: initializer, mountPath: /workspace}
                         env:
@@ -735,6 +745,7 @@ async def test_torch_distributed_with_cache() -> None:
                         - name: TRAIN_JOB_NAME
                           valueFrom:
                             fieldRef: {fieldPath: 'metadata.labels[''jobset.sigs.k8s.io/jobset-name'']'}
+                        resources: {}
                     metadata: {}
                   parallelism: 1
                   completions: 1
@@ -761,6 +772,7 @@ async def test_torch_distributed_with_cache() -> None:
                             fieldRef: {fieldPath: 'metadata.annotations[''batch.kubernetes.io/job-completion-index'']'}
                         - {name: PET_MASTER_ADDR, value: cached-node-0-0.cached}
                         - {name: PET_MASTER_PORT, value: '29500'}
+                        resources: {}
                         ports:
                         - {containerPort: 29500}
                         command: [torchrun, train.py]

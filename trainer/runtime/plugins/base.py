@@ -99,7 +99,9 @@ class Watch:
 
     ``requires_crd``: register only when this kind is served (log ``missing_crd_message``
     otherwise); ``register_anyway``: upstream registers the JobSet watch even when its CRD is
-    missing, only logging. ``events`` lists the event types that enqueue.
+    missing, only logging. ``events`` lists the event types that enqueue. ``map_old_on_update``:
+    on an update, map the old object too (controller-runtime's owner handler enqueues the owners
+    of both versions); the LimitRange and RuntimeClass handlers look at the new object only.
     """
 
     kind: GroupVersionKind
@@ -110,6 +112,7 @@ class Watch:
     requires_crd: GroupVersionKind | None = None
     missing_crd_message: str = ""
     register_anyway: bool = False
+    map_old_on_update: bool = True
 
 
 @runtime_checkable

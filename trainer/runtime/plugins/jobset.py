@@ -27,6 +27,7 @@ from trainer.runtime.info import ContainerInfo, Endpoints, Info
 from trainer.runtime.objects import JOBSET_GVK, name_of, namespace_of, owner_reference
 from trainer.runtime.plugins.base import PluginContext, Watch
 from trainer.runtime.plugins.watches import by_controller_owner
+from trainer.runtime.runtime_info import canonical_resources
 from trainer.runtime.status import set_status_condition
 
 Json = dict[str, Any]
@@ -129,17 +130,23 @@ def apply_trainer(spec: Json, trainjob: TrainJob, info: Info) -> None:
             if is_trainer:
                 if trainer.image is not None:
                     container["image"] = trainer.image
-                if trainer.command is not None:
-                    container["command"] = list(trainer.command)
-                if trainer.args is not None:
-                    container["args"] = list(trainer.args)
+                for key, values in (("command", trainer.command), ("args", trainer.args)):
+                    if values is None:
+                        continue
+                    # An empty list replaces the template's and, like Go's omitempty, is not written.
+                    if values:
+                        container[key] = list(values)
+                    else:
+                        container.pop(key, None)
             resources = trainer.resources_per_node or {}
             if resources.get("limits") is not None or resources.get("requests") is not None:
-                container["resources"] = {
-                    k: copy.deepcopy(resources[k])
-                    for k in ("limits", "requests")
-                    if resources.get(k) is not None
-                }
+                container["resources"] = canonical_resources(
+                    {
+                        k: copy.deepcopy(resources[k])
+                        for k in ("limits", "requests")
+                        if resources.get(k) is not None
+                    }
+                )
             _upsert_into(container, "env", env_vars(trainer.env) or [], upsert_env_vars)
 
 
@@ -339,13 +346,15 @@ class JobSet:
         jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob)))
         status = trainjob.status.to_dict() if trainjob.status is not None else {}
         jobset_status = jobset.get("status") or {}
-        for condition in jobset_status.get("conditions") or ():
-            if condition.get("status") != "True":
-                continue
-            if condition.get("type") == jc.JobSetCompleted:
-                set_status_condition(status, tc.TrainJobComplete, condition)
-            elif condition.get("type") == jc.JobSetFailed:
-                set_status_condition(status, tc.TrainJobFailed, condition)
+        conditions = jobset_status.get("conditions") or []
+        # Completed is looked at before Failed, whatever their order on the JobSet.
+        for jobset_type, trainjob_type in (
+            (jc.JobSetCompleted, tc.TrainJobComplete),
+            (jc.JobSetFailed, tc.TrainJobFailed),
+        ):
+            found = next((c for c in conditions if c.get("type") == jobset_type), None)
+            if found is not None and found.get("status") == "True":
+                set_status_condition(status, trainjob_type, found)
         jobs = [
             {key: (item.get(key) if key == "name" else item.get(key) or 0) for key in _JOB_STATUS_KEYS}
             for item in jobset_status.get("replicatedJobsStatus") or ()

@@ -17,7 +17,12 @@ from trainer.runtime.errors import ErrorType, FieldError
 from trainer.runtime.info import Info
 from trainer.runtime.objects import name_of
 from trainer.runtime.plugins import torchtune
-from trainer.runtime.resources import cpu_count, gpu_count, trainer_resources_from_runtime
+from trainer.runtime.resources import (
+    cpu_count,
+    gpu_count,
+    trainer_resources_from_runtime,
+    typed_resource_requirements,
+)
 
 Json = dict[str, Any]
 
@@ -32,6 +37,13 @@ RESERVED_ENVS = (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR,
 CONTAINER_TRAINER_PORT = 29500
 NODE_RANK_FIELD_PATH = f"metadata.annotations['{jc.JobCompletionIndexAnnotation}']"
 NUM_PROC_PER_NODE_WORDS = (tc.NumProcPerNodeAuto, tc.NumProcPerNodeCPU, tc.NumProcPerNodeGPU)
+
+
+def typed_env_var(env: Json) -> Json:
+    """An EnvVar in Go's struct field order (name, value, valueFrom), as error messages print it."""
+    ordered: Json = {k: env[k] for k in ("name", "value", "valueFrom") if k in env}
+    ordered.update({k: v for k, v in env.items() if k not in ordered})
+    return ordered
 
 
 def _resources(trainer: Trainer | None, info: Info) -> Json | None:
@@ -123,7 +135,7 @@ class Torch:
             errors.append(
                 FieldError.invalid(
                     "spec.trainer.env",
-                    list(trainer.env or ()),
+                    [typed_env_var(e) for e in trainer.env or ()],
                     f"must not have reserved envs, invalid envs configured: [{' '.join(reserved)}]",
                 )
             )
@@ -176,7 +188,7 @@ class Torch:
                 errors.append(
                     FieldError.invalid(
                         "spec.trainer.resourcesPerNode",
-                        trainer.resources_per_node,
+                        typed_resource_requirements(trainer.resources_per_node),
                         f"must have gpu resource with value 1 for {model} model when using QLoRA",
                     )
                 )

@@ -133,4 +133,4 @@ class Volcano:
         ]
 
     def watches(self) -> list[Watch]:
-        return gang_watches(VOLCANO_PODGROUP_GVK, "Volcano PodGroup CRDs must be installed in advance")
+        return gang_watches(VOLCANO_PODGROUP_GVK, "PodGroup CRDs must be installed in advance")
