@@ -245,6 +245,9 @@ async def setup_trainjob_controller(
         if watch.map_to_trainjobs is by_controller_owner:
             builder.owns(watch.kind)
         else:
-            builder.watches(watch.kind, AsyncMapHandler(reader, watch.map_to_trainjobs, watch.events))
+            handler = AsyncMapHandler(
+                reader, watch.map_to_trainjobs, watch.events, map_old_on_update=watch.map_old_on_update
+            )
+            builder.watches(watch.kind, handler)
     builder.complete(reconciler)
     return reconciler

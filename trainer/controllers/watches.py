@@ -30,24 +30,28 @@ __all__ = ["AsyncMapHandler", "kind_served"]
 class AsyncMapHandler:
     """Enqueue the TrainJobs ``mapper`` returns for an event's object, for the listed event types."""
 
-    def __init__(self, reader: Reader, mapper: Mapper, events: Iterable[str]) -> None:
+    def __init__(
+        self, reader: Reader, mapper: Mapper, events: Iterable[str], *, map_old_on_update: bool = False
+    ) -> None:
         self._reader = reader
         self._mapper = mapper
         self._events = frozenset(events)
+        self._map_old_on_update = map_old_on_update
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def _map(self, obj: Object, queue: RequestQueue) -> None:
+    async def _map(self, objects: tuple[Object, ...], queue: RequestQueue) -> None:
         seen: set[Request] = set()
-        for key in await self._mapper(self._reader, obj):
-            req = Request(key.namespace, key.name)
-            if req not in seen:
-                seen.add(req)
-                queue.add(req)
+        for obj in objects:
+            for key in await self._mapper(self._reader, obj):
+                req = Request(key.namespace, key.name)
+                if req not in seen:
+                    seen.add(req)
+                    queue.add(req)
 
-    def _spawn(self, event_type: str, obj: Object, queue: RequestQueue) -> None:
+    def _spawn(self, event_type: str, queue: RequestQueue, *objects: Object) -> None:
         if event_type not in self._events:
             return
-        task = asyncio.get_running_loop().create_task(self._map(obj, queue))
+        task = asyncio.get_running_loop().create_task(self._map(objects, queue))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -62,16 +66,19 @@ class AsyncMapHandler:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def create(self, event: CreateEvent, queue: RequestQueue) -> None:
-        self._spawn("create", event.object, queue)
+        self._spawn("create", queue, event.object)
 
     def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
-        self._spawn("update", event.object_new, queue)
+        if self._map_old_on_update:
+            self._spawn("update", queue, event.object_old, event.object_new)
+        else:
+            self._spawn("update", queue, event.object_new)
 
     def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
-        self._spawn("delete", event.object, queue)
+        self._spawn("delete", queue, event.object)
 
     def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
-        self._spawn("generic", event.object, queue)
+        self._spawn("generic", queue, event.object)
 
 
 async def kind_served(client: object, gvk: GroupVersionKind) -> bool:
