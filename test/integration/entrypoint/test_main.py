@@ -11,6 +11,7 @@ import aiohttp
 import yaml
 
 from manager.envtest import Environment
+from manager.envtest.certs import TinyCA
 from manager.envtest.process import free_port
 from manager.testing import eventually
 
@@ -24,6 +25,8 @@ def write_config(path: Path, **overrides: object) -> Path:
         "health": {"healthProbeBindAddress": f"127.0.0.1:{free_port()}"},
         "metrics": {"bindAddress": f"127.0.0.1:{free_port()}", "secureServing": False},
         "webhook": {"port": free_port(), "host": "127.0.0.1"},
+        # the trainer component serves webhooks: certificates come from --webhook-cert-dir
+        "certManagement": {"enable": False},
         **overrides,
     }
     path.write_text(yaml.safe_dump(config))
@@ -50,7 +53,14 @@ async def test_manager_serves_probes_and_metrics_and_stops_gracefully(
     config = yaml.safe_load(config_path.read_text())
     health = config["health"]["healthProbeBindAddress"]
     metrics = config["metrics"]["bindAddress"]
-    proc = await start_manager(f"--config={config_path}", f"--kubeconfig={control_plane.kubeconfig}")
+    TinyCA("entrypoint-test-ca").issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+        tmp_path / "tls.crt", tmp_path / "tls.key"
+    )
+    proc = await start_manager(
+        f"--config={config_path}",
+        f"--kubeconfig={control_plane.kubeconfig}",
+        f"--webhook-cert-dir={tmp_path}",
+    )
     try:
         async with aiohttp.ClientSession() as http:
 

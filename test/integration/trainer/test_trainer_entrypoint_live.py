@@ -1,0 +1,125 @@
+"""`python -m trainer` with certManagement on (spec §6.3, §6.4): readiness waits for the certificates.
+
+The rotator's namespace is ``kubeflow-system`` (no service-account mount here); the test
+pre-creates the Secret and the webhook configuration as the shipped manifests do, and plays the
+kubelet by copying the Secret into ``--webhook-cert-dir`` once the rotator has filled it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from manager.client import AlreadyExists, Client, NotFound
+from manager.cluster import Cluster
+from manager.config import load_kubeconfig
+from manager.envtest import Environment
+from manager.envtest.process import free_port
+from manager.testing import eventually
+from webhooks.certs import SECRET_GVK, VWC_GVK
+
+ROOT = Path(__file__).resolve().parents[3]
+NAMESPACE = "kubeflow-system"
+SECRET = "kubeflow-trainer-webhook-cert"
+VWC = "validator.trainer.kubeflow.org"
+NEVER = {"matchLabels": {"trainer-test/never": "match"}}
+Json = dict[str, Any]
+
+
+@pytest.fixture
+async def live(control_plane: Environment) -> AsyncIterator[Client]:
+    config = await load_kubeconfig(control_plane.kubeconfig)
+    async with Cluster(config, field_owner="test") as cluster:
+        client = Client(cluster.transport, cluster.mapper, field_owner="test")
+        with contextlib.suppress(AlreadyExists):
+            await client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        await client.create(
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": NAMESPACE}}
+        )
+        vwc: Json = yaml.safe_load((ROOT / "config" / "webhook" / "trainer.yaml").read_text())
+        for hook in vwc["webhooks"]:  # injected, never called
+            hook["namespaceSelector"] = NEVER
+            hook["objectSelector"] = NEVER
+        await client.create(vwc)
+        try:
+            yield client
+        finally:
+            for gvk, name, ns in ((VWC_GVK, VWC, ""), (SECRET_GVK, SECRET, NAMESPACE)):
+                with contextlib.suppress(NotFound):
+                    await client.delete_by_name(gvk, name, ns)
+
+
+async def test_readiness_waits_for_rotated_certificates(
+    control_plane: Environment, live: Client, tmp_path: Path
+) -> None:
+    health = f"127.0.0.1:{free_port()}"
+    config = {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": health},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"port": free_port(), "host": "127.0.0.1"},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "trainer",
+        f"--config={tmp_path / 'config.yaml'}",
+        f"--kubeconfig={control_plane.kubeconfig}",
+        f"--webhook-cert-dir={cert_dir}",
+        "--log-format=json",
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def webhook_check() -> tuple[int, str]:
+                try:
+                    async with http.get(f"http://{health}/readyz/webhook") as r:
+                        return r.status, await r.text()
+                except aiohttp.ClientConnectionError as err:
+                    raise AssertionError(f"probe port not open: {err}") from err
+
+            async def certificates_not_ready() -> None:
+                status, text = await webhook_check()
+                assert status != 200 and "certificates are not ready" in text, (status, text)
+
+            await eventually(certificates_not_ready, timeout=60)
+
+            async def secret_filled() -> Json:
+                secret: Json = await live.get(SECRET_GVK, SECRET, NAMESPACE)
+                assert (secret.get("data") or {}).get("tls.crt"), "the rotator has not written the Secret yet"
+                return secret
+
+            secret = await eventually(secret_filled, timeout=60)
+            for key, value in secret["data"].items():  # the kubelet mounts the Secret
+                (cert_dir / key).write_bytes(base64.b64decode(value))
+
+            async def ready() -> None:
+                async with http.get(f"http://{health}/readyz") as r:
+                    assert r.status == 200, await r.text()
+
+            await eventually(ready, timeout=60)
+            injected = await live.get(VWC_GVK, VWC)
+            assert {h["clientConfig"]["caBundle"] for h in injected["webhooks"]} == {secret["data"]["ca.crt"]}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(proc.wait(), 60)
+    assert proc.stdout is not None
+    output = (await proc.stdout.read()).decode()
+    assert code == 0, output
