@@ -555,3 +555,34 @@ async def test_status_copies_every_replicated_job_of_the_jobset(trainer: Any) ->
             assert tj["status"].get("jobsStatus") == expected
 
         await eventually(mirrored, timeout=30)
+
+
+async def test_group_kind_concurrency_applies_to_the_trainer_controllers(control_plane: Any) -> None:
+    # Upstream builds the TrainJob controller without For(), so groupKindConcurrency is ignored
+    # and every controller runs one worker; here the shipped values take effect (divergence).
+    from manager import Manager, Options
+    from manager.cluster import Cluster
+    from manager.config import load_kubeconfig
+    from manager.controller.controller import Controller
+    from manager.runtime.manager import Group
+    from trainer.controllers.trainer_setup import setup_controllers
+
+    config = await load_kubeconfig(control_plane.kubeconfig)
+    async with Cluster(config, field_owner="trainer") as cluster:
+        concurrency = {
+            "TrainJob.trainer.kubeflow.org": 5,
+            "TrainingRuntime.trainer.kubeflow.org": 1,
+            "ClusterTrainingRuntime.trainer.kubeflow.org": 2,
+        }
+        mgr = Manager(cluster, Options(metrics_bind_address="0", group_kind_concurrency=concurrency))
+        await setup_controllers(mgr)
+        workers = {
+            c.name: c.options.max_concurrent_reconciles
+            for c in mgr.members(Group.LEADER_ELECTION)
+            if isinstance(c, Controller)
+        }
+        assert workers == {
+            "trainjob_controller": 5,
+            "trainingruntime_controller": 1,
+            "clustertrainingruntime_controller": 2,
+        }

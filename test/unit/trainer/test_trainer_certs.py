@@ -13,6 +13,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from manager.testing.eventually import eventually
 from manager.testing.fake import FakeClient
 from webhooks.certs import (
     SECRET_GVK,
@@ -59,6 +60,7 @@ def test_ca_has_upstream_subject_key_usage_and_validity() -> None:
     key = cert.public_key()
     assert isinstance(key, rsa.RSAPublicKey) and key.key_size == 2048
     assert ca.key.startswith(b"-----BEGIN RSA PRIVATE KEY-----\n")
+    assert cert.serial_number not in (0, 1)  # upstream: 0, which cryptography refuses (divergence)
 
 
 def test_serving_cert_is_for_the_service_and_signed_by_the_ca() -> None:
@@ -197,6 +199,29 @@ async def test_rotator_becomes_ready_after_mount_and_injection(tmp_path: Path) -
         assert started.is_set() and rotator.is_ready()
         await asyncio.sleep(0)
         assert called == ["ready"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_maintenance_re_injects_a_removed_ca(tmp_path: Path) -> None:
+    client = _fake(_secret(), _vwc())
+    config = _config(tmp_path)
+    config.injection_check_interval = 0.01
+    rotator = CertRotator(client, config, clock=lambda: NOW)
+    ca_pem = await rotator.ensure_certs()
+    await rotator.inject(ca_pem)
+    vwc = await client.get(VWC_GVK, "validator.trainer.kubeflow.org")
+    vwc["webhooks"][0]["clientConfig"].pop("caBundle")  # someone re-applied the configuration
+    await client.update(vwc)
+    task = asyncio.create_task(rotator._maintain())
+    try:
+
+        async def reinjected() -> None:
+            current = await client.get(VWC_GVK, "validator.trainer.kubeflow.org")
+            assert current["webhooks"][0]["clientConfig"].get("caBundle") == base64.b64encode(ca_pem).decode()
+
+        await eventually(reinjected, timeout=10)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
