@@ -1,0 +1,153 @@
+"""The product (`python -m trainer`) on the full local cluster with the shipped torch runtime.
+
+What this proves end to end: the manager process serves its webhooks to a real API server,
+builds the JobSet for a TrainJob on the shipped ``torch-distributed`` ClusterTrainingRuntime,
+keeps the never-suspended TrainJob free of a Suspended condition, and kube-controller-manager's
+garbage collector removes the JobSet with its TrainJob (owner reference with
+``blockOwnerDeletion``, spec §3.5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from manager.client import Client, NotFound
+from manager.cluster import Cluster
+from manager.config import load_kubeconfig
+from manager.envtest import Environment
+from manager.envtest.certs import TinyCA
+from manager.envtest.process import free_port
+from manager.scheme import GroupVersionKind
+from manager.testing import eventually
+
+ROOT = Path(__file__).resolve().parents[3]
+TJ = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainJob")
+JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
+VWC_PATH = (
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/validator.trainer.kubeflow.org"
+)
+Json = dict[str, Any]
+
+
+@pytest.fixture
+async def product(full_cluster: Environment, full_namespace: str, tmp_path: Path) -> AsyncIterator[Client]:
+    """The manager as a subprocess, its webhooks installed for the test namespace, the torch runtime applied."""
+    ca = TinyCA("trainer-e2e-webhook-ca")
+    ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+        tmp_path / "tls.crt", tmp_path / "tls.key"
+    )
+    health, port = f"127.0.0.1:{free_port()}", free_port()
+    config = {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": health},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"port": port, "host": "127.0.0.1"},
+        "certManagement": {"enable": False},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "trainer",
+        f"--config={tmp_path / 'config.yaml'}",
+        f"--kubeconfig={full_cluster.kubeconfig}",
+        f"--webhook-cert-dir={tmp_path}",
+        "--log-format=json",
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def ready() -> None:
+                try:
+                    async with http.get(f"http://{health}/readyz") as r:
+                        assert r.status == 200, await r.text()
+                except aiohttp.ClientConnectionError as err:
+                    raise AssertionError(str(err)) from err
+
+            await eventually(ready, timeout=60, message="the manager never became ready")
+        hooks: Json = yaml.safe_load((ROOT / "config" / "webhook" / "trainer.yaml").read_text())
+        for hook in hooks["webhooks"]:
+            if hook["name"] != "validator.clustertrainingruntime.trainer.kubeflow.org":
+                hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": full_namespace}}
+        (tmp_path / "webhooks.yaml").write_text(yaml.safe_dump(hooks))
+        await full_cluster.install_webhooks(
+            [tmp_path / "webhooks.yaml"], host="127.0.0.1", port=port, ca_bundle=ca.cert_pem
+        )
+        await full_cluster.apply_manifests(
+            [ROOT / "config" / "runtimes" / "torch-distributed.yaml"], field_manager="e2e"
+        )
+        rest = await load_kubeconfig(full_cluster.kubeconfig)
+        async with Cluster(rest, field_owner="e2e") as cluster:
+            yield Client(cluster.transport, cluster.mapper, field_owner="e2e")
+    finally:
+        await full_cluster.request("DELETE", VWC_PATH)
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(proc.wait(), 60)
+        assert proc.stdout is not None
+        output = (await proc.stdout.read()).decode()
+        assert code == 0, output[-4000:]
+
+
+async def test_torch_trainjob_gets_its_jobset_and_gc_removes_it(product: Client, full_namespace: str) -> None:
+    client, ns = product, full_namespace
+    tj = await client.create(
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "e2e-test-torch", "namespace": ns},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}},
+        }
+    )
+    assert tj["spec"]["runtimeRef"] == {
+        "name": "torch-distributed",
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "ClusterTrainingRuntime",
+    }
+
+    async def jobset_built() -> Json:
+        try:
+            jobset: Json = await client.get(JOBSET, "e2e-test-torch", ns)
+        except NotFound as err:
+            raise AssertionError("no JobSet yet") from err
+        [node] = jobset["spec"]["replicatedJobs"]
+        assert node["name"] == "node"
+        assert node["template"]["spec"]["parallelism"] == 1
+        [container] = node["template"]["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
+        assert jobset["spec"]["suspend"] is False
+        [owner] = jobset["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["blockOwnerDeletion"]) == (
+            "TrainJob",
+            tj["metadata"]["uid"],
+            True,
+        )
+        return jobset
+
+    await eventually(jobset_built, timeout=60)
+    current = await client.get(TJ, "e2e-test-torch", ns)
+    assert [c["type"] for c in (current.get("status") or {}).get("conditions", [])] in ([], ["Complete"])
+
+    await client.delete_by_name(TJ, "e2e-test-torch", ns, propagation_policy="Foreground")
+
+    async def collected() -> None:
+        for gvk in (JOBSET, TJ):
+            try:
+                await client.get(gvk, "e2e-test-torch", ns)
+            except NotFound:
+                continue
+            raise AssertionError(f"{gvk.kind} still exists")
+
+    await eventually(collected, timeout=120, message="GC never removed the TrainJob's JobSet")
