@@ -15,12 +15,11 @@ from typing import Any
 import structlog
 
 from manager import Manager
-from manager.cache.interfaces import Reader
-from manager.client.errors import NotFound
 from manager.events import EventRecorder
-from manager.scheme import GroupVersionKind, ObjectKey
+from manager.scheme import GroupVersionKind
 from manager.webhook import validating_handler
 from manager.webhook.server import WebhookServer
+from trainer.controllers.readers import CacheReader
 from trainer.controllers.trainingruntime import (
     CLUSTER_TRAINING_RUNTIME,
     TRAINING_RUNTIME,
@@ -37,7 +36,6 @@ from webhooks import trainjob as trainjob_webhook
 log = structlog.get_logger("trainer.setup")
 
 __all__ = [
-    "CacheThenLiveReader",
     "DeferredIndexer",
     "TrainerControllers",
     "register_webhooks",
@@ -74,44 +72,12 @@ def _never_none(fn: IndexFunc) -> Callable[[Any], Iterable[str]]:
     return lambda obj: fn(obj) or []
 
 
-class CacheThenLiveReader:
-    """Reads from the cache; a miss is confirmed with a live GET before it is reported.
-
-    Why: the webhooks judge a TrainJob by its runtime, and a runtime created a moment before
-    the TrainJob may not be in the cache yet; upstream rejects such a TrainJob ("must be
-    created before the TrainJob is created"), we look once more (docs/divergences.md).
-    """
-
-    def __init__(self, cache: Reader, live: Any) -> None:
-        self._cache = cache
-        self._live = live
-
-    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> dict[str, Any]:
-        try:
-            return await self._cache.get(gvk, key)
-        except NotFound:
-            obj: dict[str, Any] = await self._live.get(gvk, key.name, key.namespace)
-            return obj
-
-    async def list(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: str | dict[str, str] | None = None,
-        field_selector: dict[str, str] | None = None,
-    ) -> list[dict[str, Any]]:
-        return await self._cache.list(
-            gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
-        )
-
-
 def webhook_runtimes(mgr: Manager) -> dict[str, Runtime]:
-    """Runtimes for the webhooks: same plugins, reading through ``CacheThenLiveReader``.
+    """Runtimes for the webhooks: same plugins, a cache miss confirmed live (divergence T-3).
 
     Their index registrations are dropped: the controllers' runtimes registered the same ones.
     """
-    return new_runtimes(CacheThenLiveReader(mgr.cache, mgr.api_reader), DeferredIndexer())
+    return new_runtimes(CacheReader(mgr.cache, mgr.api_reader, confirm_misses=True), DeferredIndexer())
 
 
 @dataclass
@@ -135,14 +101,15 @@ def _recorder(mgr: Manager, name: str) -> Any:
 async def setup_controllers(mgr: Manager) -> TrainerControllers:
     """Runtimes and indexes first, then the TR, CTR and TrainJob controllers (upstream order)."""
     indexer = DeferredIndexer()
-    runtimes = new_runtimes(mgr.cache, indexer)
+    reader = CacheReader(mgr.cache, mgr.api_reader)
+    runtimes = new_runtimes(reader, indexer)
     await indexer.apply(mgr.cache)
     training_runtime = setup_runtime_controller(mgr, TRAINING_RUNTIME)
     cluster_training_runtime = setup_runtime_controller(mgr, CLUSTER_TRAINING_RUNTIME)
     trainjob = await setup_trainjob_controller(
         mgr,
         runtimes,
-        mgr.cache,
+        reader,
         [training_runtime, cluster_training_runtime],
         _recorder(mgr, RECORDER_NAME),
     )

@@ -26,12 +26,14 @@ from manager.client.errors import ApiError, NotFound
 from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
 from manager.events import EventType
+from manager.restmapper import NoKindMatch
 from trainer.api import trainer_constants as tc
 from trainer.controllers.conditions import (
     remove_failed_condition,
     set_failed_unsupported,
     set_suspended_condition,
 )
+from trainer.controllers.readers import no_kind_match_error
 from trainer.controllers.watches import AsyncMapHandler, kind_served
 from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.objects import TRAINJOB_GVK
@@ -171,8 +173,8 @@ class TrainJobReconciler:
         try:
             for obj in await runtime.new_objects(trainjob):
                 await self.client.apply(obj, field_owner=FIELD_MANAGER, force=True)
-        except (RuntimeFailure, ApiError) as err:
-            text = str(err)
+        except (RuntimeFailure, ApiError, NoKindMatch) as err:
+            text = str(err) if not isinstance(err, NoKindMatch) else str(no_kind_match_error(err.gvk))
             log.error("failed to reconcile TrainJob resources", error=text)
             await self.recorder.event(
                 trainjob, "Warning", tc.TrainJobResourcesCreationFailedReason, creation_failed_message(text)

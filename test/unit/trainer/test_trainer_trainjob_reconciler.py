@@ -204,3 +204,16 @@ def test_every_trainjob_event_passes_and_notifies_the_watchers() -> None:
     assert predicate.delete(DeleteEvent(old))
     assert predicate.generic(GenericEvent(new))
     assert watcher.calls == [(None, new), (old, new), (old, None)]
+
+
+async def test_apply_of_an_unserved_kind_is_reported_like_any_apply_error() -> None:
+    from manager.restmapper import NoKindMatch
+
+    reconciler, client, recorder = setup(node_runtime(), trainjob())
+    client.inject_error("apply", NoKindMatch(JOBSET_GVK))
+    with pytest.raises(
+        ReconcileError, match=r'no matches for kind "JobSet" in version "jobset.x-k8s.io/v1alpha2"'
+    ):
+        await reconciler.reconcile(REQ)
+    [event] = recorder.events
+    assert event.reason == "TrainJobResourcesCreationFailed"

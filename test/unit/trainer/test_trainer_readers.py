@@ -1,0 +1,91 @@
+"""The runtime framework's view of the cluster: cache first, live for uncached kinds and confirmed misses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from manager.cache.cache import ResourceNotCached
+from manager.client.errors import ApiError, NotFound
+from manager.restmapper import NoKindMatch
+from manager.scheme import GroupVersionKind, ObjectKey
+from trainer.controllers.readers import CacheReader
+
+PRIORITY_CLASS = GroupVersionKind("scheduling.k8s.io", "v1", "PriorityClass")
+VOLCANO = GroupVersionKind("scheduling.volcano.sh", "v1beta1", "PodGroup")
+RUNTIME = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime")
+
+
+class _Cache:
+    def __init__(self, cached: dict[GroupVersionKind, dict[str, Any]]) -> None:
+        self.cached = cached
+
+    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> dict[str, Any]:
+        if gvk not in self.cached:
+            raise ResourceNotCached(gvk)
+        if key.name not in self.cached[gvk]:
+            raise NotFound(f'"{key.name}" not found in cache')
+        return dict(self.cached[gvk][key.name])
+
+    async def list(self, gvk: GroupVersionKind, **_: Any) -> list[dict[str, Any]]:
+        if gvk not in self.cached:
+            raise ResourceNotCached(gvk)
+        return list(self.cached[gvk].values())
+
+
+class _Live:
+    def __init__(self, objects: dict[tuple[GroupVersionKind, str], dict[str, Any]]) -> None:
+        self.objects = objects
+        self.gets = 0
+
+    async def get(self, gvk: GroupVersionKind, name: str, namespace: str = "") -> dict[str, Any]:
+        self.gets += 1
+        if gvk == VOLCANO:
+            raise NoKindMatch(gvk)
+        try:
+            return dict(self.objects[(gvk, name)])
+        except KeyError:
+            raise NotFound(f'"{name}" not found live') from None
+
+    async def list(self, gvk: GroupVersionKind, **_: Any) -> list[dict[str, Any]]:
+        if gvk == VOLCANO:
+            raise NoKindMatch(gvk)
+        return [o for (g, _n), o in self.objects.items() if g == gvk]
+
+
+def _reader(confirm: bool = False) -> tuple[CacheReader, _Live]:
+    live = _Live({(PRIORITY_CLASS, "high"): {"value": 1000}, (RUNTIME, "fresh"): {"spec": {}}})
+    cache = _Cache({RUNTIME: {"cached": {"spec": {"cached": True}}}})
+    return CacheReader(cache, live, confirm_misses=confirm), live
+
+
+async def test_cached_kinds_are_read_from_the_cache() -> None:
+    reader, live = _reader()
+    assert await reader.get(RUNTIME, ObjectKey("ns", "cached")) == {"spec": {"cached": True}}
+    with pytest.raises(NotFound, match="in cache"):
+        await reader.get(RUNTIME, ObjectKey("ns", "fresh"))
+    assert live.gets == 0
+
+
+async def test_uncached_kinds_are_read_live() -> None:
+    reader, _ = _reader()
+    assert await reader.get(PRIORITY_CLASS, ObjectKey("", "high")) == {"value": 1000}
+    assert await reader.list(PRIORITY_CLASS) == [{"value": 1000}]
+
+
+async def test_unserved_kinds_become_api_errors_with_upstream_text() -> None:
+    reader, _ = _reader()
+    message = 'no matches for kind "PodGroup" in version "scheduling.volcano.sh/v1beta1"'
+    with pytest.raises(ApiError, match=message):
+        await reader.get(VOLCANO, ObjectKey("ns", "tj"))
+    with pytest.raises(ApiError, match=message):
+        await reader.list(VOLCANO)
+
+
+async def test_webhook_reader_confirms_cache_misses_live() -> None:
+    reader, live = _reader(confirm=True)
+    assert await reader.get(RUNTIME, ObjectKey("ns", "fresh")) == {"spec": {}}
+    with pytest.raises(NotFound, match="not found live"):
+        await reader.get(RUNTIME, ObjectKey("ns", "absent"))
+    assert live.gets == 2

@@ -1,0 +1,77 @@
+"""The cluster view the runtime framework reads through: the informer cache, with live fallbacks.
+
+Why: the plugins read a few kinds the Trainer does not watch (PriorityClasses in the Volcano
+validator, the Volcano PodGroup when its CRD is missing). Our cache refuses reads of kinds
+without an informer (``ResourceNotCached``, no silent cluster-wide informers) where upstream
+would start one lazily; such reads go to the API server instead. A kind the server does not
+serve becomes an API error with upstream's text (``no matches for kind "PodGroup" in version
+"scheduling.volcano.sh/v1beta1"``), so plugins report it like any failed read rather than
+crashing. The webhooks additionally confirm a cache miss with a live GET (docs/divergences.md
+T-3): a runtime created just before its TrainJob may not be cached yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from manager.cache.cache import ResourceNotCached
+from manager.cache.interfaces import Reader
+from manager.client.errors import ApiError, NotFound
+from manager.restmapper import NoKindMatch
+from manager.scheme import GroupVersionKind, ObjectKey
+
+Json = dict[str, Any]
+
+__all__ = ["CacheReader", "no_kind_match_error"]
+
+
+def no_kind_match_error(gvk: GroupVersionKind) -> ApiError:
+    """apimachinery's ``NoKindMatchError`` text, as an API error the plugins handle."""
+    return ApiError(f'no matches for kind "{gvk.kind}" in version "{gvk.api_version}"')
+
+
+class CacheReader:
+    """Reads from the cache; uncached kinds live; ``confirm_misses`` re-reads a cache miss live."""
+
+    def __init__(self, cache: Reader, live: Any, *, confirm_misses: bool = False) -> None:
+        self._cache = cache
+        self._live = live
+        self._confirm_misses = confirm_misses
+
+    async def _live_get(self, gvk: GroupVersionKind, key: ObjectKey) -> Json:
+        try:
+            obj: Json = await self._live.get(gvk, key.name, key.namespace)
+        except NoKindMatch:
+            raise no_kind_match_error(gvk) from None
+        return obj
+
+    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> Json:
+        try:
+            return await self._cache.get(gvk, key)
+        except ResourceNotCached:
+            return await self._live_get(gvk, key)
+        except NotFound:
+            if not self._confirm_misses:
+                raise
+            return await self._live_get(gvk, key)
+
+    async def list(
+        self,
+        gvk: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | dict[str, str] | None = None,
+        field_selector: dict[str, str] | None = None,
+    ) -> list[Json]:
+        try:
+            return await self._cache.list(
+                gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+            )
+        except ResourceNotCached:
+            try:
+                items: list[Json] = await self._live.list(
+                    gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+                )
+            except NoKindMatch:
+                raise no_kind_match_error(gvk) from None
+            return items
