@@ -71,14 +71,34 @@ def write_local_config(directory: Path) -> tuple[Path, Path, bytes]:
     return path, cert_dir, ca.cert_pem
 
 
+def _runtime_files() -> list[Path]:
+    """The shipped runtimes, without kustomize's own files (not Kubernetes objects)."""
+    return sorted(p for p in RUNTIMES_DIR.rglob("*.yaml") if p.name != "kustomization.yaml")
+
+
+async def _remove_webhook_configurations(env: Environment, hooks: list[Path]) -> None:
+    """A configuration left by an earlier run points at a manager that is not running yet."""
+    for doc in yaml.safe_load_all(
+        "\n---\n".join(p.read_text() for d in hooks for p in sorted(d.rglob("*.yaml")))
+    ):
+        if isinstance(doc, dict) and doc.get("kind") == "ValidatingWebhookConfiguration":
+            name = doc["metadata"]["name"]
+            await env.request(
+                "DELETE", f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}"
+            )
+
+
 async def install(env: Environment, ca_pem: bytes) -> None:
+    """CRDs, then the runtimes (before the webhooks: no manager answers them yet), then the webhooks."""
     if crds := _manifests(CRD_DIR):
         _say(f"installed {len(await env.install_crds(crds))} CRDs")
-    if hooks := _manifests(WEBHOOK_DIR):
+    hooks = _manifests(WEBHOOK_DIR)
+    await _remove_webhook_configurations(env, hooks)
+    if runtimes := _runtime_files():
+        _say(f"installed runtimes {await env.apply_manifests(runtimes, field_manager='make-run')}")
+    if hooks:
         names = await env.install_webhooks(hooks, host="127.0.0.1", port=WEBHOOK_PORT, ca_bundle=ca_pem)
         _say(f"installed webhook configurations {names} -> https://127.0.0.1:{WEBHOOK_PORT}")
-    if runtimes := _manifests(RUNTIMES_DIR):
-        _say(f"installed runtimes {await env.apply_manifests(runtimes, field_manager='make-run')}")
 
 
 def run_manager(kubeconfig: Path, args: list[str]) -> int:
