@@ -60,11 +60,23 @@ def set_suspended_condition(trainjob: Json, status: Json, now: Callable[[], str]
         )
 
 
-def set_failed_unsupported(status: Json, message: str, now: Callable[[], str] = now_rfc3339) -> None:
-    """``Failed=True/TrainingRuntimeNotSupported`` for a runtimeRef no runtime serves."""
+def set_failed_unsupported(
+    status: Json, message: str, previous: Json | None = None, now: Callable[[], str] = now_rfc3339
+) -> None:
+    """``Failed=True/TrainingRuntimeNotSupported`` for a runtimeRef no runtime serves.
+
+    ``previous`` is the Failed condition before step 3 removed it: when it was already True its
+    transition time is kept, so retries of a TrainJob that stays unsupported write nothing.
+    """
+    since = (previous or {}).get("lastTransitionTime") if (previous or {}).get("status") == "True" else None
     set_status_condition(
         status,
         tc.TrainJobFailed,
-        {"status": "True", "reason": tc.TrainJobRuntimeNotSupportedReason, "message": message},
+        {
+            "status": "True",
+            "reason": tc.TrainJobRuntimeNotSupportedReason,
+            "message": message,
+            "lastTransitionTime": since or "",
+        },
         now,
     )

@@ -29,6 +29,7 @@ from manager.events import EventType
 from manager.restmapper import NoKindMatch
 from trainer.api import trainer_constants as tc
 from trainer.controllers.conditions import (
+    find_condition,
     remove_failed_condition,
     set_failed_unsupported,
     set_suspended_condition,
@@ -120,11 +121,12 @@ class TrainJobReconciler:
         status: Json = copy.deepcopy(original_status)
         errors: list[str] = []
 
+        previous_failed = find_condition(status, tc.TrainJobFailed)
         remove_failed_condition(status)
         trainjob["status"] = status
         runtime = self.lookup_runtime(trainjob)
         if runtime is None:
-            errors.append(self.mark_unsupported_runtime(trainjob, status))
+            errors.append(self.mark_unsupported_runtime(trainjob, status, previous_failed))
         elif (err := await self.reconcile_objects(runtime, trainjob)) is not None:
             errors.append(err)
         set_suspended_condition(trainjob, status, self.now)
@@ -155,14 +157,14 @@ class TrainJobReconciler:
         """Step 4: the runtime by the runtimeRef's GroupKind (``ClusterTrainingRuntime.trainer.kubeflow.org``)."""
         return self.runtimes.get(_runtime_key_of(trainjob))
 
-    def mark_unsupported_runtime(self, trainjob: Json, status: Json) -> str:
+    def mark_unsupported_runtime(self, trainjob: Json, status: Json, previous: Json | None = None) -> str:
         """Step 4, unknown runtime: ``Failed=True/TrainingRuntimeNotSupported``; the error is returned.
 
         Upstream then panics on the nil runtime and never writes this condition; we persist it
         (docs/divergences.md).
         """
         message = f"unsupported runtime: {_runtime_key_of(trainjob)}"
-        set_failed_unsupported(status, message, self.now)
+        set_failed_unsupported(status, message, previous, self.now)
         return message
 
     async def reconcile_objects(self, runtime: Runtime, trainjob: Json) -> str | None:

@@ -109,6 +109,12 @@ async def test_unsupported_runtime_is_persisted_as_failed() -> None:
         }
     ]
     assert recorder.events == []
+    # retries of a TrainJob that stays unsupported write nothing (no hot loop on its own events)
+    reconciler.now = lambda: "2026-02-02T00:00:00Z"
+    writes = client.writes
+    with pytest.raises(ReconcileError):
+        await reconciler.reconcile(REQ)
+    assert client.writes == writes
 
 
 async def test_missing_runtime_emits_a_warning_and_retries() -> None:
