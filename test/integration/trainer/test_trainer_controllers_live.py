@@ -586,3 +586,33 @@ async def test_group_kind_concurrency_applies_to_the_trainer_controllers(control
             "trainingruntime_controller": 1,
             "clustertrainingruntime_controller": 2,
         }
+
+
+async def test_steady_trainjob_changes_nothing_on_the_server(trainer: Any) -> None:
+    # Re-reconciling a settled TrainJob (suspended: the JobSet and PodGroup are re-applied; running:
+    # nothing is applied) leaves every object's resourceVersion as it was.
+    from manager.controller.reconcile import Request
+
+    client, ns = trainer.client, trainer.namespace
+    await client.create(l1_runtime(ns))
+    await client.create(l1_trainjob(ns))
+
+    async def settled(suspended: bool) -> dict[str, str]:
+        tj = await _get(client, TJ, "alpha", ns)
+        assert _conditions(tj) == [SUSPENDED if suspended else RESUMED]
+        jobset = await _exists(client, JOBSET, "alpha", ns)
+        assert jobset["spec"]["suspend"] is suspended
+        podgroup = await _exists(client, PODGROUP, "alpha", ns)
+        return {o["kind"]: o["metadata"]["resourceVersion"] for o in (tj, jobset, podgroup)}
+
+    for suspended in (True, False):
+        if not suspended:
+            current = await _get(client, TJ, "alpha", ns)
+            current["spec"]["suspend"] = False
+            await client.update(current)
+        before = await eventually(lambda s=suspended: settled(s), timeout=30)
+        await asyncio.sleep(0.5)  # let the controller's own reconciles of the last change finish
+        before = await settled(suspended)
+        for _ in range(3):
+            await trainer.controllers.trainjob.reconcile(Request(ns, "alpha"))
+        assert await settled(suspended) == before
