@@ -201,7 +201,10 @@ class TrainJobReconciler:
         """Step 7: PUT the status subresource (resourceVersion-checked) only when it changed."""
         if status == original:
             return None
-        trainjob["status"] = status
+        if status:
+            trainjob["status"] = status
+        else:  # the CRD requires a present status to have a property: clear it instead
+            trainjob.pop("status", None)
         try:
             await self.client.status.update(trainjob, field_owner=FIELD_MANAGER)
         except ApiError as err:

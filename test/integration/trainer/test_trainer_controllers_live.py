@@ -616,3 +616,32 @@ async def test_steady_trainjob_changes_nothing_on_the_server(trainer: Any) -> No
         for _ in range(3):
             await trainer.controllers.trainjob.reconcile(Request(ns, "alpha"))
         assert await settled(suspended) == before
+
+
+async def test_failed_condition_goes_when_the_jobset_is_not_failed(trainer: Any) -> None:
+    # "an external change may transition it out of Failed": with nothing else in the status the
+    # reconciler clears it (the CRD rejects an empty status object)
+    client, ns = trainer.client, trainer.namespace
+    await client.create(l1_runtime(ns))
+    tj = l1_trainjob(ns)
+    tj["spec"]["suspend"] = False
+    await client.create(tj)
+    await eventually(lambda: _exists(client, JOBSET, "alpha", ns), timeout=30)
+    current = await _get(client, TJ, "alpha", ns)
+    current["status"] = {
+        "conditions": [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "FailedJobs",
+                "message": "jobset failed due to one or more job failures",
+                "lastTransitionTime": "2025-01-01T00:00:00Z",
+            }
+        ]
+    }
+    await client.status.update(current)
+
+    async def cleared() -> None:
+        assert not (await _get(client, TJ, "alpha", ns)).get("status")
+
+    await eventually(cleared, timeout=30)
