@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from manager.client.errors import ApiError, Conflict
+from manager.client.errors import ApiError
 from manager.scheme import GroupVersionKind
 
 log = structlog.get_logger("trainer.certs")
@@ -366,20 +366,20 @@ class CertRotator:
         """Regenerate what is missing, invalid or expiring and write the Secret; returns the CA PEM."""
         delay, attempts = self.config.write_backoff
         for attempt in range(attempts):
-            secret = await self._secret()
-            data = secret.get("data") or {}
-            fresh = refresh_secret_data(data, self.config.dns_name, self.clock())
-            if fresh is None:
-                return _decode(data, CA_CERT)
-            secret["data"] = fresh
             try:
+                secret = await self._secret()
+                data = secret.get("data") or {}
+                fresh = refresh_secret_data(data, self.config.dns_name, self.clock())
+                if fresh is None:
+                    return _decode(data, CA_CERT)
+                secret["data"] = fresh
                 await self.client.update(secret)
                 log.info("refreshed webhook certificates", secret=self.config.secret_name)
                 return _decode(fresh, CA_CERT)
-            except Conflict:
-                if attempt + 1 == attempts:
-                    raise
-                await asyncio.sleep(delay * 2**attempt)
+            except ApiError as err:  # a missing Secret, a conflict with another replica, ...
+                log.error("refreshing the webhook certificates failed", error=str(err), attempt=attempt + 1)
+                if attempt + 1 < attempts:
+                    await asyncio.sleep(delay * 2**attempt)
         raise NotReadyError("could not refresh cert")
 
     async def wait_mounted(self) -> None:

@@ -180,6 +180,8 @@ async def test_rotator_fills_the_secret_once_and_injects_the_ca(tmp_path: Path) 
 
 async def test_rotator_gives_up_with_upstream_messages(tmp_path: Path) -> None:
     rotator = CertRotator(_fake(_secret()), _config(tmp_path), clock=lambda: NOW)
+    with pytest.raises(NotReadyError, match=r"^could not refresh cert$"):
+        await CertRotator(_fake(), _config(tmp_path), clock=lambda: NOW).ensure_certs()  # no Secret
     with pytest.raises(NotReadyError, match=r"^could not mount certs$"):
         await rotator.wait_mounted()
     with pytest.raises(NotReadyError, match=r"^could not inject certs to webhooks$"):
