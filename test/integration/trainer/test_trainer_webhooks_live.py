@@ -10,7 +10,8 @@ import pytest
 from trainer_wrappers import rjob, runtime, trainjob, wrapper_rjobs
 
 from manager.client import Forbidden, NotFound
-from manager.scheme import GroupVersionKind
+from manager.scheme import GroupVersionKind, ObjectKey
+from manager.testing.eventually import eventually
 
 Json = dict[str, Any]
 TR = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime")
@@ -33,9 +34,19 @@ async def runtimes(trainer: Any) -> AsyncIterator[str]:
 
 
 async def _update_tr(trainer: Any, change: Any) -> None:
+    """Change the TrainingRuntime (updates are never validated) and wait until the manager's cache has it.
+
+    The webhook judges TrainJobs by the cached runtime, as upstream does.
+    """
     current: Json = await trainer.client.get(TR, "training-runtime", trainer.namespace)
     change(current)
-    await trainer.client.update(current)  # TrainingRuntime updates are never validated
+    updated: Json = await trainer.client.update(current)
+
+    async def cached() -> None:
+        seen = await trainer.manager.cache.get(TR, ObjectKey(trainer.namespace, "training-runtime"))
+        assert seen["metadata"]["resourceVersion"] == updated["metadata"]["resourceVersion"]
+
+    await eventually(cached, timeout=30)
 
 
 async def test_trainjob_referencing_existing_runtimes_is_admitted(trainer: Any, runtimes: str) -> None:
