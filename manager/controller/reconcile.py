@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from manager.client.errors import NotFound
 from manager.scheme import ObjectKey
 
 
@@ -83,3 +84,27 @@ def as_reconcile_func(reconciler: Reconciler | ReconcileFunc) -> ReconcileFunc:
     if callable(reconciler):
         return reconciler
     raise TypeError(f"{reconciler!r} is neither a Reconciler nor an async function of a Request")
+
+
+class ObjectReader(Protocol):
+    async def get(self, kind: Any, name: str, namespace: str = "") -> dict[str, Any]: ...
+
+
+ObjectReconcileFunc = Callable[[dict[str, Any]], Awaitable["Result | None"]]
+
+
+def object_reconciler(reader: ObjectReader, kind: Any, fn: ObjectReconcileFunc) -> ReconcileFunc:
+    """Adapt ``fn(obj)`` into a request reconciler: fetch the object, skip it if it is gone.
+
+    The counterpart of controller-runtime's ``reconcile.AsReconciler``: a NotFound means the
+    object was deleted since the event, which needs no work (owned objects go with it).
+    """
+
+    async def reconcile(req: Request) -> Result | None:
+        try:
+            obj = await reader.get(kind, req.name, req.namespace)
+        except NotFound:
+            return None
+        return await fn(obj)
+
+    return reconcile

@@ -120,3 +120,20 @@ async def test_create_or_update_writes_only_on_change() -> None:
 
     with pytest.raises(ValueError, match="cannot mutate object name"):
         await create_or_update(client, copy.deepcopy(cm), rename)
+
+
+async def test_object_reconciler_fetches_and_ignores_deleted_objects() -> None:
+    from manager.controller.reconcile import Request, Result, object_reconciler
+
+    client = MiniClient()
+    client.objects[("ns", "there")] = {"metadata": {"name": "there", "namespace": "ns"}, "spec": {"n": 1}}
+    seen: list[dict[str, Any]] = []
+
+    async def fn(obj: dict[str, Any]) -> Result:
+        seen.append(obj)
+        return Result(requeue_after=5)
+
+    reconcile = object_reconciler(client, "Widget", fn)
+    assert await reconcile(Request("ns", "there")) == Result(requeue_after=5)
+    assert await reconcile(Request("ns", "gone")) is None
+    assert [o["metadata"]["name"] for o in seen] == ["there"]
