@@ -122,18 +122,22 @@ class _RunnableGroup:
         if err is not None:
             self._on_error(runnable, err)
 
-    async def start(self) -> None:
-        """Start every member and wait until each is ready (or one of them fails)."""
+    async def start(self, stop: asyncio.Event) -> None:
+        """Start every member and wait until each is ready, one of them fails, or ``stop`` is set."""
         self.started = True
         pending = [(self._launch(r), self.tasks[-1]) for r in list(self.members)]
-        for ready, task in pending:
-            waiter = asyncio.create_task(ready.wait())
-            try:
-                await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                waiter.cancel()
-            if task.done() and not ready.is_set():
-                return  # it ended or failed before becoming ready; the error path stops the manager
+        stop_waiter = asyncio.create_task(stop.wait())
+        try:
+            for ready, task in pending:
+                waiter = asyncio.create_task(ready.wait())
+                try:
+                    await asyncio.wait({waiter, task, stop_waiter}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+                if stop.is_set() or (task.done() and not ready.is_set()):
+                    return  # stopping, or it failed before becoming ready (the error path stops us)
+        finally:
+            stop_waiter.cancel()
 
     def ready(self) -> bool:
         return self.started
@@ -282,7 +286,7 @@ class Manager:
                     lead_task = asyncio.create_task(self._lead(), name="leader-election")
                     lead_task.add_done_callback(self._lead_ended)
                 else:
-                    await self._groups[Group.LEADER_ELECTION].start()
+                    await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
                     self.elected.set()
                 await self._stop_requested.wait()
         finally:
@@ -338,7 +342,9 @@ class Manager:
         for group in START_ORDER[:-1]:
             if self._stop_requested.is_set():
                 return
-            await self._groups[group].start()
+            await self._groups[group].start(self._stop_requested)
+            if self._stop_requested.is_set():
+                return
             if group is Group.CACHES:
                 self._caches_synced = True
                 log.info("caches synced")
@@ -346,8 +352,10 @@ class Manager:
     async def _lead(self) -> None:
         assert self.elector is not None and self._stop_requested is not None
         await self.elector.acquire()
-        await self._groups[Group.LEADER_ELECTION].start()
-        self.elected.set()
+        await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
+        if not self._stop_requested.is_set():
+            self.elected.set()
+        # keep renewing even while stopping: shutdown cancels us (and releases) after the groups stopped
         await self.elector.renew()
         # renew() returned: the lease is gone and someone else may already be leading
         log.error("leader election lost")

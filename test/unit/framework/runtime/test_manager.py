@@ -377,3 +377,16 @@ def test_group_kind_concurrency_applies_with_and_without_for() -> None:
     bad = Manager(StubCluster([]), options(group_kind_concurrency={"TrainJob.trainer.kubeflow.org": 0}))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="must be greater than 0"):
         Builder(bad).for_(trainjob).build(reconcile)
+
+
+async def test_stop_while_caches_sync_does_not_hang() -> None:
+    log: list[str] = []
+    cluster = StubCluster(log)  # gate never opens: the initial list never completes
+    mgr = Manager(cluster, options(metrics_bind_address="0"))  # type: ignore[arg-type]
+    mgr.add(Rec("controller", log))
+    task = asyncio.create_task(mgr.run())
+    await eventually(lambda: "start caches" in log, timeout=5, interval=0.01)
+    mgr.stop()
+    await asyncio.wait_for(task, 5)
+    assert "start controller" not in log
+    assert not mgr.elected.is_set()
