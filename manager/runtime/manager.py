@@ -74,6 +74,8 @@ class Options:
 
     metrics_bind_address: str = ":8080"
     health_probe_bind_address: str = ""  # disabled; the deployment enables ":8081"
+    liveness_endpoint_name: str = "/healthz"
+    readiness_endpoint_name: str = "/readyz"
     leader_election: bool = False
     leader_election_id: str = ""
     leader_election_namespace: str = ""
@@ -309,12 +311,15 @@ class Manager:
             self.add(self.metrics_server)
         if not is_disabled(opts.health_probe_bind_address):
             self.health_server = HealthProbeServer(
-                opts.health_probe_bind_address, self.liveness, self.readiness
+                opts.health_probe_bind_address,
+                self.liveness,
+                self.readiness,
+                liveness_endpoint=opts.liveness_endpoint_name,
+                readiness_endpoint=opts.readiness_endpoint_name,
             )
             self.add(self.health_server)
         if opts.leader_election:
             self.elector = self._new_elector()
-            self.liveness.add("leaderElection", self.elector.healthz_check())
 
     def _new_elector(self) -> LeaderElector:
         opts = self.options

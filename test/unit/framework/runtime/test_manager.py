@@ -390,3 +390,19 @@ async def test_stop_while_caches_sync_does_not_hang() -> None:
     await asyncio.wait_for(task, 5)
     assert "start controller" not in log
     assert not mgr.elected.is_set()
+
+
+async def test_endpoint_names_are_configurable() -> None:
+    # spec: upstream Trainer ignores health.readinessEndpointName/livenessEndpointName; we honour them
+    cluster = StubCluster([])
+    cluster.cache.gate.set()
+    mgr = Manager(
+        cluster,  # type: ignore[arg-type]
+        options(metrics_bind_address="0", readiness_endpoint_name="ready", liveness_endpoint_name="/alive"),
+    )
+    async with running(mgr):
+        await asyncio.wait_for(mgr.elected.wait(), 5)
+        port = mgr.health_server.port if mgr.health_server else None
+        assert await get(port, "/ready") == (200, "ok")
+        assert await get(port, "/alive/ping") == (200, "ok")
+        assert (await get(port, "/readyz"))[0] == 404
