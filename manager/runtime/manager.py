@@ -73,6 +73,10 @@ class Options:
     """Manager settings; defaults are controller-runtime's."""
 
     metrics_bind_address: str = ":8080"
+    metrics_secure_serving: bool = False
+    """HTTPS for /metrics (Trainer's shipped config turns it on, on :8443), without an authn/authz filter."""
+    metrics_cert_dir: str | None = None
+    """``tls.crt``/``tls.key`` for secure metrics; without them a self-signed pair is generated at start."""
     health_probe_bind_address: str = ""  # disabled; the deployment enables ":8081"
     liveness_endpoint_name: str = "/healthz"
     readiness_endpoint_name: str = "/readyz"
@@ -307,7 +311,9 @@ class Manager:
     def _setup_servers(self) -> None:
         opts = self.options
         if not is_disabled(opts.metrics_bind_address):
-            self.metrics_server = metrics_server(opts.metrics_bind_address)
+            self.metrics_server = metrics_server(
+                opts.metrics_bind_address, secure=opts.metrics_secure_serving, cert_dir=opts.metrics_cert_dir
+            )
             self.add(self.metrics_server)
         if not is_disabled(opts.health_probe_bind_address):
             self.health_server = HealthProbeServer(

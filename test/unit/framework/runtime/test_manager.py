@@ -406,3 +406,31 @@ async def test_endpoint_names_are_configurable() -> None:
         assert await get(port, "/ready") == (200, "ok")
         assert await get(port, "/alive/ping") == (200, "ok")
         assert (await get(port, "/readyz"))[0] == 404
+
+
+async def test_secure_metrics_serve_https_with_a_self_signed_certificate() -> None:
+    import ssl
+
+    cluster = StubCluster([])
+    cluster.cache.gate.set()
+    mgr = Manager(cluster, options(health_probe_bind_address="0", metrics_secure_serving=True))  # type: ignore[arg-type]
+    async with running(mgr):
+        await asyncio.wait_for(mgr.elected.wait(), 5)
+        port = mgr.metrics_server.port if mgr.metrics_server else None
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"https://127.0.0.1:{port}/metrics", ssl=context) as resp,
+        ):
+            assert resp.status == 200
+            assert "# TYPE controller_runtime_reconcile_total counter" in await resp.text()
+        context.set_alpn_protocols(["h2", "http/1.1"])
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+        ssl_object = writer.get_extra_info("ssl_object")
+        assert ssl_object.version() in ("TLSv1.2", "TLSv1.3")
+        assert ssl_object.selected_alpn_protocol() == "http/1.1", "HTTP/2 is not offered"
+        writer.close()
+        with pytest.raises(aiohttp.ClientError):
+            await get(port, "/metrics")  # plain HTTP is refused
