@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import enum
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,10 @@ import structlog
 
 from manager._http import HTTPServer, is_disabled
 from manager.clock import REAL_CLOCK, Clock
+from manager.controller.builder import Builder
 from manager.controller.controller import Options as ControllerOptions
+from manager.controller.predicate import Predicate
+from manager.controller.reconcile import ReconcileFunc
 from manager.health.checks import Checker, flag_checker
 from manager.health.server import CheckSet, HealthProbeServer
 from manager.leaderelection.elector import (
@@ -39,6 +43,7 @@ from manager.leaderelection.lease import LeaseLock
 from manager.metrics.server import metrics_server
 from manager.runtime.cluster import Cluster, ClusterCache
 from manager.runtime.runnable import Runnable, needs_leader_election
+from manager.scheme import KindRef
 
 log = structlog.get_logger("manager")
 
@@ -230,6 +235,34 @@ class Manager:
                 raise ValueError(f"groupKindConcurrency[{group_kind}] must be greater than 0")
             defaults = dataclasses.replace(defaults, max_concurrent_reconciles=concurrency)
         return dataclasses.replace(defaults)
+
+    def reconciler(
+        self,
+        *,
+        for_: KindRef | None = None,
+        owns: Sequence[KindRef] = (),
+        predicates: Sequence[Predicate] = (),
+        name: str | None = None,
+        **options: Any,
+    ) -> Callable[[ReconcileFunc], ReconcileFunc]:
+        """Decorator sugar over the builder::
+
+        @mgr.reconciler(for_=Widget, owns=[Deployment], max_concurrent_reconciles=5)
+        async def reconcile(req: Request) -> Result | None: ...
+        """
+
+        def register(fn: ReconcileFunc) -> ReconcileFunc:
+            builder = Builder(self)
+            if for_ is not None:
+                builder.for_(for_, predicates=predicates)
+            for kind in owns:
+                builder.owns(kind)
+            if name is not None:
+                builder.named(name)
+            builder.with_options(**options).complete(fn)
+            return fn
+
+        return register
 
     def add(self, runnable: Runnable) -> None:
         """Run ``runnable`` with the manager, in the group its kind belongs to."""

@@ -434,3 +434,33 @@ async def test_secure_metrics_serve_https_with_a_self_signed_certificate() -> No
         writer.close()
         with pytest.raises(aiohttp.ClientError):
             await get(port, "/metrics")  # plain HTTP is refused
+
+
+async def test_decorator_sugar_builds_the_same_controller() -> None:
+    log: list[str] = []
+    cluster = StubCluster(log)
+    cluster.cache.gate.set()
+    mgr = Manager(cluster, options(metrics_bind_address="0", health_probe_bind_address="0"))  # type: ignore[arg-type]
+    widget = GroupVersionKind("example.com", "v1", "Widget")
+    deployment = GroupVersionKind("apps", "v1", "Deployment")
+    seen: list[Request] = []
+
+    @mgr.reconciler(for_=widget, owns=[deployment], max_concurrent_reconciles=3)
+    async def reconcile(req: Request) -> None:
+        seen.append(req)
+
+    (controller,) = mgr.members(Group.LEADER_ELECTION)
+    assert controller.name == "widget" and controller.options.max_concurrent_reconciles == 3  # type: ignore[attr-defined]
+    async with running(mgr):
+        await asyncio.wait_for(mgr.elected.wait(), 5)
+        owner = {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "name": "w",
+            "uid": "u",
+            "controller": True,
+        }
+        cluster.cache.informer(deployment).create(
+            {"metadata": {"name": "d", "namespace": "ns", "ownerReferences": [owner]}}
+        )
+        await eventually(lambda: seen == [Request("ns", "w")], timeout=5, interval=0.01)
