@@ -9,9 +9,11 @@ retried until the object changes again.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from manager.client.errors import NotFound
 from manager.scheme import ObjectKey
@@ -76,14 +78,27 @@ class ReconcileError(Exception):
 
 
 def as_reconcile_func(reconciler: Reconciler | ReconcileFunc) -> ReconcileFunc:
-    """Accept either an object with ``reconcile`` or a bare ``async def f(req)``."""
+    """Accept an object with ``reconcile``, a bare ``async def f(req)``, or a plain ``def``.
+
+    A plain (synchronous) function or method runs in a worker thread through
+    ``asyncio.to_thread`` (log context is copied), so blocking code does not stall every other
+    controller on the loop.
+    """
     method = getattr(reconciler, "reconcile", None)
-    if method is not None and callable(method):
-        func: ReconcileFunc = method
+    target: Any = method if method is not None and callable(method) else reconciler
+    if not callable(target):
+        raise TypeError(f"{reconciler!r} is neither a Reconciler nor a function of a Request")
+    if inspect.iscoroutinefunction(target):
+        func: ReconcileFunc = target
         return func
-    if callable(reconciler):
-        return reconciler
-    raise TypeError(f"{reconciler!r} is neither a Reconciler nor an async function of a Request")
+
+    async def in_thread(req: Request) -> Result | None:
+        result = await asyncio.to_thread(target, req)
+        if inspect.isawaitable(result):  # e.g. a lambda returning a coroutine
+            result = await result
+        return cast("Result | None", result)
+
+    return in_thread
 
 
 class ObjectReader(Protocol):
