@@ -287,6 +287,10 @@ class Manager:
             return Group(declared)
         if isinstance(runnable, HTTPServer):
             return Group.HTTP_SERVERS
+        if callable(getattr(runnable, "register", None)) and callable(
+            getattr(runnable, "started_checker", None)
+        ):
+            return Group.WEBHOOKS  # the webhook.Server shape, as controller-runtime classifies it
         if runnable is self.cluster.cache:
             return Group.CACHES
         if not needs_leader_election(runnable):

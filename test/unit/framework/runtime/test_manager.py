@@ -262,6 +262,23 @@ async def test_graceful_shutdown_timeout_is_reported() -> None:
     await asyncio.gather(*mgr._groups[Group.OTHERS].tasks, return_exceptions=True)
 
 
+def test_a_webhook_server_is_recognised_by_its_shape() -> None:
+    class WebhookServer:
+        needs_leader_election = False
+
+        def register(self, path: str, handler: object) -> None: ...
+
+        def started_checker(self) -> object: ...
+
+        async def start(self, started: asyncio.Event) -> None: ...
+
+    mgr = Manager(StubCluster([]), options())  # type: ignore[arg-type]
+    server = WebhookServer()
+    mgr.add(server)
+    assert mgr.members(Group.WEBHOOKS) == [server], "webhooks start before caches, not with the others"
+    assert mgr.members(Group.OTHERS) == []
+
+
 def test_duplicate_controller_names_are_rejected() -> None:
     mgr = Manager(StubCluster([]), options())  # type: ignore[arg-type]
     mgr.claim_controller_name("trainjob")
