@@ -35,7 +35,9 @@ class RealClock:
     def now(self) -> float:
         try:
             return asyncio.get_running_loop().time()
-        except RuntimeError:  # e.g. a metrics scrape from another thread; same clock for asyncio's default loop
+        except (
+            RuntimeError
+        ):  # e.g. a metrics scrape from another thread; same clock for asyncio's default loop
             return time.monotonic()
 
     def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:

@@ -481,3 +481,27 @@ async def test_decorator_sugar_builds_the_same_controller() -> None:
             {"metadata": {"name": "d", "namespace": "ns", "ownerReferences": [owner]}}
         )
         await eventually(lambda: seen == [Request("ns", "w")], timeout=5, interval=0.01)
+
+
+async def test_checkers_may_take_no_request_and_return_a_bool() -> None:
+    # the webhook server's started_checker() is a zero-argument callable returning a bool
+    cluster = StubCluster([])
+    cluster.cache.gate.set()
+    mgr = Manager(cluster, options(metrics_bind_address="0"))  # type: ignore[arg-type]
+    started = {"value": False}
+    mgr.add_readyz_check("webhook", lambda: started["value"])
+
+    async def async_ok() -> bool:
+        return True
+
+    mgr.add_readyz_check("async", async_ok)
+    async with running(mgr):
+        await asyncio.wait_for(mgr.elected.wait(), 5)
+        port = mgr.health_server.port if mgr.health_server else None
+        assert await get(port, "/readyz") == (
+            500,
+            "[+]async ok\n[+]cache-sync ok\n[-]webhook failed: reason withheld\nhealthz check failed\n",
+        )
+        assert await get(port, "/readyz/webhook") == (500, "internal server error: check returned false\n")
+        started["value"] = True
+        assert await get(port, "/readyz") == (200, "ok")
