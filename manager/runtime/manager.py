@@ -369,8 +369,10 @@ class Manager:
         if not opts.leader_election_id:
             raise ValueError("LeaderElectionID must be configured")
         namespace = opts.leader_election_namespace or _in_cluster_namespace()
+        # the lease is read live: a cached client would serve (or refuse) a stale Lease
+        lease_client = self.cluster.api_reader if self.cluster.api_reader is not None else self.cluster.client
         lock = LeaseLock(
-            self.cluster.client,
+            lease_client,
             namespace,
             opts.leader_election_id,
             opts.identity or new_identity(),
