@@ -55,3 +55,8 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# CRDs are generated from the API models (trainer/api); a unit test fails when they are stale.
+.PHONY: manifests
+manifests: $(STAMP)
+	$(PY) -m trainer.api.crdgen config/crd/bases

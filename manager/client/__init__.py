@@ -1,0 +1,38 @@
+"""The API client: errors, patches, the HTTP transport and the client itself."""
+
+from manager.client.client import Client, Preconditions, StatusWriter, ignore_not_found
+from manager.client.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    Gone,
+    InternalError,
+    Invalid,
+    NotFound,
+    TooManyRequests,
+)
+from manager.client.patch import Patch, merge_from
+from manager.client.rest import RestTransport, TransportError
+
+__all__ = [
+    "AlreadyExists",
+    "ApiError",
+    "BadRequest",
+    "Client",
+    "Conflict",
+    "Forbidden",
+    "Gone",
+    "InternalError",
+    "Invalid",
+    "NotFound",
+    "Patch",
+    "Preconditions",
+    "RestTransport",
+    "StatusWriter",
+    "TooManyRequests",
+    "TransportError",
+    "ignore_not_found",
+    "merge_from",
+]

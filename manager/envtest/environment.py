@@ -91,6 +91,19 @@ class Environment:
         self.admin: KeyPair = self.client_ca.issue_client("admin", ["system:masters"])
         self._atexit_registered = False
 
+    @classmethod
+    def attach(cls, directory: Path | str) -> Environment:
+        """An Environment for a control plane already running in ``directory`` (started by
+        ``up``): its API helpers work, and it does not stop what it did not start."""
+        state = Path(directory) / STATE_FILE
+        if not state.exists():
+            raise EnvtestError(f"no control plane recorded in {directory}")
+        info = json.loads(state.read_text())
+        env = cls(directory, full=info["full"], detached=True, keep_dir=True)
+        env.owns_dir = False
+        env.url, env.etcd_url, env.node_names = info["url"], info["etcd_url"], info["nodes"]
+        return env
+
     # -- paths -------------------------------------------------------------------------------
 
     @property
@@ -238,7 +251,7 @@ class Environment:
 
     def ssl_context(self, *, client_cert: bool = True) -> ssl.SSLContext:
         """TLS context trusting this apiserver, authenticated as admin when ``client_cert``."""
-        ctx = ssl.create_default_context(cadata=self.serving_ca.cert_pem.decode())
+        ctx = ssl.create_default_context(cafile=str(self.dir / "serving-ca.crt"))
         if client_cert:
             ctx.load_cert_chain(self.dir / "admin.crt", self.dir / "admin.key")
         return ctx

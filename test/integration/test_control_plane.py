@@ -12,6 +12,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from manager.envtest import Environment
 
 GROUP, VERSION, PLURAL = "envtest.example.com", "v1", "widgets"
+MERGE = "application/merge-patch+json"
 TESTDATA = Path(__file__).parent / "testdata"
 
 
@@ -86,7 +87,7 @@ async def test_watch_delivers_events(widgets: client.CustomObjectsApi, namespace
     task = asyncio.create_task(consume())
     await widgets.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, widget("watched", 1))
     await widgets.patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, "watched", {"spec": {"size": 2}}
+        GROUP, VERSION, namespace, PLURAL, "watched", {"spec": {"size": 2}}, _content_type=MERGE
     )
     await widgets.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "watched")
     await asyncio.wait_for(task, 30)
@@ -116,13 +117,13 @@ async def test_status_subresource_is_separate(widgets: client.CustomObjectsApi, 
     await widgets.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, widget("s", 1))
     # A status written through the main resource is ignored ...
     await widgets.patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, "s", {"status": {"phase": "X"}}
+        GROUP, VERSION, namespace, PLURAL, "s", {"status": {"phase": "X"}}, _content_type=MERGE
     )
     got = await widgets.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "s")
     assert "status" not in got
     # ... and lands through /status.
     await widgets.patch_namespaced_custom_object_status(
-        GROUP, VERSION, namespace, PLURAL, "s", {"status": {"phase": "Ready"}}
+        GROUP, VERSION, namespace, PLURAL, "s", {"status": {"phase": "Ready"}}, _content_type=MERGE
     )
     got = await widgets.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "s")
     assert got["status"] == {"phase": "Ready"}

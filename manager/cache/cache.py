@@ -1,0 +1,284 @@
+"""The informer cache: shared informers per kind, indexed reads, and the Runnable that runs them.
+
+Reads (``get``/``list``) are served from the stores and return copies, so callers may mutate
+what they get. Differences from controller-runtime, on purpose (framework.md D.8): managedFields
+are stripped by default, and reading a kind nobody asked to cache raises ``ResourceNotCached``
+unless ``fail_on_missing_informer=False`` (then an informer is started and awaited).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from manager import _json
+from manager.cache import selectors
+from manager.cache.informer import SharedInformer
+from manager.cache.interfaces import Informers, Reader
+from manager.cache.store import ALL_NAMESPACES, NAMESPACE_INDEX, field_index_func, field_index_name
+from manager.cache.transform import Transform, strip_managed_fields
+from manager.client.client import Client
+from manager.client.errors import NotFound
+from manager.scheme import GroupVersionKind, KindRef, ObjectKey, gvk_for
+
+log = logging.getLogger(__name__)
+Object = dict[str, Any]
+
+
+class CacheError(Exception):
+    """Base of cache usage errors."""
+
+
+class ResourceNotCached(CacheError):
+    def __init__(self, gvk: GroupVersionKind) -> None:
+        super().__init__(
+            f"{gvk} is not cached: watch it (get_informer) first, read it with the api_reader, "
+            "or build the cache with fail_on_missing_informer=False"
+        )
+        self.gvk = gvk
+
+
+class CacheNotStarted(CacheError):
+    pass
+
+
+class CacheSyncTimeout(CacheError):
+    pass
+
+
+class FieldSelectorError(CacheError):
+    """A field selector the cache cannot serve (no index, or not an exact match)."""
+
+
+@dataclass
+class ByObject:
+    """Per-kind overrides (controller-runtime's ``cache.ByObject``)."""
+
+    namespaces: list[str] | None = None
+    label_selector: str | dict[str, str] | None = None
+    field_selector: str | dict[str, str] | None = None
+    transform: Transform | None = None
+
+
+@dataclass
+class CacheOptions:
+    default_namespaces: list[str] | None = None
+    default_label_selector: str | dict[str, str] | None = None
+    default_field_selector: str | dict[str, str] | None = None
+    default_transform: Transform | None = strip_managed_fields
+    by_object: dict[GroupVersionKind, ByObject] = field(default_factory=dict)
+    fail_on_missing_informer: bool = True
+    sync_timeout: float = 120.0
+    resync_period: float | None = 36000.0
+    min_watch_timeout: float = 300.0
+    inactivity_timeout: float | None = None
+    unsafe_disable_deep_copy: bool = False
+    compact_store: bool = False  # keep objects as JSON bytes: less memory, a decode per read
+
+
+def _copy(obj: Object) -> Object:
+    # orjson round trip: several times faster than copy.deepcopy on JSON-shaped dicts.
+    result: Object = _json.loads(_json.dumps(obj))
+    return result
+
+
+class Cache:
+    """Runnable (``needs_leader_election = False``): starts every informer asked for, before or
+    after it starts, and sets ``started`` once all have synced."""
+
+    needs_leader_election = False
+
+    def __init__(self, client: Client, options: CacheOptions | None = None) -> None:
+        self.client = client
+        self.options = options or CacheOptions()
+        self._informers: dict[GroupVersionKind, SharedInformer] = {}
+        self._tasks: dict[GroupVersionKind, asyncio.Task[None]] = {}
+        self._pending_indexes: dict[
+            GroupVersionKind, list[tuple[str, Callable[[Object], Iterable[str]]]]
+        ] = {}
+        self._running = False
+        self._lock = asyncio.Lock()
+
+    # -- informers ---------------------------------------------------------------------------
+
+    async def get_informer(self, kind: KindRef) -> SharedInformer:
+        """The shared informer for ``kind``, created (and started, if running) on first use."""
+        gvk = gvk_for(kind)
+        informer = self._informers.get(gvk)
+        if informer is not None:
+            return informer
+        async with self._lock:
+            informer = self._informers.get(gvk)
+            if informer is None:
+                informer = await self._new_informer(gvk)
+                self._informers[gvk] = informer
+                if self._running:
+                    self._start_informer(gvk, informer)
+        return informer
+
+    async def _new_informer(self, gvk: GroupVersionKind) -> SharedInformer:
+        o = self.options
+        per = o.by_object.get(gvk, ByObject())
+        mapping = await self.client.mapper.mapping(gvk)
+        return SharedInformer(
+            self.client,
+            mapping,
+            namespaces=per.namespaces if per.namespaces is not None else o.default_namespaces,
+            label_selector=per.label_selector if per.label_selector is not None else o.default_label_selector,
+            field_selector=per.field_selector if per.field_selector is not None else o.default_field_selector,
+            transform=per.transform if per.transform is not None else o.default_transform,
+            resync_period=o.resync_period,
+            min_watch_timeout=o.min_watch_timeout,
+            inactivity_timeout=o.inactivity_timeout,
+            compact_store=o.compact_store,
+        )
+
+    def _start_informer(self, gvk: GroupVersionKind, informer: SharedInformer) -> None:
+        task = asyncio.create_task(informer.run(), name=f"informer {gvk}")
+        self._tasks[gvk] = task
+        task.add_done_callback(self._informer_done)
+
+    @staticmethod
+    def _informer_done(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("informer %s stopped", task.get_name(), exc_info=task.exception())
+
+    async def remove_informer(self, kind: KindRef) -> None:
+        gvk = gvk_for(kind)
+        self._informers.pop(gvk, None)
+        task = self._tasks.pop(gvk, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def index_field(
+        self, kind: KindRef, field_name: str, extract: Callable[[Object], Iterable[str]]
+    ) -> None:
+        """Index objects of ``kind`` by the values ``extract`` returns, so
+        ``list(kind, field_selector={field_name: value})`` is one lookup."""
+        informer = await self.get_informer(kind)
+        informer.add_index(field_index_name(field_name), field_index_func(extract))
+
+    # -- Runnable ----------------------------------------------------------------------------
+
+    async def start(self, started: asyncio.Event) -> None:
+        self._running = True
+        try:
+            for gvk, informer in list(self._informers.items()):
+                if gvk not in self._tasks:
+                    self._start_informer(gvk, informer)
+            if await self.wait_for_cache_sync(self.options.sync_timeout):
+                started.set()
+            else:
+                raise CacheSyncTimeout(f"caches not synced after {self.options.sync_timeout}s")
+            await asyncio.Event().wait()  # run until cancelled
+        finally:
+            self._running = False
+            tasks = list(self._tasks.values())
+            self._tasks.clear()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_for_cache_sync(self, timeout: float | None = None) -> bool:
+        """True once every informer created so far has synced; False on timeout."""
+        informers = list(self._informers.values())
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*(i.wait_for_sync() for i in informers))
+        except TimeoutError:
+            return False
+        return True
+
+    # -- reads -------------------------------------------------------------------------------
+
+    async def _synced_informer(self, gvk: GroupVersionKind) -> SharedInformer:
+        informer = self._informers.get(gvk)
+        if informer is None:
+            if self.options.fail_on_missing_informer:
+                raise ResourceNotCached(gvk)
+            informer = await self.get_informer(gvk)
+        if not self._running and not informer.has_synced():
+            raise CacheNotStarted(f"the cache is not started; cannot read {gvk}")
+        if not informer.has_synced():
+            try:
+                async with asyncio.timeout(self.options.sync_timeout):
+                    await informer.wait_for_sync()
+            except TimeoutError:
+                raise CacheSyncTimeout(f"informer for {gvk} did not sync") from None
+        return informer
+
+    def _out(self, obj: Object) -> Object:
+        no_copy = self.options.unsafe_disable_deep_copy or self.options.compact_store
+        return obj if no_copy else _copy(obj)
+
+    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> Object:
+        informer = await self._synced_informer(gvk)
+        store_key = (
+            f"{key.namespace}/{key.name}" if key.namespace and informer.mapping.namespaced else key.name
+        )
+        obj = informer.store.get(store_key)
+        if obj is None:
+            raise NotFound(
+                f'{informer.mapping.plural} "{key.name}" not found',
+                status={"reason": "NotFound", "code": 404},
+                code=404,
+            )
+        return self._out(obj)
+
+    async def list(
+        self,
+        gvk: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | dict[str, str] | None = None,
+        field_selector: dict[str, str] | None = None,
+    ) -> builtins.list[Object]:
+        informer = await self._synced_informer(gvk)
+        store = informer.store
+        namespace = namespace if informer.mapping.namespaced else None
+        if field_selector:
+            candidates = self._by_fields(informer, namespace, field_selector)
+        elif namespace:
+            candidates = store.by_index(NAMESPACE_INDEX, namespace)
+        else:
+            candidates = store.values()
+        selector = selectors.to_selector(label_selector)
+        out = [
+            self._out(o)
+            for o in candidates
+            if selector.empty() or selector.matches((o.get("metadata") or {}).get("labels"))
+        ]
+        out.sort(key=lambda o: ((o["metadata"].get("namespace") or ""), o["metadata"].get("name", "")))
+        return out
+
+    @staticmethod
+    def _by_fields(
+        informer: SharedInformer, namespace: str | None, fields: Mapping[str, str]
+    ) -> builtins.list[Object]:
+        result: dict[str, Object] | None = None
+        for name, value in fields.items():
+            if name.endswith("!") or any(c in str(value) for c in "!=,"):
+                raise FieldSelectorError(f"field selector {name}={value}: only exact matches are supported")
+            index = field_index_name(name)
+            if not informer.store.has_index(index):
+                raise FieldSelectorError(
+                    f"field selector {name!r} on {informer.gvk}: no index; call index_field first"
+                )
+            lookup = f"{namespace}/{value}" if namespace else f"{ALL_NAMESPACES}/{value}"
+            found = {
+                f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}": o
+                for o in informer.store.by_index(index, lookup)
+            }
+            result = found if result is None else {k: v for k, v in result.items() if k in found}
+        return list((result or {}).values())
+
+
+if TYPE_CHECKING:  # mypy proves the cache satisfies the seams the controllers consume
+
+    def _conforms(cache: Cache) -> tuple[Informers, Reader]:
+        return cache, cache

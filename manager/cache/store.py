@@ -1,0 +1,152 @@
+"""A keyed object store with secondary indexes (client-go's ``ThreadSafeStore``, single-threaded).
+
+Keys are ``namespace/name`` (just ``name`` for cluster-scoped objects). The ``namespace`` index
+is always present; field indexes registered with ``add_index`` store each value twice, as
+``<namespace>/<value>`` and ``__all_namespaces/<value>``, so namespaced and cluster-wide lookups
+are both one dict access (controller-runtime's ``IndexField`` layout).
+
+``compact=True`` keeps each object as its orjson bytes instead of a dict (framework.md D.6.5):
+several times less memory per object, at the cost of a decode per read, and every read is
+then a private copy for free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from manager import _json
+
+Object = dict[str, Any]
+IndexFunc = Callable[[Object], Iterable[str]]
+
+NAMESPACE_INDEX = "namespace"
+ALL_NAMESPACES = "__all_namespaces"
+
+
+def object_key(obj: Object) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
+
+
+def field_index_name(field: str) -> str:
+    return f"field:{field}"
+
+
+def field_index_func(extract: Callable[[Object], Iterable[str]]) -> IndexFunc:
+    """Wrap a value extractor into the namespaced + all-namespaces index layout."""
+
+    def index(obj: Object) -> list[str]:
+        ns = (obj.get("metadata") or {}).get("namespace") or ""
+        out = []
+        for value in extract(obj):
+            out.append(f"{ALL_NAMESPACES}/{value}")
+            if ns:
+                out.append(f"{ns}/{value}")
+        return out
+
+    return index
+
+
+def _namespace_index(obj: Object) -> list[str]:
+    ns = (obj.get("metadata") or {}).get("namespace")
+    return [ns] if ns else []
+
+
+class Store:
+    def __init__(self, *, compact: bool = False) -> None:
+        self.compact = compact
+        self._items: dict[str, Any] = {}  # key -> dict, or its JSON bytes when compact
+        self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: _namespace_index}
+        self._indices: dict[str, dict[str, set[str]]] = {NAMESPACE_INDEX: {}}
+        # What each key is indexed under, so updates and deletes touch only those buckets.
+        self._keys_of: dict[str, dict[str, list[str]]] = {NAMESPACE_INDEX: {}}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._items
+
+    @property
+    def returns_copies(self) -> bool:
+        """Whether reads hand out private copies (compact stores decode a fresh dict each time)."""
+        return self.compact
+
+    def _decode(self, stored: Any) -> Object:
+        if self.compact:
+            decoded: Object = _json.loads(stored)
+            return decoded
+        result: Object = stored
+        return result
+
+    def get(self, key: str) -> Object | None:
+        stored = self._items.get(key)
+        return None if stored is None else self._decode(stored)
+
+    def keys(self) -> list[str]:
+        return list(self._items)
+
+    def values(self) -> list[Object]:
+        return [self._decode(v) for v in self._items.values()]
+
+    def add_index(self, name: str, func: IndexFunc) -> None:
+        """Add an index; existing objects are indexed at once. Re-adding a name is an error."""
+        if name in self._indexers:
+            raise ValueError(f"index {name!r} already exists")
+        self._indexers[name] = func
+        self._indices[name] = {}
+        self._keys_of[name] = {}
+        for key, stored in self._items.items():
+            self._index_one(name, key, self._decode(stored))
+
+    def has_index(self, name: str) -> bool:
+        return name in self._indexers
+
+    def _index_one(self, name: str, key: str, obj: Object) -> None:
+        values = list(self._indexers[name](obj))
+        self._keys_of[name][key] = values
+        bucket = self._indices[name]
+        for value in values:
+            bucket.setdefault(value, set()).add(key)
+
+    def _unindex(self, key: str) -> None:
+        for name, keys_of in self._keys_of.items():
+            bucket = self._indices[name]
+            for value in keys_of.pop(key, ()):
+                members = bucket.get(value)
+                if members is not None:
+                    members.discard(key)
+                    if not members:
+                        del bucket[value]
+
+    def put(self, obj: Object) -> Object | None:
+        """Insert or replace; returns the previous object."""
+        key = object_key(obj)
+        stored = self._items.get(key)
+        if stored is not None:
+            self._unindex(key)
+        if self.compact:
+            # orjson's result sits in a ~4 KiB buffer; an exact-size copy is what makes this compact.
+            self._items[key] = bytes(memoryview(_json.dumps(obj)))
+        else:
+            self._items[key] = obj
+        for name in self._indexers:
+            self._index_one(name, key, obj)
+        return None if stored is None else self._decode(stored)
+
+    def delete(self, key: str) -> Object | None:
+        stored = self._items.pop(key, None)
+        if stored is None:
+            return None
+        self._unindex(key)
+        return self._decode(stored)
+
+    def by_index(self, name: str, value: str) -> list[Object]:
+        if name not in self._indices:
+            raise KeyError(f"no index named {name!r}")
+        return [self._decode(self._items[k]) for k in self._indices[name].get(value, ())]
+
+    def keys_in_namespace(self, namespace: str) -> set[str]:
+        return set(self._indices[NAMESPACE_INDEX].get(namespace, ()))

@@ -1,0 +1,374 @@
+"""The framework's client: reads (from the cache when there is one), writes to the API server.
+
+Signatures follow controller-runtime's client, in Python form:
+``get(kind, name, namespace)``, ``list(kind, ...)``, ``create/update/patch/apply/delete(obj)``,
+``status.update/patch/apply(obj)``. ``kind`` is a ``GroupVersionKind`` or a model class; objects
+are dicts or pydantic models, and results come back as the type the caller used.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from manager.client import objects, rest
+from manager.client.errors import Gone, NotFound
+from manager.client.patch import Patch
+from manager.restmapper import RESTMapper, RESTMapping
+from manager.scheme import GroupVersionKind, KindRef, ObjectKey, gvk_for
+
+PropagationPolicy = Literal["Orphan", "Background", "Foreground"]
+LabelSelector = str | Mapping[str, str] | None
+
+
+def encode_label_selector(selector: LabelSelector) -> str | None:
+    if selector is None or isinstance(selector, str):
+        return selector or None
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or None
+
+
+def encode_field_selector(selector: str | Mapping[str, str] | None) -> str | None:
+    if selector is None or isinstance(selector, str):
+        return selector or None
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or None
+
+
+@dataclass(frozen=True, slots=True)
+class Preconditions:
+    """Delete only if the object still has this uid / resourceVersion (else 409 Conflict)."""
+
+    uid: str | None = None
+    resource_version: str | None = None
+
+
+class _Base:
+    def __init__(self, transport: rest.RestTransport, mapper: RESTMapper, field_owner: str | None) -> None:
+        self.transport = transport
+        self.mapper = mapper
+        self.field_owner = field_owner
+
+    async def _mapping(self, gvk: GroupVersionKind) -> RESTMapping:
+        return await self.mapper.mapping(gvk)
+
+    def _write_params(self, field_owner: str | None, dry_run: bool) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        owner = field_owner or self.field_owner
+        if owner:
+            params["fieldManager"] = owner
+        if dry_run:
+            params["dryRun"] = "All"
+        return params
+
+    async def _target(self, obj: Any) -> tuple[dict[str, Any], RESTMapping, str, str]:
+        data = objects.to_dict(obj)
+        mapping = await self._mapping(objects.gvk_of(obj))
+        meta = data.get("metadata") or {}
+        name = meta.get("name") or ""
+        if not name:
+            raise ValueError("object has no metadata.name")
+        return data, mapping, name, meta.get("namespace") or ""
+
+    async def _update(self, obj: Any, subresource: str, field_owner: str | None, dry_run: bool) -> Any:
+        data, mapping, name, namespace = await self._target(obj)
+        result = await self.transport.request(
+            "PUT",
+            mapping.object_path(name, namespace, subresource),
+            params=self._write_params(field_owner, dry_run),
+            body=data,
+        )
+        return objects.like(obj, result)
+
+    async def _patch(
+        self, obj: Any, patch: Patch, subresource: str, field_owner: str | None, dry_run: bool, force: bool
+    ) -> Any:
+        _, mapping, name, namespace = await self._target(obj)
+        params = self._write_params(field_owner, dry_run)
+        if force:
+            params["force"] = True
+        result = await self.transport.request(
+            "PATCH",
+            mapping.object_path(name, namespace, subresource),
+            params=params,
+            body=patch.data,
+            content_type=patch.content_type,
+        )
+        return objects.like(obj, result)
+
+    async def _apply(
+        self, obj: Any, subresource: str, field_owner: str | None, force: bool, dry_run: bool
+    ) -> Any:
+        owner = field_owner or self.field_owner
+        if not owner:
+            raise ValueError("server-side apply needs a field_owner")
+        data = objects.to_dict(obj)
+        data.get("metadata", {}).pop("managedFields", None)
+        return await self._patch(obj, Patch(rest.APPLY_PATCH, data), subresource, owner, dry_run, force)
+
+
+class StatusWriter(_Base):
+    """Writes to the ``status`` subresource only (``client.status``)."""
+
+    async def update(self, obj: Any, *, field_owner: str | None = None, dry_run: bool = False) -> Any:
+        return await self._update(obj, "status", field_owner, dry_run)
+
+    async def patch(
+        self, obj: Any, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
+    ) -> Any:
+        return await self._patch(obj, patch, "status", field_owner, dry_run, False)
+
+    async def apply(
+        self, obj: Any, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
+    ) -> Any:
+        return await self._apply(obj, "status", field_owner, force, dry_run)
+
+
+class Client(_Base):
+    """Async Kubernetes client over one shared HTTP session.
+
+    With a ``cache`` (a ``manager.cache.interfaces.Reader``), ``get``/``list`` read from it,
+    except for kinds in ``uncached``; ``api_reader`` is the same client reading live.
+    Writes always go to the API server.
+    """
+
+    def __init__(
+        self,
+        transport: rest.RestTransport,
+        mapper: RESTMapper,
+        *,
+        cache: Any = None,
+        uncached: set[GroupVersionKind] | None = None,
+        field_owner: str | None = None,
+    ) -> None:
+        super().__init__(transport, mapper, field_owner)
+        self.cache = cache
+        self.uncached = set(uncached or ())
+        self.status = StatusWriter(transport, mapper, field_owner)
+
+    @property
+    def api_reader(self) -> Client:
+        """A client that always reads from the API server."""
+        if self.cache is None:
+            return self
+        return Client(self.transport, self.mapper, field_owner=self.field_owner)
+
+    def with_field_owner(self, field_owner: str) -> Client:
+        """The same client stamping ``fieldManager`` on every write (``client.WithFieldOwner``)."""
+        return Client(
+            self.transport, self.mapper, cache=self.cache, uncached=self.uncached, field_owner=field_owner
+        )
+
+    def _cached(self, gvk: GroupVersionKind) -> bool:
+        return self.cache is not None and gvk not in self.uncached
+
+    # -- reads -------------------------------------------------------------------------------
+
+    async def get(self, kind: KindRef, name: str, namespace: str = "") -> Any:
+        """One object; ``NotFound`` if absent. Returns a model instance when ``kind`` is a model."""
+        gvk = gvk_for(kind)
+        if self._cached(gvk):
+            data = await self.cache.get(gvk, ObjectKey(namespace, name))
+        else:
+            mapping = await self._mapping(gvk)
+            data = await self.transport.request("GET", mapping.object_path(name, namespace))
+        return objects.like(kind, data)
+
+    async def list(
+        self,
+        kind: KindRef,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: Mapping[str, str] | None = None,
+        limit: int = 500,
+    ) -> builtins.list[Any]:
+        """All matching objects; live lists are fetched in pages of ``limit`` (limit/continue)."""
+        gvk = gvk_for(kind)
+        if self._cached(gvk):
+            items = await self.cache.list(
+                gvk,
+                namespace=namespace,
+                label_selector=label_selector
+                if isinstance(label_selector, str) or label_selector is None
+                else dict(label_selector),
+                field_selector=dict(field_selector) if field_selector else None,
+            )
+        else:
+            items, _ = await self.list_raw(
+                gvk,
+                namespace=namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                limit=limit,
+            )
+        return [objects.like(kind, item) for item in items]
+
+    async def list_raw(
+        self,
+        gvk: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: str | Mapping[str, str] | None = None,
+        limit: int = 500,
+        resource_version: str | None = None,
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
+        """Paged live LIST; returns the items (with apiVersion/kind set) and the list's resourceVersion.
+
+        If a continue token expires mid-way (410), the list restarts from scratch, as client-go's
+        pager falls back to a full list.
+        """
+        mapping = await self._mapping(gvk)
+        path = mapping.collection_path(namespace)
+        base: dict[str, Any] = {
+            "labelSelector": encode_label_selector(label_selector),
+            "fieldSelector": encode_field_selector(field_selector),
+            "limit": limit or None,
+        }
+        items: builtins.list[dict[str, Any]] = []
+        token: str | None = None
+        rv = resource_version
+        while True:
+            params = dict(base, **{"continue": token})
+            if token is None and rv is not None:
+                params["resourceVersion"] = rv
+                if rv != "0":
+                    params["resourceVersionMatch"] = "NotOlderThan"
+            try:
+                body = await self.transport.request("GET", path, params=params)
+            except Gone:
+                if token is None:
+                    raise
+                items, token, rv = [], None, None
+                continue
+            for item in body.get("items") or []:
+                item.setdefault("apiVersion", gvk.api_version)
+                item.setdefault("kind", gvk.kind)
+                items.append(item)
+            meta = body.get("metadata") or {}
+            token = meta.get("continue") or None
+            if not token:
+                return items, str(meta.get("resourceVersion") or "")
+
+    def watch(
+        self,
+        mapping: RESTMapping,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: str | Mapping[str, str] | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+        inactivity_timeout: float | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Raw watch events; an in-stream ERROR is raised as its ``ApiError`` (410 -> ``Gone``)."""
+        params: dict[str, Any] = {
+            "watch": True,
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": allow_bookmarks or None,
+            "labelSelector": encode_label_selector(label_selector),
+            "fieldSelector": encode_field_selector(field_selector),
+            "timeoutSeconds": timeout_seconds,
+        }
+        return _watch_events(
+            self.transport.stream(
+                mapping.collection_path(namespace), params=params, inactivity_timeout=inactivity_timeout
+            )
+        )
+
+    # -- writes ------------------------------------------------------------------------------
+
+    async def create(self, obj: Any, *, field_owner: str | None = None, dry_run: bool = False) -> Any:
+        """Create; ``AlreadyExists`` if the name is taken, ``Invalid`` with causes if rejected."""
+        data = objects.to_dict(obj)
+        mapping = await self._mapping(objects.gvk_of(obj))
+        namespace = (data.get("metadata") or {}).get("namespace")
+        if mapping.namespaced and not namespace:
+            raise ValueError(f"{mapping.gvk.kind} is namespaced: metadata.namespace is required")
+        result = await self.transport.request(
+            "POST",
+            mapping.collection_path(namespace),
+            params=self._write_params(field_owner, dry_run),
+            body=data,
+        )
+        return objects.like(obj, result)
+
+    async def update(self, obj: Any, *, field_owner: str | None = None, dry_run: bool = False) -> Any:
+        """Replace; ``Conflict`` if ``metadata.resourceVersion`` is stale."""
+        return await self._update(obj, "", field_owner, dry_run)
+
+    async def patch(
+        self, obj: Any, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
+    ) -> Any:
+        """Patch the object named by ``obj`` (its kind, namespace and name) with ``patch``."""
+        return await self._patch(obj, patch, "", field_owner, dry_run, False)
+
+    async def apply(
+        self, obj: Any, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
+    ) -> Any:
+        """Server-side apply ``obj`` as its full intent for ``field_owner``; ``force`` takes over
+        fields owned by other managers instead of failing with a 409 conflict."""
+        return await self._apply(obj, "", field_owner, force, dry_run)
+
+    async def delete(
+        self,
+        obj: Any,
+        *,
+        propagation_policy: PropagationPolicy | None = None,
+        preconditions: Preconditions | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        """Delete; ``NotFound`` if absent, ``Conflict`` if a precondition no longer holds."""
+        _, mapping, name, namespace = await self._target(obj)
+        await self.delete_by_name(
+            mapping.gvk,
+            name,
+            namespace,
+            propagation_policy=propagation_policy,
+            preconditions=preconditions,
+            grace_period_seconds=grace_period_seconds,
+            dry_run=dry_run,
+        )
+
+    async def delete_by_name(
+        self,
+        kind: KindRef,
+        name: str,
+        namespace: str = "",
+        *,
+        propagation_policy: PropagationPolicy | None = None,
+        preconditions: Preconditions | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        mapping = await self._mapping(gvk_for(kind))
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if dry_run:
+            options["dryRun"] = ["All"]
+        if preconditions is not None:
+            pre = {"uid": preconditions.uid, "resourceVersion": preconditions.resource_version}
+            options["preconditions"] = {k: v for k, v in pre.items() if v}
+        await self.transport.request("DELETE", mapping.object_path(name, namespace), body=options)
+
+
+def ignore_not_found(err: BaseException) -> None:
+    """Re-raise ``err`` unless it is ``NotFound`` (controller-runtime's ``IgnoreNotFound``)."""
+    if not isinstance(err, NotFound):
+        raise err
+
+
+async def _watch_events(stream: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    from manager.client.errors import ApiError
+
+    async for event in stream:
+        if event.get("type") == "ERROR":
+            status = event.get("object") or {}
+            raise ApiError.from_status(int(status.get("code") or 500), status)
+        yield event

@@ -1,0 +1,54 @@
+"""Typed models and plain dicts at the client boundary: one conversion each way.
+
+Any class with ``api_version``/``kind`` attributes and pydantic's ``model_dump`` is accepted;
+it is dumped ``by_alias`` and ``exclude_unset`` so only what the caller set is sent (which is
+exactly the apply configuration for server-side apply). Results come back as the type given.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, TypeVar
+
+from manager.scheme import GroupVersionKind, gvk_for, gvk_of_object
+
+T = TypeVar("T")
+
+
+def is_model(obj: object) -> bool:
+    return hasattr(obj, "model_dump") and not isinstance(obj, dict)
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """The JSON dict of a model or a (deep-copied) dict, with apiVersion/kind filled in."""
+    if isinstance(obj, dict):
+        return copy.deepcopy(obj)
+    if not is_model(obj):
+        raise TypeError(f"expected a dict or a pydantic model, got {type(obj).__name__}")
+    data: dict[str, Any] = obj.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    gvk = gvk_for(type(obj))
+    data.setdefault("apiVersion", gvk.api_version)
+    data.setdefault("kind", gvk.kind)
+    return data
+
+
+def gvk_of(obj: Any) -> GroupVersionKind:
+    if isinstance(obj, dict):
+        gvk = gvk_of_object(obj)
+        if not gvk.kind or not gvk.version:
+            raise ValueError("object has no apiVersion/kind")
+        return gvk
+    return gvk_for(type(obj))
+
+
+def like(template: Any, data: dict[str, Any]) -> Any:
+    """``data`` as the same type as ``template`` (an instance or a model class)."""
+    cls = template if isinstance(template, type) else type(template)
+    if cls is dict or isinstance(template, GroupVersionKind) or not hasattr(cls, "model_validate"):
+        return data
+    return cls.model_validate(data)
+
+
+def meta(obj: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = obj.setdefault("metadata", {})
+    return result

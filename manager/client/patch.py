@@ -1,0 +1,58 @@
+"""Patch values: what to send and with which content type.
+
+``merge_from(original, modified)`` computes an RFC 7386 merge patch the way controller-runtime's
+``MergeFrom`` does, optionally carrying the resourceVersion so a stale patch fails with 409.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from manager.client import rest
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    content_type: str
+    data: Any
+
+    @classmethod
+    def merge(cls, data: dict[str, Any]) -> Patch:
+        return cls(rest.MERGE_PATCH, data)
+
+    @classmethod
+    def json(cls, operations: list[dict[str, Any]]) -> Patch:
+        return cls(rest.JSON_PATCH, operations)
+
+    @classmethod
+    def strategic(cls, data: dict[str, Any]) -> Patch:
+        """Strategic merge patch: built-in kinds only (the server rejects it for CRDs)."""
+        return cls(rest.STRATEGIC_MERGE_PATCH, data)
+
+
+def merge_diff(original: Any, modified: Any) -> Any:
+    """The JSON merge patch turning ``original`` into ``modified`` (None = delete a key)."""
+    if not isinstance(original, dict) or not isinstance(modified, dict):
+        return modified
+    out: dict[str, Any] = {}
+    for key in original.keys() - modified.keys():
+        out[key] = None
+    for key, value in modified.items():
+        if key not in original:
+            out[key] = value
+        elif original[key] != value:
+            if isinstance(value, dict) and isinstance(original[key], dict):
+                out[key] = merge_diff(original[key], value)
+            else:
+                out[key] = value
+    return out
+
+
+def merge_from(original: dict[str, Any], modified: dict[str, Any], *, optimistic_lock: bool = False) -> Patch:
+    data = merge_diff(original, modified)
+    if optimistic_lock:
+        rv = (original.get("metadata") or {}).get("resourceVersion")
+        if rv:
+            data.setdefault("metadata", {})["resourceVersion"] = rv
+    return Patch.merge(data)

@@ -1,0 +1,213 @@
+"""The HTTP layer: one shared aiohttp session per API server, raw JSON in and out.
+
+Every request goes through ``RestTransport.request`` so error mapping, the 429 retry policy,
+client-side throttling and ``rest_client_requests_total`` live in one place. Watches use
+``stream`` which yields decoded watch events line by line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from manager import _json
+from manager.client import metrics
+from manager.client.errors import ApiError, TooManyRequests
+from manager.client.ratelimit import TokenBucket
+from manager.config import RestConfig
+
+Params = Mapping[str, str | int | bool | None]
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+class TransportError(ApiError):
+    """The request never got an HTTP answer (connection refused, reset, timeout)."""
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # HTTP-date form: the API server never sends it
+
+
+def _encode_params(params: Params | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in (params or {}).items():
+        if value is None:
+            continue
+        out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
+class RestTransport:
+    """Owns the aiohttp session; ``aclose`` releases it (use as an async context manager).
+
+    ``max_429_retries`` bounds how often a throttled request is retried after sleeping the
+    server's ``Retry-After`` (capped by ``max_retry_after``); after that ``TooManyRequests``
+    is raised with ``retry_after`` set so a caller can requeue.
+    """
+
+    def __init__(
+        self,
+        config: RestConfig,
+        *,
+        max_429_retries: int = 3,
+        max_retry_after: float = 10.0,
+    ) -> None:
+        self.config = config
+        self.host = urlsplit(config.host).netloc
+        self.max_429_retries = max_429_retries
+        self.max_retry_after = max_retry_after
+        self._limiter = TokenBucket(config.qps, config.burst) if config.qps else None
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(ssl=self.config.ssl_context or False, limit=100)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers={"User-Agent": self.config.user_agent},
+                json_serialize=_json.dumps_str,
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> RestTransport:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": JSON}
+        if content_type:
+            headers["Content-Type"] = content_type
+        auth = await self.config.authorization()
+        if auth:
+            headers["Authorization"] = auth
+        return headers
+
+    def _count(self, code: int | str, method: str) -> None:
+        metrics.REST_CLIENT_REQUESTS.labels(code=str(code), method=method, host=self.host).inc()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send one request and return the decoded JSON body; non-2xx raises an ``ApiError``."""
+        data = _json.dumps(body) if body is not None else None
+        if data is not None and content_type is None:
+            content_type = JSON
+        attempt = 0
+        while True:
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            headers = await self._headers(content_type)
+            try:
+                async with self.session.request(
+                    method,
+                    self.config.host + path,
+                    params=_encode_params(params),
+                    data=data,
+                    headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=timeout or self.config.timeout),
+                ) as response:
+                    raw = await response.read()
+                    self._count(response.status, method)
+                    if response.status < 300:
+                        return _json.loads(raw) if raw else None
+                    error = self._error(response.status, raw, response.headers.get("Retry-After"))
+            except (aiohttp.ClientError, TimeoutError) as err:
+                self._count("<error>", method)
+                raise TransportError(f"{method} {path}: {err!r}") from err
+            if isinstance(error, TooManyRequests) and attempt < self.max_429_retries:
+                attempt += 1
+                delay = error.retry_after if error.retry_after is not None else 1.0
+                await asyncio.sleep(min(delay, self.max_retry_after))
+                continue
+            raise error
+
+    @staticmethod
+    def _error(status: int, raw: bytes, retry_after: str | None) -> ApiError:
+        try:
+            body = _json.loads(raw) if raw else None
+        except _json.JSONDecodeError:
+            body = {"message": raw.decode(errors="replace")[:500]}
+        if not isinstance(body, dict) or body.get("kind") != "Status":
+            body = {"message": (body or {}).get("message") if isinstance(body, dict) else None} | {
+                "code": status
+            }
+            if not body.get("message"):
+                body["message"] = f"HTTP {status}"
+        return ApiError.from_status(status, body, retry_after=_retry_after(retry_after))
+
+    async def stream(
+        self,
+        path: str,
+        *,
+        params: Params | None = None,
+        inactivity_timeout: float | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """GET a watch and yield each event dict (``{"type": ..., "object": ...}``).
+
+        ``inactivity_timeout`` guards against half-open connections: if no byte arrives for
+        that long, ``TimeoutError`` is raised so the caller reconnects. The generator returns
+        when the server ends the stream (its ``timeoutSeconds`` expired).
+        """
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        headers = await self._headers(None)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=inactivity_timeout)
+        try:
+            async with self.session.get(
+                self.config.host + path,
+                params=_encode_params(params),
+                headers=headers,
+                timeout=timeout,
+            ) as response:
+                self._count(response.status, "GET")
+                if response.status >= 300:
+                    raw = await response.read()
+                    raise self._error(response.status, raw, response.headers.get("Retry-After"))
+                buffer = bytearray()
+                async for chunk in response.content.iter_any():
+                    buffer += chunk
+                    start = 0
+                    while (newline := buffer.find(b"\n", start)) >= 0:
+                        line = bytes(buffer[start:newline])
+                        start = newline + 1
+                        if line.strip():
+                            yield _json.loads(line)
+                    del buffer[:start]
+                if buffer.strip():
+                    yield _json.loads(bytes(buffer))
+        except aiohttp.ClientPayloadError:
+            return  # the server closed the stream mid-chunk: same as a normal end
+        except aiohttp.ServerTimeoutError as err:
+            raise TimeoutError(f"watch {path}: no data for {inactivity_timeout}s") from err
+        except aiohttp.ClientError as err:
+            self._count("<error>", "GET")
+            raise TransportError(f"GET {path} (watch): {err!r}") from err

@@ -1,0 +1,62 @@
+"""Cluster: everything that talks to one API server, built once and shared.
+
+Bundles the HTTP transport, the REST mapper, the informer cache, the default client (reads
+from the cache, writes to the server), the live ``api_reader`` and the event recorder. It is an
+async context manager so the HTTP session is always closed; as a Runnable it runs the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+
+from manager.cache.cache import Cache, CacheOptions
+from manager.client.client import Client
+from manager.client.rest import RestTransport
+from manager.config import RestConfig
+from manager.events import EventRecorder
+from manager.restmapper import RESTMapper
+
+
+class Cluster:
+    needs_leader_election = False
+
+    def __init__(
+        self,
+        config: RestConfig,
+        *,
+        cache_options: CacheOptions | None = None,
+        field_owner: str | None = None,
+        event_source: str = "controller-manager",
+    ) -> None:
+        self.config = config
+        self.transport = RestTransport(config)
+        self.mapper = RESTMapper(self.transport)
+        self.api_reader = Client(self.transport, self.mapper, field_owner=field_owner)
+        self.cache = Cache(self.api_reader, cache_options)
+        self.client = Client(self.transport, self.mapper, cache=self.cache, field_owner=field_owner)
+        self.event_source = event_source
+        self._recorders: dict[str, EventRecorder] = {}
+
+    def event_recorder(self, component: str | None = None) -> EventRecorder:
+        """One recorder per component name (``GetEventRecorderFor``), sharing the client."""
+        name = component or self.event_source
+        recorder = self._recorders.get(name)
+        if recorder is None:
+            recorder = self._recorders[name] = EventRecorder(self.api_reader, component=name)
+        return recorder
+
+    async def start(self, started: asyncio.Event) -> None:
+        """Run the cache until cancelled (``Cluster.Start`` = ``cache.Start``)."""
+        await self.cache.start(started)
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    async def __aenter__(self) -> Cluster:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

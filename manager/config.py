@@ -1,0 +1,160 @@
+"""How to reach the API server: host, TLS, and credentials, loaded the way client-go does.
+
+kubernetes_asyncio's loaders do the parsing (kubeconfig with exec plugins and OIDC, in-cluster
+service account); this module turns the result into a ``RestConfig`` the framework's own HTTP
+client uses. Precedence mirrors controller-runtime's ``GetConfig``: an explicit path, then
+``KUBECONFIG``, then in-cluster, then ``~/.kube/config``.
+
+Client-side rate limiting is off by default (``qps=None``), as controller-runtime sets QPS=-1
+and relies on API Priority and Fairness.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+TokenSource = Callable[[], Awaitable[str | None]]
+
+
+class ConfigError(Exception):
+    """No usable cluster configuration was found or it could not be loaded."""
+
+
+@dataclass
+class RestConfig:
+    """Everything needed to open connections to one API server.
+
+    ``token_source`` is awaited before each request so rotating credentials (projected service
+    account tokens, exec plugins) are picked up without rebuilding the client.
+    """
+
+    host: str
+    ssl_context: ssl.SSLContext | None = None
+    token_source: TokenSource | None = None
+    qps: float | None = None
+    burst: int = 10
+    timeout: float = 60.0
+    user_agent: str = "trainer-controller-manager"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    async def authorization(self) -> str | None:
+        """The ``Authorization`` header value, refreshed if the source rotates it."""
+        if self.token_source is None:
+            return None
+        return await self.token_source()
+
+
+def _ssl_context(cfg: k8s_client.Configuration) -> ssl.SSLContext | None:
+    if not str(cfg.host).startswith("https"):
+        return None
+    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if cfg.cert_file:
+        ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+    if not cfg.verify_ssl:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _token_source(
+    cfg: k8s_client.Configuration, reload: Callable[[], Awaitable[None]] | None, refresh_interval: float
+) -> TokenSource:
+    """A token source reading ``api_key['BearerToken']`` through kubernetes_asyncio's hook.
+
+    In-cluster loading installs a refresh hook that re-reads the token file when it ages;
+    kubeconfig exec/OIDC credentials are re-loaded every ``refresh_interval`` seconds by ``reload``.
+    """
+    last_reload = time.monotonic()
+
+    async def source() -> str | None:
+        nonlocal last_reload
+        if reload is not None and time.monotonic() - last_reload >= refresh_interval:
+            last_reload = time.monotonic()
+            await reload()
+        token = await cfg.get_api_key_with_prefix("BearerToken")
+        if not token:
+            return None
+        token = str(token)
+        return token if token.lower().startswith("bearer ") else f"Bearer {token}"
+
+    return source
+
+
+def from_client_configuration(
+    cfg: k8s_client.Configuration,
+    reload: Callable[[], Awaitable[None]] | None = None,
+    refresh_interval: float = 60.0,
+) -> RestConfig:
+    """Convert a loaded kubernetes_asyncio ``Configuration``."""
+    return RestConfig(
+        host=str(cfg.host).rstrip("/"),
+        ssl_context=_ssl_context(cfg),
+        token_source=_token_source(cfg, reload, refresh_interval),
+    )
+
+
+async def load_kubeconfig(
+    path: str | Path | None = None, context: str | None = None, *, refresh_interval: float = 60.0
+) -> RestConfig:
+    """Load a kubeconfig file (``~/.kube/config`` when ``path`` is None).
+
+    Exec-plugin and auth-provider credentials are re-obtained every ``refresh_interval`` seconds.
+    """
+    cfg = k8s_client.Configuration()
+    try:
+        loader = await k8s_config.load_kube_config(
+            config_file=str(path) if path else None,
+            context=context,
+            client_configuration=cfg,
+            persist_config=False,
+        )
+    except Exception as err:  # the loader raises several unrelated types
+        raise ConfigError(f"cannot load kubeconfig {path or '~/.kube/config'}: {err}") from err
+
+    user: Any = getattr(loader, "_user", None)
+    needs_refresh = bool(user) and any(key in user for key in ("exec", "auth-provider"))
+
+    async def reload() -> None:
+        await loader.load_and_set(cfg)
+
+    return from_client_configuration(cfg, reload if needs_refresh else None, refresh_interval)
+
+
+def load_incluster(token_file: str | None = None, cert_file: str | None = None) -> RestConfig:
+    """Load the pod's service account credentials (token re-read as it rotates)."""
+    cfg = k8s_client.Configuration()
+    kwargs: dict[str, Any] = {}
+    if token_file:
+        kwargs["token_filename"] = token_file
+    if cert_file:
+        kwargs["cert_filename"] = cert_file
+    try:
+        k8s_config.load_incluster_config(client_configuration=cfg, **kwargs)  # type: ignore[no-untyped-call]
+    except k8s_config.ConfigException as err:
+        raise ConfigError(f"not running in a cluster: {err}") from err
+    return from_client_configuration(cfg)
+
+
+async def get_config(kubeconfig: str | Path | None = None, context: str | None = None) -> RestConfig:
+    """controller-runtime's precedence: explicit path, KUBECONFIG, in-cluster, ~/.kube/config."""
+    if kubeconfig:
+        return await load_kubeconfig(kubeconfig, context)
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return await load_kubeconfig(env.split(os.pathsep)[0], context)
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return load_incluster()
+    default = Path.home() / ".kube" / "config"
+    if default.exists():
+        return await load_kubeconfig(default, context)
+    raise ConfigError("no kubeconfig given, KUBECONFIG unset, not in a cluster, and no ~/.kube/config")

@@ -1,0 +1,88 @@
+"""GVK -> resource (plural) and scope, discovered lazily from the API server.
+
+Like controller-runtime's dynamic REST mapper: a group-version is fetched the first time one
+of its kinds is asked for, and fetched again when a kind is unknown (a CRD may have just been
+installed); only then does the lookup fail with ``NoKindMatch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from manager.scheme import GroupVersionKind
+
+
+class NoKindMatch(LookupError):
+    """The API server does not serve this kind (CRD missing, or a typo)."""
+
+    def __init__(self, gvk: GroupVersionKind) -> None:
+        super().__init__(f"no matches for kind {gvk.kind!r} in version {gvk.api_version!r}")
+        self.gvk = gvk
+
+
+@dataclass(frozen=True, slots=True)
+class RESTMapping:
+    gvk: GroupVersionKind
+    plural: str
+    namespaced: bool
+
+    def base_path(self) -> str:
+        """``/api/v1`` or ``/apis/<group>/<version>``."""
+        g = self.gvk
+        return f"/apis/{g.group}/{g.version}" if g.group else f"/api/{g.version}"
+
+    def collection_path(self, namespace: str | None) -> str:
+        if self.namespaced and namespace:
+            return f"{self.base_path()}/namespaces/{namespace}/{self.plural}"
+        return f"{self.base_path()}/{self.plural}"
+
+    def object_path(self, name: str, namespace: str | None, subresource: str = "") -> str:
+        path = f"{self.collection_path(namespace if self.namespaced else None)}/{name}"
+        return f"{path}/{subresource}" if subresource else path
+
+
+class RESTMapper:
+    """Caches discovery per group-version; safe to share between clients and caches."""
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self._by_gv: dict[tuple[str, str], dict[str, RESTMapping]] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    def add(self, mapping: RESTMapping) -> None:
+        """Register a mapping without discovery (tests, or kinds known in advance)."""
+        self._by_gv.setdefault((mapping.gvk.group, mapping.gvk.version), {})[mapping.gvk.kind] = mapping
+
+    async def mapping(self, gvk: GroupVersionKind) -> RESTMapping:
+        gv = (gvk.group, gvk.version)
+        known = self._by_gv.get(gv)
+        if known is not None and gvk.kind in known:
+            return known[gvk.kind]
+        lock = self._locks.setdefault(gv, asyncio.Lock())
+        async with lock:
+            known = self._by_gv.get(gv)
+            if known is not None and gvk.kind in known:
+                return known[gvk.kind]  # another task discovered it meanwhile
+            await self._discover(gvk)
+        found = self._by_gv.get(gv, {}).get(gvk.kind)
+        if found is None:
+            raise NoKindMatch(gvk)
+        return found
+
+    async def _discover(self, gvk: GroupVersionKind) -> None:
+        from manager.client.errors import NotFound
+
+        path = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
+        try:
+            body = await self._transport.request("GET", path)
+        except NotFound:
+            raise NoKindMatch(gvk) from None
+        mappings: dict[str, RESTMapping] = {}
+        for resource in body.get("resources", []):
+            if "/" in resource["name"]:
+                continue  # subresources such as pods/status
+            kgvk = GroupVersionKind(gvk.group, gvk.version, resource["kind"])
+            mappings[resource["kind"]] = RESTMapping(kgvk, resource["name"], bool(resource["namespaced"]))
+        self._by_gv[(gvk.group, gvk.version)] = mappings

@@ -1,0 +1,37 @@
+"""Admission webhooks: the HTTPS server, AdmissionReview plumbing, defaulter/validator adapters."""
+
+from manager.webhook.admission import (
+    AdmissionRequest,
+    AdmissionResponse,
+    allowed,
+    denied,
+    errored,
+    patch_response,
+)
+from manager.webhook.custom import (
+    CustomDefaulter,
+    CustomValidator,
+    defaulting_handler,
+    deny_with_warnings,
+    mutate_path,
+    validate_path,
+    validating_handler,
+)
+from manager.webhook.server import WebhookServer
+
+__all__ = [
+    "AdmissionRequest",
+    "AdmissionResponse",
+    "CustomDefaulter",
+    "CustomValidator",
+    "WebhookServer",
+    "allowed",
+    "defaulting_handler",
+    "denied",
+    "deny_with_warnings",
+    "errored",
+    "mutate_path",
+    "patch_response",
+    "validate_path",
+    "validating_handler",
+]

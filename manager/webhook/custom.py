@@ -1,0 +1,124 @@
+"""Adapters from ``CustomDefaulter`` / ``CustomValidator`` objects to admission handlers.
+
+* Defaulting is skipped for DELETE; the object is decoded (into ``model`` if given), the
+  defaulter mutates it, and the answer is the JSON Patch from what the API server sent to the
+  result. With a typed model, "remove" operations are dropped by default (a model that does not
+  know a field must not delete it: controller-runtime's behaviour); plain dicts keep them.
+* Validation: CONNECT is allowed without calling the validator; warnings are returned even on
+  denial. An ``ApiError`` raised by either becomes its own status code and message;
+  ``ValueError`` becomes a 403 denial; anything else a 500.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from manager.client.errors import ApiError
+from manager.client.objects import to_dict
+from manager.webhook import jsonpatch
+from manager.webhook.admission import AdmissionRequest, AdmissionResponse, allowed, denied, errored
+
+log = logging.getLogger(__name__)
+Handler = Callable[[AdmissionRequest], Awaitable[AdmissionResponse]]
+Warnings = list[str]
+
+
+class CustomDefaulter(Protocol):
+    async def default(self, obj: Any) -> None: ...
+
+
+class CustomValidator(Protocol):
+    async def validate_create(self, obj: Any) -> Warnings | None: ...
+
+    async def validate_update(self, old: Any, new: Any) -> Warnings | None: ...
+
+    async def validate_delete(self, obj: Any) -> Warnings | None: ...
+
+
+def _decode(raw: dict[str, Any] | None, model: type[Any] | None) -> Any:
+    if raw is None:
+        raise ValueError("the request carries no object")
+    data = copy.deepcopy(raw)
+    return model.model_validate(data) if model is not None else data
+
+
+def _from_error(err: Exception, warnings: Warnings | None = None) -> AdmissionResponse:
+    if isinstance(err, ApiError):
+        response = AdmissionResponse(
+            False, err.status_code or 500, err.message, err.reason, causes=err.causes
+        )
+    elif isinstance(err, ValueError):
+        response = denied(str(err))
+    else:
+        log.exception("admission handler failed")
+        response = errored(500, err)
+    return response.with_warnings(*(warnings or []))
+
+
+def defaulting_handler(
+    defaulter: CustomDefaulter, model: type[Any] | None = None, *, remove_unknown_fields: bool | None = None
+) -> Handler:
+    keep_removes = remove_unknown_fields if remove_unknown_fields is not None else model is None
+
+    async def handle(req: AdmissionRequest) -> AdmissionResponse:
+        if req.operation == "DELETE":
+            return allowed()
+        try:
+            obj = _decode(req.object, model)
+            await defaulter.default(obj)
+        except Exception as err:
+            return _from_error(err)
+        result = to_dict(obj) if model is not None else obj
+        patches = jsonpatch.diff(req.object, result)
+        if not keep_removes:
+            patches = [p for p in patches if p["op"] != "remove"]
+        return AdmissionResponse(True, 200, patches=patches)
+
+    return handle
+
+
+def validating_handler(validator: CustomValidator, model: type[Any] | None = None) -> Handler:
+    async def handle(req: AdmissionRequest) -> AdmissionResponse:
+        warnings: Warnings | None = None
+        try:
+            if req.operation == "CREATE":
+                warnings = await validator.validate_create(_decode(req.object, model))
+            elif req.operation == "UPDATE":
+                warnings = await validator.validate_update(
+                    _decode(req.old_object, model), _decode(req.object, model)
+                )
+            elif req.operation == "DELETE":
+                warnings = await validator.validate_delete(_decode(req.old_object, model))
+            else:
+                return allowed()
+        except _WithWarnings as err:
+            return _from_error(err.error, err.warnings)
+        except Exception as err:
+            return _from_error(err)
+        return allowed().with_warnings(*(warnings or []))
+
+    return handle
+
+
+class _WithWarnings(Exception):
+    def __init__(self, error: Exception, warnings: Warnings) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.warnings = warnings
+
+
+def deny_with_warnings(error: Exception, warnings: Warnings) -> Exception:
+    """Raise this from a validator to deny *and* return warnings (Go returns both values)."""
+    return _WithWarnings(error, warnings)
+
+
+def mutate_path(group: str, version: str, kind: str) -> str:
+    """``/mutate-<group with dots as dashes>-<version>-<lowercase kind>`` (the builder's path)."""
+    return f"/mutate-{group.replace('.', '-')}-{version}-{kind.lower()}"
+
+
+def validate_path(group: str, version: str, kind: str) -> str:
+    return f"/validate-{group.replace('.', '-')}-{version}-{kind.lower()}"

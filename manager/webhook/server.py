@@ -1,0 +1,152 @@
+"""The admission webhook HTTPS server (aiohttp): TLS >= 1.2, HTTP/1.1 only, port 9443.
+
+Paths are registered before start (duplicates are an error); each is wrapped with the
+``controller_runtime_webhook_*`` metrics. Bodies must be ``application/json`` and at most
+7 MiB. A handler that raises is answered with a 500 inside the AdmissionReview and counted in
+``controller_runtime_webhook_panics_total``; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from aiohttp import web
+
+from manager.webhook import metrics
+from manager.webhook.admission import (
+    AdmissionDecodeError,
+    AdmissionRequest,
+    AdmissionResponse,
+    decode_review,
+    encode_review,
+    errored,
+)
+from manager.webhook.certwatcher import CertWatcher
+
+log = logging.getLogger(__name__)
+Handler = Callable[[AdmissionRequest], Awaitable[AdmissionResponse]]
+MAX_BODY = 7 * 1024 * 1024
+DEFAULT_CERT_DIR = Path(tempfile.gettempdir()) / "k8s-webhook-server" / "serving-certs"
+
+
+class WebhookServerError(Exception):
+    pass
+
+
+class WebhookServer:
+    """Runnable (``needs_leader_election = False``); sets ``started`` once listening."""
+
+    needs_leader_election = False
+
+    def __init__(
+        self,
+        *,
+        host: str = "",
+        port: int = 9443,
+        cert_dir: Path | str = DEFAULT_CERT_DIR,
+        cert_name: str = "tls.crt",
+        key_name: str = "tls.key",
+        client_ca_name: str = "",
+        cert_poll_interval: float = 10.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.cert_dir = Path(cert_dir)
+        self.cert_name = cert_name
+        self.key_name = key_name
+        self.client_ca_name = client_ca_name
+        self.cert_poll_interval = cert_poll_interval
+        self._handlers: dict[str, Handler] = {}
+        self._started = False
+        self._frozen = False
+        self.certwatcher: CertWatcher | None = None
+        self.bound_port: int | None = None
+
+    def register(self, path: str, handler: Handler) -> None:
+        if self._frozen:
+            raise WebhookServerError("cannot register a webhook after the server started")
+        if not path.startswith("/"):
+            raise WebhookServerError(f"webhook path {path!r} must start with '/'")
+        if path in self._handlers:
+            raise WebhookServerError(f"a webhook is already registered at {path}")
+        self._handlers[path] = handler
+        metrics.init_path(path)
+
+    def started_checker(self) -> Callable[[], bool]:
+        """A readiness check: true once the server is listening (``StartedChecker``)."""
+        return lambda: self._started
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        self.certwatcher = CertWatcher(
+            self.cert_dir / self.cert_name, self.cert_dir / self.key_name, interval=self.cert_poll_interval
+        )
+        self.certwatcher.load()
+        ctx = self.certwatcher.context
+        if self.client_ca_name:
+            ctx.load_verify_locations(self.cert_dir / self.client_ca_name)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        return ctx
+
+    def _wrap(self, path: str, handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def serve(request: web.Request) -> web.Response:
+            started = time.perf_counter()
+            in_flight = metrics.WEBHOOK_IN_FLIGHT.labels(webhook=path)
+            in_flight.inc()
+            status = 200
+            try:
+                if request.content_type != "application/json":
+                    status = 400
+                    return web.Response(
+                        status=400, text=f"contentType={request.content_type}, expected application/json"
+                    )
+                body = await request.read()
+                try:
+                    api_version, req = decode_review(body)
+                except AdmissionDecodeError as err:
+                    status = 400
+                    return web.Response(status=400, text=str(err))
+                try:
+                    response = await handler(req)
+                except Exception as err:
+                    metrics.WEBHOOK_PANICS.inc()
+                    log.exception("webhook %s failed", path)
+                    response = errored(500, err)
+                return web.Response(
+                    body=encode_review(api_version, req.uid, response), content_type="application/json"
+                )
+            finally:
+                in_flight.dec()
+                metrics.WEBHOOK_REQUESTS.labels(webhook=path, code=str(status)).inc()
+                metrics.WEBHOOK_LATENCY.labels(webhook=path).observe(time.perf_counter() - started)
+
+        return serve
+
+    async def start(self, started: asyncio.Event) -> None:
+        """Listen until cancelled; certificates are re-read every ``cert_poll_interval`` s."""
+        self._frozen = True
+        app = web.Application(client_max_size=MAX_BODY)
+        for path, handler in self._handlers.items():
+            app.router.add_post(path, self._wrap(path, handler))
+        ctx = self._ssl_context()
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host or None, self.port, ssl_context=ctx, shutdown_timeout=60)
+            await site.start()
+            server = site._server
+            sockets = getattr(server, "sockets", None) or []
+            self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+            self._started = True
+            started.set()
+            log.info("webhook server listening on port %s", self.bound_port)
+            assert self.certwatcher is not None
+            await self.certwatcher.watch()
+        finally:
+            self._started = False
+            await runner.cleanup()

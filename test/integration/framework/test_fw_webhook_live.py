@@ -1,0 +1,125 @@
+"""A real kube-apiserver calls our webhook server over TLS (Validating + Mutating configs)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from manager.client import Forbidden, Invalid
+from manager.client.errors import ApiError
+from manager.cluster import Cluster
+from manager.envtest import Environment
+from manager.envtest.certs import TinyCA
+from manager.testing.eventually import eventually
+from manager.webhook import WebhookServer, defaulting_handler, validating_handler
+
+
+class Defaulter:
+    async def default(self, obj: dict[str, Any]) -> None:
+        obj.setdefault("data", {}).setdefault("defaulted", "yes")
+
+
+class Validator:
+    async def validate_create(self, obj: dict[str, Any]) -> list[str] | None:
+        if (obj.get("data") or {}).get("forbidden"):
+            raise ValueError("data.forbidden is not allowed")
+        return ["checked by the framework webhook"]
+
+    async def validate_update(self, old: dict[str, Any], new: dict[str, Any]) -> list[str] | None:
+        return None
+
+    async def validate_delete(self, obj: dict[str, Any]) -> list[str] | None:
+        return None
+
+
+def _config(kind: str, name: str, path: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": f"{name}.framework.test",
+                "clientConfig": {"service": {"name": "unused", "namespace": "default", "path": path}},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["configmaps"],
+                    }
+                ],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 5,
+            }
+        ],
+    }
+
+
+@pytest.fixture
+async def webhook(control_plane: Environment, namespace: str, tmp_path: Path) -> AsyncIterator[None]:
+    ca = TinyCA("framework-webhook-ca")
+    ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+        tmp_path / "tls.crt", tmp_path / "tls.key"
+    )
+    server = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path)
+    server.register("/mutate--v1-configmap", defaulting_handler(Defaulter()))
+    server.register("/validate--v1-configmap", validating_handler(Validator()))
+    started = asyncio.Event()
+    task = asyncio.create_task(server.start(started))
+    await asyncio.wait_for(started.wait(), 10)
+    suffix = namespace
+    docs = [
+        _config("MutatingWebhookConfiguration", f"m-{suffix}", "/mutate--v1-configmap", namespace),
+        _config("ValidatingWebhookConfiguration", f"v-{suffix}", "/validate--v1-configmap", namespace),
+    ]
+    manifest = tmp_path / "webhooks.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    await control_plane.install_webhooks(
+        [manifest], host="127.0.0.1", port=server.bound_port or 0, ca_bundle=ca.cert_pem
+    )
+    try:
+        yield
+    finally:
+        await control_plane.request(
+            "DELETE", f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/m-{suffix}"
+        )
+        await control_plane.request(
+            "DELETE", f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/v-{suffix}"
+        )
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_apiserver_calls_the_webhook_server(cluster: Cluster, namespace: str, webhook: None) -> None:
+    c = cluster.api_reader
+
+    def cm(name: str, **data: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": data,
+        }
+
+    async def denied() -> bool:
+        try:
+            created = await c.create(cm(f"probe-{asyncio.get_running_loop().time():.0f}", forbidden="1"))
+        except (Forbidden, Invalid, ApiError) as err:
+            return "data.forbidden is not allowed" in str(err)
+        await c.delete(created)
+        return False
+
+    await eventually(
+        denied, timeout=30, interval=0.3, message="the apiserver never called the validating webhook"
+    )
+    created = await c.create(cm("ok", mine="1"))
+    assert created["data"] == {"mine": "1", "defaulted": "yes"}  # the mutating webhook's JSON patch

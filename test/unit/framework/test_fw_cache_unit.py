@@ -1,0 +1,129 @@
+"""Cache behaviour that needs no real server: missing informers, not started, sync timeout,
+lazy informers, and the periodic local resync."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from manager.cache import Cache, CacheNotStarted, CacheOptions, CacheSyncTimeout, ResourceNotCached
+from manager.cache.informer import SharedInformer
+from manager.client import Client, RestTransport
+from manager.config import RestConfig
+from manager.restmapper import RESTMapper, RESTMapping
+from manager.scheme import GroupVersionKind, ObjectKey
+from manager.testing.eventually import eventually
+
+GVK = GroupVersionKind("example.com", "v1", "Widget")
+MAPPING = RESTMapping(GVK, "widgets", True)
+
+
+class Api:
+    """Lists one Widget, or fails every list with 500 when ``broken``; watches stay open."""
+
+    def __init__(self) -> None:
+        self.broken = False
+        self.lists = 0
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") == "true":
+            resp = web.StreamResponse()
+            await resp.prepare(request)
+            await asyncio.sleep(3600)
+            return resp
+        self.lists += 1
+        if self.broken:
+            return web.json_response({"kind": "Status", "code": 500, "message": "etcd down"}, status=500)
+        item = {"metadata": {"name": "w", "namespace": "ns", "resourceVersion": "3"}, "spec": {}}
+        return web.json_response({"items": [item], "metadata": {"resourceVersion": "3"}})
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[tuple[Api, Client]]:
+    fake = Api()
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", fake.handle)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    transport = RestTransport(RestConfig(host=f"http://127.0.0.1:{port}"))
+    mapper = RESTMapper(transport)
+    mapper.add(MAPPING)
+    try:
+        yield fake, Client(transport, mapper)
+    finally:
+        await transport.aclose()
+        await runner.cleanup()
+
+
+async def test_reads_need_an_informer_and_a_started_cache(api: tuple[Api, Client]) -> None:
+    _, client = api
+    cache = Cache(client)
+    with pytest.raises(ResourceNotCached):
+        await cache.get(GVK, ObjectKey("ns", "w"))
+    await cache.get_informer(GVK)
+    with pytest.raises(CacheNotStarted):
+        await cache.list(GVK)
+    started = asyncio.Event()
+    task = asyncio.create_task(cache.start(started))
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+        assert (await cache.get(GVK, ObjectKey("ns", "w")))["metadata"]["name"] == "w"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_lazy_informer_when_allowed(api: tuple[Api, Client]) -> None:
+    _, client = api
+    cache = Cache(client, CacheOptions(fail_on_missing_informer=False))
+    started = asyncio.Event()
+    task = asyncio.create_task(cache.start(started))
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+        got = await cache.list(GVK, namespace="ns")  # creates, starts and waits for the informer
+        assert [o["metadata"]["name"] for o in got] == ["w"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_start_fails_when_caches_never_sync(api: tuple[Api, Client]) -> None:
+    fake, client = api
+    fake.broken = True
+    cache = Cache(client, CacheOptions(sync_timeout=0.5))
+    await cache.get_informer(GVK)
+    with pytest.raises(CacheSyncTimeout):
+        await asyncio.wait_for(cache.start(asyncio.Event()), 10)
+    assert fake.lists >= 1
+
+
+async def test_periodic_resync_redelivers_cached_objects(api: tuple[Api, Client]) -> None:
+    _, client = api
+    informer = SharedInformer(client, MAPPING, resync_period=0.05)
+    updates: list[tuple[Any, Any]] = []
+
+    class Handler:
+        def on_add(self, obj: dict[str, Any], initial: bool) -> None:
+            pass
+
+        def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+            updates.append((old, new))
+
+        def on_delete(self, obj: dict[str, Any]) -> None:
+            pass
+
+    informer.add_event_handler(Handler())
+    task = asyncio.create_task(informer.run())
+    try:
+        await eventually(lambda: len(updates) >= 2, timeout=10, interval=0.02)
+        assert all(old is new for old, new in updates)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

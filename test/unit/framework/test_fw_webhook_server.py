@@ -1,0 +1,284 @@
+"""The webhook server over real TLS on loopback: AdmissionReview round trips, TLS settings,
+metrics, bad requests, handler failures and certificate hot reload."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from manager.envtest.certs import TinyCA
+from manager.webhook import (
+    AdmissionRequest,
+    AdmissionResponse,
+    WebhookServer,
+    defaulting_handler,
+    deny_with_warnings,
+    validating_handler,
+)
+from manager.webhook import metrics as webhook_metrics
+from manager.webhook.jsonpatch import apply
+
+
+class Defaulter:
+    async def default(self, obj: dict[str, Any]) -> None:
+        obj.setdefault("spec", {}).setdefault("color", "red")
+        obj["metadata"].setdefault("labels", {})["defaulted"] = "true"
+
+
+class Validator:
+    async def validate_create(self, obj: dict[str, Any]) -> list[str] | None:
+        if obj["spec"].get("size", 0) > 5:
+            raise deny_with_warnings(ValueError("spec.size: must be at most 5"), ["size is large"])
+        return ["created ok"]
+
+    async def validate_update(self, old: dict[str, Any], new: dict[str, Any]) -> list[str] | None:
+        if old["spec"] != new["spec"]:
+            raise ValueError("spec is immutable")
+        return None
+
+    async def validate_delete(self, obj: dict[str, Any]) -> list[str] | None:
+        return None
+
+
+async def boom(req: AdmissionRequest) -> AdmissionResponse:
+    raise RuntimeError("bug in handler")
+
+
+def review(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "example.com", "version": "v1", "kind": "Widget"},
+            "resource": {"group": "example.com", "version": "v1", "resource": "widgets"},
+            "operation": operation,
+            "object": obj,
+            "oldObject": old,
+        },
+    }
+
+
+def obj(size: int = 3) -> dict[str, Any]:
+    return {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w"},
+        "spec": {"size": size},
+    }
+
+
+class Served:
+    def __init__(self, server: WebhookServer, ca: TinyCA, cert_dir: Path) -> None:
+        self.server = server
+        self.ca = ca
+        self.cert_dir = cert_dir
+        self.url = f"https://127.0.0.1:{server.bound_port}"
+
+    def client_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cadata=self.ca.cert_pem.decode())
+        return ctx
+
+    async def post(self, path: str, body: Any, *, content_type: str = "application/json") -> tuple[int, Any]:
+        import json
+
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.client_context())) as s,
+            s.post(self.url + path, data=json.dumps(body), headers={"Content-Type": content_type}) as r,
+        ):
+            text = await r.text()
+            return r.status, (json.loads(text) if r.content_type == "application/json" else text)
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    ca = TinyCA("webhook-test-ca")
+    ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+        tmp_path / "tls.crt", tmp_path / "tls.key"
+    )
+    server = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path, cert_poll_interval=0.05)
+    server.register("/mutate", defaulting_handler(Defaulter()))
+    server.register("/validate", validating_handler(Validator()))
+    server.register("/boom", boom)
+    started = asyncio.Event()
+    task = asyncio.create_task(server.start(started))
+    await asyncio.wait_for(started.wait(), 10)
+    try:
+        yield Served(server, ca, tmp_path)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_defaulter_answers_a_json_patch_and_echoes_uid(served: Served) -> None:
+    body = review("CREATE", obj())
+    status, answer = await served.post("/mutate", body)
+    assert status == 200
+    resp = answer["response"]
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    assert resp["uid"] == body["request"]["uid"]
+    assert resp["allowed"] is True
+    assert resp["patchType"] == "JSONPatch"
+    import json
+
+    patch = json.loads(base64.b64decode(resp["patch"]))
+    patched = apply(obj(), patch)
+    assert patched["spec"]["color"] == "red"
+    assert patched["metadata"]["labels"] == {"defaulted": "true"}
+    # DELETE is not defaulted
+    status, answer = await served.post("/mutate", review("DELETE", None, obj()))
+    assert answer["response"] == {"uid": answer["response"]["uid"], "allowed": True}
+
+
+async def test_validator_allows_denies_and_warns(served: Served) -> None:
+    _, ok = await served.post("/validate", review("CREATE", obj(3)))
+    assert ok["response"]["allowed"] is True
+    assert ok["response"]["warnings"] == ["created ok"]
+    _, no = await served.post("/validate", review("CREATE", obj(9)))
+    assert no["response"]["allowed"] is False
+    assert no["response"]["status"]["code"] == 403
+    assert no["response"]["status"]["message"] == "spec.size: must be at most 5"
+    assert no["response"]["warnings"] == ["size is large"]  # warnings even on denial
+    _, upd = await served.post("/validate", review("UPDATE", obj(4), obj(3)))
+    assert upd["response"]["allowed"] is False and "immutable" in upd["response"]["status"]["message"]
+    _, conn = await served.post("/validate", review("CONNECT", None))
+    assert conn["response"]["allowed"] is True
+
+
+async def test_bad_requests_and_failing_handler(served: Served) -> None:
+    status, _ = await served.post("/validate", review("CREATE", obj()), content_type="text/plain")
+    assert status == 400
+    status, text = await served.post("/validate", {"kind": "Nope"})
+    assert status == 400 and "AdmissionReview" in text
+    panics = webhook_metrics.WEBHOOK_PANICS._value.get()
+    status, answer = await served.post("/boom", review("CREATE", obj()))
+    assert status == 200
+    assert answer["response"]["allowed"] is False and answer["response"]["status"]["code"] == 500
+    assert webhook_metrics.WEBHOOK_PANICS._value.get() == panics + 1
+    # the server still answers after a handler failure
+    _, ok = await served.post("/validate", review("CREATE", obj()))
+    assert ok["response"]["allowed"] is True
+    assert webhook_metrics.WEBHOOK_REQUESTS.labels(webhook="/validate", code="400")._value.get() >= 2
+    assert webhook_metrics.WEBHOOK_REQUESTS.labels(webhook="/validate", code="200")._value.get() >= 1
+    assert served.server.started_checker()() is True
+
+
+async def test_tls_is_1_2_plus_and_http1_only(served: Served) -> None:
+    # The client's OpenSSL may refuse TLS 1.1 on its own, so check the server's floor directly
+    # and that a TLS 1.2-only client is served.
+    assert served.server.certwatcher is not None
+    assert served.server.certwatcher.context.minimum_version == ssl.TLSVersion.TLSv1_2
+    tls12 = served.client_context()
+    tls12.maximum_version = ssl.TLSVersion.TLSv1_2
+    _, w12 = await asyncio.open_connection(
+        "127.0.0.1", served.server.bound_port, ssl=tls12, server_hostname="localhost"
+    )
+    assert w12.get_extra_info("ssl_object").version() == "TLSv1.2"
+    w12.close()
+    await w12.wait_closed()
+    ctx = served.client_context()
+    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", served.server.bound_port, ssl=ctx, server_hostname="localhost"
+    )
+    try:
+        ssl_obj = writer.get_extra_info("ssl_object")
+        assert ssl_obj.selected_alpn_protocol() == "http/1.1"
+        assert ssl_obj.version() in ("TLSv1.2", "TLSv1.3")
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    assert reader is not None
+
+
+async def _served_cert_serial(served: Served) -> int:
+    from cryptography import x509
+
+    ctx = served.client_context()
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", served.server.bound_port, ssl=ctx, server_hostname="localhost"
+    )
+    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    writer.close()
+    await writer.wait_closed()
+    del reader
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+async def test_certificate_hot_reload(served: Served) -> None:
+    from cryptography import x509
+
+    from manager.testing.eventually import eventually
+
+    first = await _served_cert_serial(served)
+    reads = webhook_metrics.CERT_READS._value.get()
+    served.ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+        served.cert_dir / "tls.crt", served.cert_dir / "tls.key"
+    )
+    new_serial = x509.load_pem_x509_certificate((served.cert_dir / "tls.crt").read_bytes()).serial_number
+    assert new_serial != first
+
+    async def serves_new() -> bool:
+        return await _served_cert_serial(served) == new_serial
+
+    await eventually(serves_new, timeout=10, interval=0.05)
+    assert webhook_metrics.CERT_READS._value.get() >= reads + 1
+    # A broken file keeps the previous pair and counts an error.
+    errors = webhook_metrics.CERT_READ_ERRORS._value.get()
+    (served.cert_dir / "tls.key").write_text("garbage")
+    await eventually(
+        lambda: webhook_metrics.CERT_READ_ERRORS._value.get() > errors, timeout=10, interval=0.05
+    )
+    assert await _served_cert_serial(served) == new_serial
+
+
+def test_duplicate_path_is_refused() -> None:
+    from manager.webhook.server import WebhookServerError
+
+    server = WebhookServer()
+    server.register("/x", boom)
+    with pytest.raises(WebhookServerError):
+        server.register("/x", boom)
+
+
+async def test_client_ca_requires_a_client_certificate(tmp_path: Path) -> None:
+    serving_ca = TinyCA("serving")
+    client_ca = TinyCA("clients")
+    serving_ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+        tmp_path / "tls.crt", tmp_path / "tls.key"
+    )
+    (tmp_path / "client-ca.crt").write_bytes(client_ca.cert_pem)
+    client_ca.issue_client("apiserver").write(tmp_path / "client.crt", tmp_path / "client.key")
+    server = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path, client_ca_name="client-ca.crt")
+    server.register("/validate", validating_handler(Validator()))
+    started = asyncio.Event()
+    task = asyncio.create_task(server.start(started))
+    await asyncio.wait_for(started.wait(), 10)
+    try:
+        url = f"https://127.0.0.1:{server.bound_port}/validate"
+        anonymous = ssl.create_default_context(cadata=serving_ca.cert_pem.decode())
+        with pytest.raises((aiohttp.ClientError, ssl.SSLError, ConnectionError)):
+            async with (
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=anonymous)) as s,
+                s.post(url, json=review("CREATE", obj())) as r,
+            ):
+                await r.read()
+        authenticated = ssl.create_default_context(cadata=serving_ca.cert_pem.decode())
+        authenticated.load_cert_chain(tmp_path / "client.crt", tmp_path / "client.key")
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=authenticated)) as s,
+            s.post(url, json=review("CREATE", obj())) as r,
+        ):
+            assert r.status == 200
+            assert (await r.json())["response"]["allowed"] is True
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

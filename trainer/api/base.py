@@ -1,0 +1,180 @@
+"""The model base class and the schema markers every API module uses.
+
+Why a shared base: each API object must (1) keep every field a user wrote, including fields
+this version does not know (``extra="allow"``: unknown keys ride along at every depth and are
+dumped back unchanged), (2) serialize only what was set, which is what server-side apply needs,
+and (3) carry, next to its Python types, the facts ``crdgen`` turns into the CRD schema (list
+types, map keys, CEL rules, formats). The markers below are plain frozen dataclasses put in
+``Annotated[...]`` metadata, so the model stays the single source of truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal, Self
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, model_validator
+from pydantic.alias_generators import to_camel
+
+from trainer.api.quantity import Quantity, QuantityError
+
+__all__ = [
+    "Bool",
+    "CoreRef",
+    "Ext",
+    "Float",
+    "Int",
+    "Int32",
+    "Int64",
+    "IntOrString",
+    "KindModel",
+    "Model",
+    "QuantityValue",
+    "ResourceList",
+    "Rule",
+    "Str",
+    "StringList",
+    "StringMap",
+    "Time",
+]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A CEL ``x-kubernetes-validations`` entry, with the message users see on a 422."""
+
+    rule: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Ext:
+    """Kubernetes schema facts that Python types cannot express.
+
+    ``list_type``/``map_keys`` drive server-side apply merging; ``rules`` are CEL rules on the
+    annotated value; ``format``/``int_or_string``/``pattern`` refine the JSON type.
+    """
+
+    list_type: Literal["atomic", "set", "map"] | None = None
+    map_keys: tuple[str, ...] = ()
+    map_type: Literal["atomic", "granular"] | None = None
+    rules: tuple[Rule, ...] = ()
+    min_properties: int | None = None
+    format: str | None = None
+    int_or_string: bool = False
+    pattern: str | None = None
+
+
+@dataclass(frozen=True)
+class CoreRef:
+    """A value whose schema is a Kubernetes core type, taken from the OpenAPI snapshot.
+
+    The Python value is the plain JSON mapping (``dict``), kept exactly as written; typed
+    accessors live in ``trainer.api.core``.
+    """
+
+    name: str
+
+
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?"
+    r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+
+def _check_quantity(value: int | str) -> int | str:
+    try:
+        Quantity(value)
+    except QuantityError as err:
+        raise ValueError(f"invalid quantity {value!r}: {err}") from err
+    return value
+
+
+Str = StrictStr
+Bool = StrictBool
+Int = StrictInt
+Float = float
+Int32 = Annotated[StrictInt, Ext(format="int32")]
+Int64 = Annotated[StrictInt, Ext(format="int64")]
+IntOrString = Annotated[StrictInt | StrictStr, Ext(int_or_string=True)]
+# Kept as written (``"1000m"`` stays ``"1000m"``); parse with ``Quantity(value)`` to compute.
+QuantityValue = Annotated[
+    StrictInt | StrictStr, AfterValidator(_check_quantity), Ext(int_or_string=True, pattern=QUANTITY_PATTERN)
+]
+ResourceList = dict[str, QuantityValue]
+StringMap = dict[str, StrictStr]
+StringList = list[StrictStr]
+# metav1.Time as its RFC 3339 text, so a round trip never reformats it.
+Time = Annotated[StrictStr, Ext(format="date-time")]
+
+
+class Model(BaseModel):
+    """Base of every API struct: JSON names, unknown fields kept, unset fields omitted."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        alias_generator=to_camel,
+        validate_assignment=True,
+        protected_namespaces=(),
+        # Attribute docstrings are the field descriptions crdgen writes into the CRDs.
+        use_attribute_docstrings=True,
+    )
+
+    # CEL rules and minProperties on the object type itself (controller-gen's type markers).
+    k8s_rules: ClassVar[tuple[Rule, ...]] = ()
+    k8s_min_properties: ClassVar[int | None] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object: only fields that were set, unknown fields included, by JSON name."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        """Load a JSON object; errors name the field path (``spec.runtimeRef.name``) and why."""
+        return cls.model_validate(data)
+
+
+class KindModel(Model):
+    """A top-level object. ``api_version`` and ``kind`` class attributes name its type.
+
+    ``apiVersion`` and ``kind`` are always serialized, because every apply document and every
+    create needs them.
+    """
+
+    api_version: ClassVar[str]
+    kind: ClassVar[str]
+    # Served resource facts crdgen needs (names, scope, columns, subresources).
+    plural: ClassVar[str]
+    singular: ClassVar[str]
+    namespaced: ClassVar[bool] = True
+    short_names: ClassVar[tuple[str, ...]] = ()
+    categories: ClassVar[tuple[str, ...]] = ()
+    printer_columns: ClassVar[tuple[dict[str, str], ...]] = ()
+    status_subresource: ClassVar[bool] = False
+    crd_annotations: ClassVar[dict[str, str]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        return {"apiVersion": self.api_version, "kind": self.kind, **data}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _same_kind(cls, data: Any) -> Any:
+        """Refuse another kind's object, however the model is validated."""
+        if isinstance(data, dict):
+            for key, want in (("apiVersion", cls.api_version), ("kind", cls.kind)):
+                got = data.get(key)
+                if got is not None and got != want:
+                    raise ValueError(f"{key}: Invalid value: {got!r}: expected {want!r} for {cls.__name__}")
+        return data
+
+    @classmethod
+    def group(cls) -> str:
+        return cls.api_version.rpartition("/")[0]
+
+    @classmethod
+    def version(cls) -> str:
+        return cls.api_version.rpartition("/")[2]

@@ -1,0 +1,405 @@
+"""Generate CustomResourceDefinitions from the API models (our controller-gen).
+
+The models are the single source of truth: Python types give JSON types, ``Literal`` gives
+enums, field defaults give ``default:``, pydantic constraints give min/max/pattern, and the
+``Ext``/``Rule`` markers give list types, map keys and CEL rules. Embedded core types
+(``CoreRef``) are converted from the Kubernetes OpenAPI v3 snapshot the way controller-gen
+renders them:
+
+* ``$ref``/``allOf`` are inlined; ObjectMeta inside templates becomes the five fields a CRD keeps
+  (``generateEmbeddedObjectMeta``); Quantity and IntOrString become int-or-string schemas;
+  metav1.Time becomes ``string``/``date-time``;
+* ``x-kubernetes-list-type``, ``-list-map-keys`` and ``-map-type`` are kept as Kubernetes has
+  them, so server-side apply merges pod templates as it merges Pods;
+* defaults are kept only where Kubernetes declares one on an optional field (``protocol: TCP``,
+  ``LocalObjectReference.name: ""``); the zero-value and ``{}`` defaults the OpenAPI generator
+  adds to required fields and nested structs are dropped, as controller-gen never emits them;
+* ``enum`` (from ``+enum``), descriptions and patch-strategy extensions are dropped, as in the
+  upstream CRDs.
+
+``python -m trainer.api.crdgen [DIR]`` writes ``<group>_<plural>.yaml`` files (``make manifests``).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import typing
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+import annotated_types
+import yaml
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from trainer.api.base import QUANTITY_PATTERN, CoreRef, Ext, KindModel
+from trainer.api.core import OBJECT_META, EmbeddedObjectMeta, ObjectMeta
+from trainer.api.jobset_v1alpha2 import JobSet
+from trainer.api.openapi import definitions
+from trainer.api.scheduling_v1alpha1 import ElasticQuota, PodGroup
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+
+Schema = dict[str, Any]
+
+# Every kind we install, in a stable order.
+CRD_KINDS: tuple[type[KindModel], ...] = (
+    TrainJob,
+    TrainingRuntime,
+    ClusterTrainingRuntime,
+    JobSet,
+    PodGroup,
+    ElasticQuota,
+)
+DEFAULT_DIR = Path("config/crd/bases")
+
+_INT_OR_STRING: Schema = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "x-kubernetes-int-or-string": True,
+}
+_SPECIAL_CORE: dict[str, Schema] = {
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": {**_INT_OR_STRING, "pattern": QUANTITY_PATTERN},
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": _INT_OR_STRING,
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Time": {"type": "string", "format": "date-time"},
+    "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime": {"type": "string", "format": "date-time"},
+}
+_KEPT_CORE_KEYS = (
+    "description",
+    "type",
+    "format",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-embedded-resource",
+    "x-kubernetes-int-or-string",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+)
+_REF_PREFIX = "#/components/schemas/"
+
+# Two places where controller-gen renders Go markers the apiserver's OpenAPI cannot show:
+# defaults written as ``+default=ref(...)`` (controller-gen ignores them), and structs that
+# inline the atomic LocalObjectReference (controller-gen makes the parent atomic too).
+_CONTROLLER_GEN_IGNORED_DEFAULTS = frozenset(
+    {
+        ("io.k8s.api.core.v1.AzureDiskVolumeSource", "cachingMode"),
+        ("io.k8s.api.core.v1.AzureDiskVolumeSource", "kind"),
+    }
+)
+_INLINES_ATOMIC_LOCAL_OBJECT_REFERENCE = frozenset(
+    {
+        "io.k8s.api.core.v1.ConfigMapVolumeSource",
+        "io.k8s.api.core.v1.ConfigMapProjection",
+        "io.k8s.api.core.v1.SecretProjection",
+        "io.k8s.api.core.v1.ConfigMapEnvSource",
+        "io.k8s.api.core.v1.SecretEnvSource",
+    }
+)
+
+
+class CrdGenError(TypeError):
+    """A model uses a Python type crdgen cannot map to a structural schema."""
+
+
+# -- core types from the OpenAPI snapshot -----------------------------------------------------
+
+
+def core_schema(name: str) -> Schema:
+    """The CRD schema of a Kubernetes OpenAPI type, by its OpenAPI name."""
+    if name in _SPECIAL_CORE:
+        return dict(_SPECIAL_CORE[name])
+    if name == OBJECT_META:
+        return model_schema(EmbeddedObjectMeta)
+    try:
+        source = definitions()[name]
+    except KeyError:
+        raise CrdGenError(f"{name} is not in the OpenAPI snapshot; add it to snapshot.ROOTS") from None
+    schema = _convert(source, name)
+    if name in _INLINES_ATOMIC_LOCAL_OBJECT_REFERENCE:
+        schema["x-kubernetes-map-type"] = "atomic"
+    return schema
+
+
+def _ref_name(node: Schema) -> str | None:
+    if "$ref" in node:
+        return str(node["$ref"]).removeprefix(_REF_PREFIX)
+    all_of = node.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1 and "$ref" in all_of[0]:
+        return str(all_of[0]["$ref"]).removeprefix(_REF_PREFIX)
+    return None
+
+
+def _is_kept_default(value: Any) -> bool:
+    return not isinstance(value, dict | list)
+
+
+def _convert(node: Schema, owner: str = "") -> Schema:
+    """Convert one OpenAPI node; ``owner`` names the type whose properties these are."""
+    ref = _ref_name(node)
+    out: Schema = core_schema(ref) if ref else {}
+    for key in _KEPT_CORE_KEYS:
+        if key in node:
+            out[key] = node[key]
+    if "items" in node:
+        out["items"] = _convert(node["items"])
+    if "additionalProperties" in node and isinstance(node["additionalProperties"], dict):
+        out["additionalProperties"] = _convert(node["additionalProperties"])
+    if "properties" in node:
+        required = set(node.get("required", ()))
+        props: Schema = {}
+        for prop, sub in node["properties"].items():
+            converted = _convert(sub)
+            if (
+                "default" in sub
+                and prop not in required
+                and _is_kept_default(sub["default"])
+                and (owner, prop) not in _CONTROLLER_GEN_IGNORED_DEFAULTS
+            ):
+                converted["default"] = sub["default"]
+            props[prop] = converted
+        out["properties"] = props
+    if node.get("required"):
+        out["required"] = sorted(node["required"])
+    return out
+
+
+# -- model types ------------------------------------------------------------------------------
+
+
+def _split_annotated(tp: Any) -> tuple[Any, list[Any]]:
+    metadata: list[Any] = []
+    while get_origin(tp) is typing.Annotated:
+        args = get_args(tp)
+        tp, metadata = args[0], [*args[1:], *metadata]
+    return tp, metadata
+
+
+def _unwrap_optional(tp: Any) -> Any:
+    if get_origin(tp) in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _flatten(metadata: Iterable[Any]) -> list[Any]:
+    flat: list[Any] = []
+    for item in metadata:
+        if isinstance(item, FieldInfo):
+            flat.extend(_flatten(item.metadata))
+        else:
+            flat.append(item)
+    return flat
+
+
+def _apply(schema: Schema, metadata: Iterable[Any]) -> Schema:
+    """Apply markers and constraints to a schema already built for the bare type."""
+    for item in _flatten(metadata):
+        if isinstance(item, Ext):
+            if item.list_type:
+                schema["x-kubernetes-list-type"] = item.list_type
+            if item.map_keys:
+                schema["x-kubernetes-list-map-keys"] = list(item.map_keys)
+            if item.map_type:
+                schema["x-kubernetes-map-type"] = item.map_type
+            if item.rules:
+                rules = schema.setdefault("x-kubernetes-validations", [])
+                rules.extend({"rule": r.rule, "message": r.message} for r in item.rules)
+            if item.min_properties is not None:
+                schema["minProperties"] = item.min_properties
+            if item.format:
+                schema["format"] = item.format
+            if item.pattern:
+                schema["pattern"] = item.pattern
+        elif isinstance(item, annotated_types.MinLen):
+            schema["minItems" if schema.get("type") == "array" else "minLength"] = item.min_length
+        elif isinstance(item, annotated_types.MaxLen):
+            schema["maxItems" if schema.get("type") == "array" else "maxLength"] = item.max_length
+        elif isinstance(item, annotated_types.Ge):
+            schema["minimum"] = item.ge
+        elif isinstance(item, annotated_types.Le):
+            schema["maximum"] = item.le
+        elif getattr(item, "pattern", None) is not None:
+            schema["pattern"] = item.pattern
+    return schema
+
+
+def type_schema(tp: Any, extra: Iterable[Any] = ()) -> Schema:
+    """The schema of an annotation (``Annotated``, optional, list, dict, model, scalar).
+
+    ``extra`` is metadata pydantic already split off a field's top-level ``Annotated``.
+    """
+    tp, metadata = _split_annotated(_unwrap_optional(tp))
+    tp = _unwrap_optional(tp)
+    flat = _flatten([*metadata, *extra])
+    refs = [m for m in flat if isinstance(m, CoreRef)]
+    if refs:
+        return _apply(core_schema(refs[0].name), flat)
+    if any(isinstance(m, Ext) and m.int_or_string for m in flat):
+        return _apply(dict(_INT_OR_STRING), flat)
+    return _apply(_bare_schema(tp), flat)
+
+
+def _bare_schema(tp: Any) -> Schema:
+    origin = get_origin(tp)
+    if origin is Literal:
+        values = list(get_args(tp))
+        kinds = {type(v) for v in values}
+        if kinds != {str}:
+            raise CrdGenError(f"only string enums are supported: {tp}")
+        return {"type": "string", "enum": values}
+    if origin is list:
+        (item,) = get_args(tp)
+        return {"type": "array", "items": type_schema(item)}
+    if origin is dict:
+        key, value = get_args(tp)
+        if key is not str:
+            raise CrdGenError(f"map keys must be strings: {tp}")
+        return {"type": "object", "additionalProperties": type_schema(value)}
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return model_schema(tp)
+    if tp is bool:
+        return {"type": "boolean"}
+    if tp is int:
+        return {"type": "integer"}
+    if tp is float:
+        return {"type": "number"}
+    if tp is str:
+        return {"type": "string"}
+    raise CrdGenError(f"no schema for {tp!r}")
+
+
+def _field_schema(info: FieldInfo) -> Schema:
+    schema = type_schema(info.annotation, info.metadata)
+    if info.description:
+        schema["description"] = " ".join(info.description.split())
+    default = info.default
+    if default is not PydanticUndefined and default is not None and _is_kept_default(default):
+        schema["default"] = default
+    return schema
+
+
+def model_schema(model: type[BaseModel]) -> Schema:
+    """The object schema of a model: properties by JSON name, required, type-level rules."""
+    if model is ObjectMeta:
+        return {"type": "object"}
+    properties: Schema = {}
+    required: list[str] = []
+    for name, info in model.model_fields.items():
+        json_name = info.alias or name
+        properties[json_name] = _field_schema(info)
+        if info.is_required():
+            required.append(json_name)
+    schema: Schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = sorted(required)
+    rules = getattr(model, "k8s_rules", ())
+    if rules:
+        schema["x-kubernetes-validations"] = [{"rule": r.rule, "message": r.message} for r in rules]
+    min_properties = getattr(model, "k8s_min_properties", None)
+    if min_properties is not None:
+        schema["minProperties"] = min_properties
+    return schema
+
+
+# -- CRDs -------------------------------------------------------------------------------------
+
+
+_TYPE_META = {
+    "apiVersion": {
+        "type": "string",
+        "description": "Versioned schema of this representation of the object; the server may convert it.",
+    },
+    "kind": {"type": "string", "description": "REST resource this object represents, in CamelCase."},
+}
+
+
+def root_schema(kind: type[KindModel]) -> Schema:
+    schema = model_schema(kind)
+    schema["properties"] = {**_TYPE_META, **schema["properties"]}
+    if kind.__doc__:
+        schema["description"] = " ".join(kind.__doc__.split())
+    return schema
+
+
+def crd(kind: type[KindModel]) -> Schema:
+    """The CustomResourceDefinition of one kind."""
+    names: Schema = {
+        "kind": kind.kind,
+        "listKind": f"{kind.kind}List",
+        "plural": kind.plural,
+        "singular": kind.singular,
+    }
+    if kind.short_names:
+        names["shortNames"] = list(kind.short_names)
+    if kind.categories:
+        names["categories"] = list(kind.categories)
+    version: Schema = {
+        "name": kind.version(),
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": root_schema(kind)},
+    }
+    if kind.printer_columns:
+        version["additionalPrinterColumns"] = [dict(col) for col in kind.printer_columns]
+    if kind.status_subresource:
+        version["subresources"] = {"status": {}}
+    metadata: Schema = {"name": f"{kind.plural}.{kind.group()}"}
+    if kind.crd_annotations:
+        metadata["annotations"] = dict(kind.crd_annotations)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": metadata,
+        "spec": {
+            "group": kind.group(),
+            "names": names,
+            "scope": "Namespaced" if kind.namespaced else "Cluster",
+            "versions": [version],
+        },
+    }
+
+
+def file_name(kind: type[KindModel]) -> str:
+    return f"{kind.group()}_{kind.plural}.yaml"
+
+
+def render(kind: type[KindModel]) -> str:
+    """The YAML text of a CRD, byte-stable (sorted keys) so a stale file is a diff."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    body = yaml.dump(crd(kind), Dumper=dumper, sort_keys=True, default_flow_style=False, width=100)
+    return "---\n" + body
+
+
+def generate() -> dict[str, str]:
+    """File name -> YAML text for every CRD."""
+    return {file_name(kind): render(kind) for kind in CRD_KINDS}
+
+
+def write(directory: Path = DEFAULT_DIR) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in generate().items():
+        path = directory / name
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    for path in write(Path(args[0]) if args else DEFAULT_DIR):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
