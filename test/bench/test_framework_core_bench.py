@@ -1,4 +1,4 @@
-"""Throughput of the framework core, without a cluster: ``python test/bench/framework_core_bench.py``.
+"""Throughput of the framework core, without a cluster (``make bench``, or run this file).
 
 * work queue: add + get + done cycles per second (distinct keys, then duplicates collapsing);
 * controller: informer events per second through predicates, handler, queue and one no-op
@@ -11,6 +11,8 @@ import asyncio
 import io
 import time
 
+import pytest
+
 from manager import log
 from manager.controller import Controller, KindSource, Options, Request, enqueue_for_object
 from manager.scheme import GroupVersionKind
@@ -18,6 +20,11 @@ from manager.testing.informers import FakeInformers
 from manager.workqueue import Queue, RateLimitingQueue
 
 N = 100_000
+# Floors far below what one core does, so the benchmark fails only on a real regression.
+MIN_QUEUE_ITEMS_PER_S = 100_000
+MIN_EVENTS_PER_S = 3_000
+
+pytestmark = pytest.mark.bench
 
 
 async def queue_cycles() -> float:
@@ -79,6 +86,18 @@ async def main() -> None:
         print(
             f"events -> no-op reconcile ({workers} workers): {await controller_events(workers):,.0f} events/s"
         )
+
+
+def test_bench_framework_core(capsys: pytest.CaptureFixture[str]) -> None:
+    log.configure(level="INFO", fmt="json", stream=io.StringIO())
+    queue_rate = asyncio.run(queue_cycles())
+    event_rate = asyncio.run(controller_events(4))
+    with capsys.disabled():
+        print(
+            f"\nworkqueue add+get+done: {queue_rate:,.0f} items/s; events -> no-op reconcile: {event_rate:,.0f}/s"
+        )
+    assert queue_rate > MIN_QUEUE_ITEMS_PER_S
+    assert event_rate > MIN_EVENTS_PER_S
 
 
 if __name__ == "__main__":
