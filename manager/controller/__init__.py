@@ -8,6 +8,7 @@ from manager.controller.handler import (
     Funcs,
     enqueue_for_object,
     enqueue_for_owner,
+    enqueue_from_async_map,
     enqueue_from_map,
 )
 from manager.controller.predicate import (
@@ -56,6 +57,7 @@ __all__ = [
     "annotations_changed",
     "enqueue_for_object",
     "enqueue_for_owner",
+    "enqueue_from_async_map",
     "enqueue_from_map",
     "generation_changed",
     "label_selector",
