@@ -157,7 +157,7 @@ class EnqueueRequestsFromAsyncMapFunc:
     """Like ``enqueue_from_map`` for a coroutine (e.g. one that lists dependants from the cache).
 
     The informer calls handlers synchronously, so events are buffered here and mapped by a task
-    that the source runs next to the informer registration (``drain``). The buffer is
+    that the source runs next to the informer registration (``run_in_source``). The buffer is
     unbounded, as client-go's per-handler notification buffer is: an event is never dropped.
     """
 
@@ -190,7 +190,7 @@ class EnqueueRequestsFromAsyncMapFunc:
     def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
         self._push(queue, event.object)
 
-    async def drain(self) -> None:
+    async def run_in_source(self) -> None:
         """Map buffered objects until cancelled; a failing map is logged and skipped."""
         pending = self._buffer()
         while True:

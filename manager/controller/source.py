@@ -77,8 +77,10 @@ class KindSource:
     async def run(self, queue: RequestQueue, synced: asyncio.Event) -> None:
         informer = await self._get_informer()
         dispatch = _Dispatch(self.handler, self.predicates, queue)
-        drain = getattr(self.handler, "drain", None)  # handlers with async mapping need a task
-        mapper = asyncio.create_task(drain()) if drain is not None else None
+        # a handler with work to do outside the informer's synchronous dispatch (async mapping)
+        # gets a task for the source's lifetime
+        background = getattr(self.handler, "run_in_source", None)
+        mapper = asyncio.create_task(background()) if background is not None else None
         informer.add_event_handler(dispatch)
         try:
             await _wait_synced(informer)
