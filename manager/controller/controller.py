@@ -143,15 +143,22 @@ class Controller:
     async def _start_sources(
         self, queue: RateLimitingQueue[Request], tasks: list[asyncio.Task[None]]
     ) -> None:
+        """Start every source at once (their informers list in parallel), then wait for each to
+        sync within ``cache_sync_timeout`` of the common start."""
+        started: list[tuple[Source, asyncio.Event, asyncio.Task[None]]] = []
         for source in self._sources:
             synced = asyncio.Event()
             task = asyncio.create_task(source.run(queue, synced), name=f"{self.name}-{source!r}")
             tasks.append(task)
+            started.append((source, synced, task))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.cache_sync_timeout
+        for source, synced, task in started:
             waiter = asyncio.create_task(synced.wait())
             try:
                 done, _ = await asyncio.wait(
                     {task, waiter},
-                    timeout=self.options.cache_sync_timeout,
+                    timeout=max(0.0, deadline - loop.time()),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
             finally:

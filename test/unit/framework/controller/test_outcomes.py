@@ -312,3 +312,22 @@ async def test_a_blocking_reconciler_runs_in_a_thread(
         )
     assert threads and threads[0] != threading.current_thread().name
     assert contexts == ["a"], "log context follows the reconcile into the thread"
+
+
+async def test_sources_start_together(mgr: FakeManager, name: str, running: Any, sample: Any) -> None:
+    # controller-runtime starts every source at once, so informers list in parallel
+    owned = GroupVersionKind("apps", "v1", "Deployment")
+    mgr.informers.informer(WIDGET).synced = False
+    ctrl = Builder(mgr).for_(WIDGET).owns(owned).named(name).build(Recorder())
+    started = asyncio.Event()
+    task = asyncio.create_task(ctrl.start(started))
+    try:
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert mgr.informers.informer(owned).handlers, "the second source registered while the first syncs"
+        assert not started.is_set()
+        mgr.informers.informer(WIDGET).synced = True
+        await asyncio.wait_for(started.wait(), 5)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
