@@ -330,7 +330,8 @@ class Manager:
                     lead_task.add_done_callback(self._lead_ended)
                 else:
                     await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
-                    self.elected.set()
+                    if not self._stop_requested.is_set():
+                        self.elected.set()
                 await self._stop_requested.wait()
         finally:
             await self._shutdown(lead_task)
