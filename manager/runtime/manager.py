@@ -30,6 +30,7 @@ from manager.controller.builder import Builder
 from manager.controller.controller import Options as ControllerOptions
 from manager.controller.predicate import Predicate
 from manager.controller.reconcile import ReconcileFunc
+from manager.debug import debug_server
 from manager.health.checks import Checker, flag_checker
 from manager.health.server import CheckSet, HealthProbeServer
 from manager.leaderelection.elector import (
@@ -84,6 +85,8 @@ class Options:
     """``tls.crt``/``tls.key`` for secure metrics; without them a self-signed pair is generated at start."""
     health_probe_bind_address: str = ""  # disabled; the deployment enables ":8081"
     liveness_endpoint_name: str = "/healthz"
+    debug_bind_address: str = ""
+    """``/debug/tasks`` (asyncio task stacks), the counterpart of pprof; disabled by default."""
     readiness_endpoint_name: str = "/readyz"
     leader_election: bool = False
     leader_election_id: str = ""
@@ -193,6 +196,7 @@ class Manager:
         self.elector: LeaderElector | None = None
         self.metrics_server: HTTPServer | None = None
         self.health_server: HealthProbeServer | None = None
+        self.debug_server: HTTPServer | None = None
         self.readiness.add(
             "cache-sync", flag_checker(lambda: self._caches_synced, "caches are not synced yet")
         )
@@ -362,6 +366,9 @@ class Manager:
                 readiness_endpoint=opts.readiness_endpoint_name,
             )
             self.add(self.health_server)
+        if not is_disabled(opts.debug_bind_address):
+            self.debug_server = debug_server(opts.debug_bind_address)
+            self.add(self.debug_server)
         if opts.leader_election:
             self.elector = self._new_elector()
 

@@ -505,3 +505,21 @@ async def test_checkers_may_take_no_request_and_return_a_bool() -> None:
         assert await get(port, "/readyz/webhook") == (500, "internal server error: check returned false\n")
         started["value"] = True
         assert await get(port, "/readyz") == (200, "ok")
+
+
+async def test_debug_endpoint_lists_tasks_with_stacks() -> None:
+    log: list[str] = []
+    cluster = StubCluster(log)
+    cluster.cache.gate.set()
+    mgr = Manager(
+        cluster,  # type: ignore[arg-type]
+        options(metrics_bind_address="0", health_probe_bind_address="0", debug_bind_address=LOOPBACK),
+    )
+    mgr.add(Rec("controller", log))
+    async with running(mgr):
+        await asyncio.wait_for(mgr.elected.wait(), 5)
+        port = mgr.debug_server.port if mgr.debug_server else None
+        status, body = await get(port, "/debug/tasks")
+        assert status == 200
+        assert "leader-election:controller" in body, "runnable tasks are named after their group"
+        assert "Rec.start" in body or "in start" in body, "each task shows where it waits"
