@@ -22,7 +22,14 @@ from manager.controller.predicate import (
     or_,
     resource_version_changed,
 )
-from manager.controller.reconcile import ReconcileError, Reconciler, Request, Result, TerminalError
+from manager.controller.reconcile import (
+    ReconcileError,
+    Reconciler,
+    Request,
+    Result,
+    TerminalError,
+    object_reconciler,
+)
 from manager.controller.source import ChannelSource, KindSource, Source
 
 __all__ = [
@@ -55,6 +62,7 @@ __all__ = [
     "labels_changed",
     "new_predicate_funcs",
     "not_",
+    "object_reconciler",
     "or_",
     "resource_version_changed",
 ]
