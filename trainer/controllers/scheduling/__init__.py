@@ -95,13 +95,14 @@ async def setup(mgr: Manager, *, api_version: str = c.API_VERSION, workers: int 
         eq_reconciler = elasticquota.ElasticQuotaReconciler(
             mgr.client, _recorder(mgr, elasticquota.EVENT_COMPONENT)
         )
+        changed = eq_reconciler.change_tracker()
         (
             Builder(mgr)
-            .for_(elasticquota.ELASTICQUOTA)
+            .for_(elasticquota.ELASTICQUOTA, predicates=[changed])
             .watches(
                 elasticquota.POD,
                 enqueue_for_object(),  # upstream: the request names the pod itself
-                predicates=[elasticquota.pod_may_change_used()],
+                predicates=[elasticquota.pod_may_change_used(), changed],
             )
             .with_options(**options)
             .complete(eq_reconciler)
