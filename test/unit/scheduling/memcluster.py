@@ -18,8 +18,6 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from prometheus_client import REGISTRY
-
 from manager.cache.cache import Cache
 from manager.cache.informer import SharedInformer
 from manager.client.client import Client
@@ -27,6 +25,7 @@ from manager.client.errors import NotFound
 from manager.client.patch import Patch
 from manager.controller.controller import Controller
 from manager.controller.controller import Options as ControllerOptions
+from manager.metrics import REGISTRY
 from manager.restmapper import RESTMapper, RESTMapping
 from manager.scheme import GroupVersionKind, KindRef, ObjectKey, gvk_for, gvk_of_object
 from manager.testing.fake import merge_patch

@@ -16,6 +16,7 @@ from memcluster import MemCluster, MemManager
 from sched_fixtures import LABEL, container, eq, pg, pod, res
 
 from manager.cache.store import field_index_name
+from manager.metrics import REGISTRY
 from trainer.controllers import elasticquota, podgroup
 from trainer.controllers.scheduling import setup
 
@@ -41,12 +42,29 @@ async def pg_status(cluster: MemCluster, name: str, namespace: str = "default") 
 async def test_setup_registers_both_controllers_with_their_indexes() -> None:
     cluster = MemCluster()
     mgr = MemManager(cluster)
-    assert await setup(mgr, workers=3)  # type: ignore[arg-type]
+    assert await setup(mgr)  # type: ignore[arg-type]
     assert [c.name for c in mgr.controllers] == ["podgroup", "elasticquota"]
-    assert all(c.options.max_concurrent_reconciles == 3 for c in mgr.controllers)
+    assert all(c.options.max_concurrent_reconciles == 1 for c in mgr.controllers), "upstream default"
     store = (await cluster.informer(podgroup.POD)).store
     assert store.has_index(field_index_name(podgroup.POD_GROUP_INDEX))
     assert store.has_index(field_index_name(elasticquota.POD_PHASE_INDEX))
+
+
+async def test_workers_set_the_concurrency_of_each_controller() -> None:
+    # spec: scheduling 76
+    # upstream's --workers applies to each of the two controllers; the entry point passes it here
+    cluster = MemCluster()
+    mgr = MemManager(cluster)
+    assert await setup(mgr, workers=3)  # type: ignore[arg-type]
+    await cluster.seed(podgroup.PODGROUP, [])
+    await cluster.seed(podgroup.POD, [])
+    await cluster.seed(elasticquota.ELASTICQUOTA, [])
+    async with mgr.running():
+        for name in ("podgroup", "elasticquota"):
+            value = REGISTRY.get_sample_value(
+                "controller_runtime_max_concurrent_reconciles", {"controller": name}
+            )
+            assert value == 3, name
 
 
 async def test_setup_skips_cleanly_when_the_crds_are_not_served() -> None:
