@@ -9,7 +9,7 @@ from sched_fixtures import container, eq, eq_reconciler, events, fake_api, pod, 
 
 from manager.client.errors import NotFound
 from manager.controller.event import CreateEvent, DeleteEvent, UpdateEvent
-from manager.controller.reconcile import Request
+from manager.controller.reconcile import Request, TerminalError
 from manager.testing.fake import FakeClient
 from trainer.api.quantity import Quantity
 from trainer.controllers.elasticquota import (
@@ -352,3 +352,14 @@ def test_event_filter_passes_only_events_involving_running_pods() -> None:
     assert not keep.update(UpdateEvent(pending, done))
     assert keep.delete(DeleteEvent(running))
     assert not keep.delete(DeleteEvent(done))
+
+
+async def test_unparsable_request_is_a_terminal_error() -> None:
+    # Divergence S-9: retrying cannot fix a quantity Go rejects (a fractional exponent).
+    client = fake_api(
+        eq("q", "ns", max=res(cpu=4)),
+        pod("p", "ns", phase="Running", containers=[container({"cpu": "1e1.5"})]),
+    )
+    with pytest.raises(TerminalError, match="ElasticQuota ns"):
+        await eq_reconciler(client).reconcile(Request("ns", "q"))
+    assert client.writes == 0

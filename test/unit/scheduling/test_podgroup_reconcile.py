@@ -413,3 +413,14 @@ async def test_status_patch_error_is_returned_for_retry() -> None:
     with pytest.raises(ApiError):
         await pg_reconciler(client).reconcile(Request("default", "pg"))
     assert (await get_pg(client))["status"] == {"phase": "Pending"}
+
+
+async def test_unparsable_schedule_start_time_reads_as_absent() -> None:
+    # Divergence S-9: Go would fail to decode the object; we treat the value as absent.
+    client = fake_api(
+        pg(min_member=1, phase="Pending", created=NOW - 100 * HOUR, scheduleStartTime="not-a-time"),
+        pod("p1", phase="Running"),
+    )
+    await pg_reconciler(client).reconcile(Request("default", "pg"))
+    assert (await get_pg(client))["status"]["phase"] == "Scheduling"
+    assert await events(client) == []
