@@ -127,9 +127,11 @@ class MemClient:
 
 
 class MemCluster:
-    def __init__(self) -> None:
+    """``served``: the kinds discovery finds (the others answer "not served")."""
+
+    def __init__(self, served: Iterable[RESTMapping] = MAPPINGS) -> None:
         self.mapper = RESTMapper(_NoServer())
-        for mapping in MAPPINGS:
+        for mapping in served:
             self.mapper.add(mapping)
         self.cache = Cache(Client(_NoServer(), self.mapper))  # type: ignore[arg-type]
         self.client = MemClient(self)

@@ -17,6 +17,7 @@ from sched_fixtures import LABEL, container, eq, pg, pod, res
 
 from manager.cache.store import field_index_name
 from manager.metrics import REGISTRY
+from manager.restmapper import RESTMapping
 from trainer.controllers import elasticquota, podgroup
 from trainer.controllers.scheduling import setup
 
@@ -78,6 +79,19 @@ async def test_setup_skips_cleanly_when_the_crds_are_not_served() -> None:
     assert not (await cluster.informer(podgroup.POD)).store.has_index(
         field_index_name(podgroup.POD_GROUP_INDEX)
     )
+
+
+async def test_setup_registers_only_the_served_kind() -> None:
+    # a cluster with only the coscheduling CRD: the PodGroup controller runs, the other is skipped
+    cluster = MemCluster(
+        served=[RESTMapping(podgroup.POD, "pods", True), RESTMapping(podgroup.PODGROUP, "podgroups", True)]
+    )
+    mgr = MemManager(cluster)
+    with structlog.testing.capture_logs() as logs:
+        assert await setup(mgr)  # type: ignore[arg-type]
+    assert [c.name for c in mgr.controllers] == ["podgroup"]
+    (line,) = [entry for entry in logs if "scheduler-plugins CRDs" in entry["event"]]
+    assert line["missing"] == "ElasticQuota"
 
 
 async def test_worked_example_converges_through_self_events() -> None:
