@@ -143,7 +143,7 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
                 log.info("controllers registered", component=component.name)
             else:
                 log.info("component skipped", component=component.name)
-        if webhooks is not None and enabled:
+        if webhooks is not None and webhooks.paths:
             mgr.add_webhook_server(webhooks)
             mgr.add_readyz_check(
                 "webhook", flag_checker(webhooks.started_checker(), "webhook server has not started")
