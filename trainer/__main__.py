@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from aiohttp import web
 
 from manager import Manager, Options
 from manager import log as mlog
 from manager.cluster import Cluster
 from manager.config import ConfigError, get_config
-from manager.health.checks import flag_checker, ping
+from manager.health.checks import NotReadyError, flag_checker, ping
 from manager.runtime.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
@@ -141,11 +140,13 @@ def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) ->
     )
     rotator.on_ready(lambda: mgr.add_webhook_server(webhooks))
     mgr.add(rotator)
-    certs_ready = flag_checker(rotator.is_ready, "certificates are not ready")
+    server_started = webhooks.started_checker()
 
-    def ready(request: web.Request) -> None:
-        certs_ready(request)
-        started(request)
+    def ready() -> None:
+        if not rotator.is_ready():
+            raise NotReadyError("certificates are not ready")
+        if not server_started():
+            raise NotReadyError("webhook server has not started")
 
     mgr.add_readyz_check("webhook", ready)
 
@@ -176,7 +177,7 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
                 log.info("controllers registered", component=component.name)
             else:
                 log.info("component skipped", component=component.name)
-        if webhooks is not None and enabled:
+        if webhooks is not None and webhooks.paths:
             serve_webhooks(mgr, webhooks, cfg)
         if not enabled:
             log.warning("no controllers are registered: running the empty manager (probes and metrics only)")

@@ -24,8 +24,19 @@ class Component:
     setup: Setup
 
 
-#: In start-up order. Filled as the controllers land.
+async def _scheduling(mgr: Manager, _webhooks: WebhookServer | None) -> bool:
+    from trainer.controllers import scheduling
+
+    return await scheduling.setup(mgr)
+
+
+#: In start-up order.
 COMPONENTS: tuple[Component, ...] = (
+    Component(
+        "scheduling",
+        "PodGroup and ElasticQuota status (scheduling.x-k8s.io/v1alpha1); skipped when the CRDs are absent",
+        _scheduling,
+    ),
     Component(
         "trainer",
         "TrainJob, TrainingRuntime and ClusterTrainingRuntime controllers and webhooks",

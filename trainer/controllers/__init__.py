@@ -1,1 +1,1 @@
-"""Reconcilers of the product: Trainer (TrainJob, TrainingRuntime, ClusterTrainingRuntime) and friends."""
+"""Reconcilers of the Trainer controller-manager (one module or package per controller)."""
