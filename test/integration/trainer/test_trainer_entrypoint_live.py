@@ -43,9 +43,10 @@ async def live(control_plane: Environment) -> AsyncIterator[Client]:
         client = Client(cluster.transport, cluster.mapper, field_owner="test")
         with contextlib.suppress(AlreadyExists):
             await client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        await client.create(
-            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": NAMESPACE}}
-        )
+        with contextlib.suppress(AlreadyExists):  # the shipped manifests may have created it empty
+            await client.create(
+                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": NAMESPACE}}
+            )
         vwc: Json = yaml.safe_load((ROOT / "config" / "webhook" / "trainer.yaml").read_text())
         for hook in vwc["webhooks"]:  # injected, never called
             hook["namespaceSelector"] = NEVER
