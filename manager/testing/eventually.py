@@ -29,7 +29,7 @@ async def eventually(
     deadline = time.monotonic() + timeout
     started = time.monotonic()
     last: BaseException | None = None
-    retryable = (AssertionError, *retry_on)
+    retryable: tuple[type[BaseException], ...] = (AssertionError, *retry_on)
     while True:
         try:
             result = check()
