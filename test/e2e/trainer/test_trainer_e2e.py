@@ -38,9 +38,23 @@ VWC_PATH = (
 Json = dict[str, Any]
 
 
+def webhook_configurations(namespace: str) -> list[Json]:
+    """Every shipped webhook configuration, the namespaced webhooks limited to ``namespace``."""
+    docs: list[Json] = []
+    for path in sorted((ROOT / "config" / "webhook").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not isinstance(doc, dict) or not doc.get("kind", "").endswith("WebhookConfiguration"):
+                continue
+            for hook in doc.get("webhooks", []):
+                if hook["name"] != "validator.clustertrainingruntime.trainer.kubeflow.org":
+                    hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+            docs.append(doc)
+    return docs
+
+
 @pytest.fixture
 async def product(full_cluster: Environment, full_namespace: str, tmp_path: Path) -> AsyncIterator[Client]:
-    """The manager as a subprocess, its webhooks installed for the test namespace, the torch runtime applied."""
+    """The manager as a subprocess, every shipped webhook installed for the test namespace, the torch runtime applied."""
     ca = TinyCA("trainer-e2e-webhook-ca")
     ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
         tmp_path / "tls.crt", tmp_path / "tls.key"
@@ -80,11 +94,8 @@ async def product(full_cluster: Environment, full_namespace: str, tmp_path: Path
                     raise AssertionError(str(err)) from err
 
             await eventually(ready, timeout=60, message="the manager never became ready")
-        hooks: Json = yaml.safe_load((ROOT / "config" / "webhook" / "trainer.yaml").read_text())
-        for hook in hooks["webhooks"]:
-            if hook["name"] != "validator.clustertrainingruntime.trainer.kubeflow.org":
-                hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": full_namespace}}
-        (tmp_path / "webhooks.yaml").write_text(yaml.safe_dump(hooks))
+        docs = webhook_configurations(full_namespace)
+        (tmp_path / "webhooks.yaml").write_text(yaml.safe_dump_all(docs))
         await full_cluster.install_webhooks(
             [tmp_path / "webhooks.yaml"], host="127.0.0.1", port=port, ca_bundle=ca.cert_pem
         )
@@ -95,7 +106,11 @@ async def product(full_cluster: Environment, full_namespace: str, tmp_path: Path
         async with Cluster(rest, field_owner="e2e") as cluster:
             yield Client(cluster.transport, cluster.mapper, field_owner="e2e")
     finally:
-        await full_cluster.request("DELETE", VWC_PATH)
+        for doc in webhook_configurations(full_namespace):
+            plural = doc["kind"].lower() + "s"
+            await full_cluster.request(
+                "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}"
+            )
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(proc.wait(), 60)
         log_file.close()
