@@ -11,7 +11,13 @@ from manager.testing.fake import FakeClient
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.metrics import JobSetMetrics
 from trainer.controllers.jobset.placement import POD_GVK
-from trainer.controllers.jobset.reconciler import JOB_GVK, JOB_OWNER_KEY, JOBSET_GVK, JobSetReconciler, job_owner_index
+from trainer.controllers.jobset.reconciler import (
+    JOB_GVK,
+    JOB_OWNER_KEY,
+    JOBSET_GVK,
+    JobSetReconciler,
+    job_owner_index,
+)
 
 Object = dict[str, Any]
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
@@ -116,7 +122,9 @@ def job(
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec, "status": body}
 
 
-def cond(type_: str, status: str = "True", *, reason: str = "", message: str = "", when: datetime.datetime = NOW) -> Object:
+def cond(
+    type_: str, status: str = "True", *, reason: str = "", message: str = "", when: datetime.datetime = NOW
+) -> Object:
     out: Object = {"type": type_, "status": status, "lastTransitionTime": ts(when)}
     if reason:
         out["reason"] = reason
@@ -126,7 +134,10 @@ def cond(type_: str, status: str = "True", *, reason: str = "", message: str = "
 
 
 def failed(reason: str = "", message: str = "", when: datetime.datetime = NOW) -> list[Object]:
-    return [cond("FailureTarget", reason=reason, message=message, when=when), cond("Failed", reason=reason, message=message, when=when)]
+    return [
+        cond("FailureTarget", reason=reason, message=message, when=when),
+        cond("Failed", reason=reason, message=message, when=when),
+    ]
 
 
 def complete(when: datetime.datetime = NOW) -> list[Object]:
@@ -172,7 +183,9 @@ class Events:
         self.items.append((event_type, reason, message))
 
 
-def reconciler(client: Any, *, now: datetime.datetime = NOW) -> tuple[JobSetReconciler, Events, JobSetMetrics]:
+def reconciler(
+    client: Any, *, now: datetime.datetime = NOW
+) -> tuple[JobSetReconciler, Events, JobSetMetrics]:
     from prometheus_client import CollectorRegistry
 
     events = Events()

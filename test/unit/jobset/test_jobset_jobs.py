@@ -56,7 +56,9 @@ def test_unparsable_restart_attempt_aborts() -> None:
 # -- 6.B ------------------------------------------------------------------------------------------
 
 
-def std(js_name: str, rjob_name: str, idx: int, replicas: int, gidx: int, greplicas: int, **extra: str) -> dict[str, str]:
+def std(
+    js_name: str, rjob_name: str, idx: int, replicas: int, gidx: int, greplicas: int, **extra: str
+) -> dict[str, str]:
     """The standard keys upstream puts on a child Job in the unit tests (uid "")."""
     job_name = f"{js_name}-{rjob_name}-{idx}"
     keys = {
@@ -119,7 +121,10 @@ def test_two_replicas_literal_jobs() -> None:  # spec: jobset 6.B.2
                 },
                 "spec": {
                     "suspend": False,
-                    "template": {"metadata": {"labels": keys, "annotations": keys}, "spec": {"containers": CONTAINERS}},
+                    "template": {
+                        "metadata": {"labels": keys, "annotations": keys},
+                        "spec": {"containers": CONTAINERS},
+                    },
                 },
             }
         )
@@ -157,7 +162,9 @@ def test_template_labels_and_annotations_kept_in_place() -> None:  # spec: jobse
     ],
 )
 def test_only_missing_names_are_created(owned: J.ChildJobs) -> None:
-    assert [J.name_of(j) for j in build(jobset(rjob("replicated-job", 2)), owned)] == ["test-jobset-replicated-job-1"]
+    assert [J.name_of(j) for j in build(jobset(rjob("replicated-job", 2)), owned)] == [
+        "test-jobset-replicated-job-1"
+    ]
 
 
 def test_blocking_recreate_waits_for_previous() -> None:  # spec: jobset 6.B.8
@@ -168,7 +175,10 @@ def test_blocking_recreate_waits_for_previous() -> None:  # spec: jobset 6.B.8
 def test_global_indexes_across_rjobs() -> None:  # spec: jobset 6.B.9
     js = jobset(rjob("replicated-job-A", 1), rjob("replicated-job-B", 2))
     built = build(js, J.ChildJobs(active=[job("test-jobset-replicated-job-B-0", "replicated-job-B")]))
-    assert [J.name_of(j) for j in built] == ["test-jobset-replicated-job-A-0", "test-jobset-replicated-job-B-1"]
+    assert [J.name_of(j) for j in built] == [
+        "test-jobset-replicated-job-A-0",
+        "test-jobset-replicated-job-B-1",
+    ]
     assert built[0]["metadata"]["labels"] == std("test-jobset", "replicated-job-A", 0, 1, 0, 3)
     assert built[1]["metadata"]["labels"] == std("test-jobset", "replicated-job-B", 1, 2, 2, 3)
 
@@ -302,6 +312,12 @@ def test_index_helpers() -> None:
     assert J.group_job_index(mixed, "groupZ", "rjob1", 0) == ""  # spec: jobset 6.F.11
     assert J.group_replicas(jobset(), "groupA") == "0"  # spec: jobset 6.F.12
     assert J.group_replicas(_js(("a", 1, "groupA")), "groupA") == "1"  # spec: jobset 6.F.13
-    assert J.group_replicas(_js(("a", 1, "groupA"), ("b", 2, "groupA")), "groupA") == "3"  # spec: jobset 6.F.14
-    assert J.group_replicas(_js(("a", 1, "groupA"), ("b", 2, "groupB")), "groupB") == "2"  # spec: jobset 6.F.15
-    assert J.group_replicas(_js(("a", 1, "groupA"), ("b", 2, "groupB")), "groupC") == "0"  # spec: jobset 6.F.16
+    assert (
+        J.group_replicas(_js(("a", 1, "groupA"), ("b", 2, "groupA")), "groupA") == "3"
+    )  # spec: jobset 6.F.14
+    assert (
+        J.group_replicas(_js(("a", 1, "groupA"), ("b", 2, "groupB")), "groupB") == "2"
+    )  # spec: jobset 6.F.15
+    assert (
+        J.group_replicas(_js(("a", 1, "groupA"), ("b", 2, "groupB")), "groupC") == "0"
+    )  # spec: jobset 6.F.16

@@ -18,7 +18,9 @@ H = datetime.timedelta(hours=1)
 R1, R2 = "BackoffLimitExceeded", "DeadlineExceeded"
 
 
-def fjob(name: str, rname: str = "rj1", reason: str = "", message: str = "", ago: datetime.timedelta = H) -> Object:
+def fjob(
+    name: str, rname: str = "rj1", reason: str = "", message: str = "", ago: datetime.timedelta = H
+) -> Object:
     return job(name, rname, conditions=failed(reason, message, NOW - ago))
 
 
@@ -31,7 +33,9 @@ def test_find_first_failed_job() -> None:
     assert P.find_first_failed_job([one]) is one  # spec: jobset 6.G.2
     j1, j2 = fjob("job1", ago=3 * H), fjob("job2", ago=5 * H)
     assert P.find_first_failed_job([j1, j2]) is j2  # spec: jobset 6.G.3
-    assert P.find_first_failed_job([job("a", "r"), job("b", "r", conditions=[cond("Complete")])]) is None  # spec: jobset 6.G.4
+    assert (
+        P.find_first_failed_job([job("a", "r"), job("b", "r", conditions=[cond("Complete")])]) is None
+    )  # spec: jobset 6.G.4
 
 
 def test_ties_keep_list_order() -> None:
@@ -42,8 +46,13 @@ def test_ties_keep_list_order() -> None:
 # -- 6.G: rule applicability -----------------------------------------------------------------------
 
 
-def rule(action: str = "FailJobSet", reasons: list[str] | None = None, targets: list[str] | None = None,
-         patterns: list[str] | None = None, name: str = "r") -> Object:
+def rule(
+    action: str = "FailJobSet",
+    reasons: list[str] | None = None,
+    targets: list[str] | None = None,
+    patterns: list[str] | None = None,
+    name: str = "r",
+) -> Object:
     out: Object = {"name": name, "action": action}
     if reasons is not None:
         out["onJobFailureReasons"] = reasons
@@ -66,10 +75,34 @@ def rule(action: str = "FailJobSet", reasons: list[str] | None = None, targets: 
         (rule(targets=["rj1"]), "rj2", R1, "", False),  # spec: jobset 6.G.11
         (rule(reasons=[R1], targets=["rj1"]), "rj2", R1, "", False),  # spec: jobset 6.G.12
         (rule(reasons=[R1], targets=["rj1"]), "rj2", R2, "", False),  # spec: jobset 6.G.13
-        (rule(patterns=["^job failed because.*"]), "rj1", "", "job failed because of a bug", True),  # spec: jobset 6.G.14
-        (rule(patterns=["^job failed because.*"]), "rj1", "", "another error message", False),  # spec: jobset 6.G.15
-        (rule(reasons=[R1], patterns=[".*bug.*"]), "rj1", R1, "job failed because of a bug", True),  # spec: jobset 6.G.16
-        (rule(reasons=[R1], patterns=[".*bug.*"]), "rj1", R1, "job failed due to something else", False),  # spec: jobset 6.G.17
+        (
+            rule(patterns=["^job failed because.*"]),
+            "rj1",
+            "",
+            "job failed because of a bug",
+            True,
+        ),  # spec: jobset 6.G.14
+        (
+            rule(patterns=["^job failed because.*"]),
+            "rj1",
+            "",
+            "another error message",
+            False,
+        ),  # spec: jobset 6.G.15
+        (
+            rule(reasons=[R1], patterns=[".*bug.*"]),
+            "rj1",
+            R1,
+            "job failed because of a bug",
+            True,
+        ),  # spec: jobset 6.G.16
+        (
+            rule(reasons=[R1], patterns=[".*bug.*"]),
+            "rj1",
+            R1,
+            "job failed due to something else",
+            False,
+        ),  # spec: jobset 6.G.17
     ],
 )
 def test_rule_is_applicable(the_rule: Object, rname: str, reason: str, message: str, applies: bool) -> None:
@@ -81,19 +114,28 @@ def test_rule_needs_replicated_job_label_and_skips_bad_patterns() -> None:
     del unlabeled["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"]
     assert P.rule_is_applicable(rule(), unlabeled, R1, "") is False
     assert P.rule_is_applicable(rule(patterns=["(unclosed"]), fjob("j"), R1, "(unclosed") is False
-    assert P.rule_is_applicable(rule(patterns=["some message"]), fjob("j"), R1, "this is some message!") is True
+    assert (
+        P.rule_is_applicable(rule(patterns=["some message"]), fjob("j"), R1, "this is some message!") is True
+    )
 
 
 # -- 6.G: first rule and job -----------------------------------------------------------------------
 
-RULES = [rule(reasons=[R1], name="r1"), rule(reasons=[R2], name="r2"), rule(reasons=["FailedIndexes"], name="r3")]
+RULES = [
+    rule(reasons=[R1], name="r1"),
+    rule(reasons=[R2], name="r2"),
+    rule(reasons=["FailedIndexes"], name="r3"),
+]
 
 
 def test_first_rule_and_job() -> None:
     assert P.find_first_failed_policy_rule_and_job([], []) == (None, None)  # spec: jobset 6.G.18
     j1 = fjob("job1", reason=R1)
     assert P.find_first_failed_policy_rule_and_job([], [j1]) == (None, None)  # spec: jobset 6.G.19
-    assert P.find_first_failed_policy_rule_and_job([rule(reasons=[R2])], [j1]) == (None, None)  # spec: jobset 6.G.20
+    assert P.find_first_failed_policy_rule_and_job([rule(reasons=[R2])], [j1]) == (
+        None,
+        None,
+    )  # spec: jobset 6.G.20
     assert P.find_first_failed_policy_rule_and_job(RULES, [j1]) == (RULES[0], j1)  # spec: jobset 6.G.21
     j2 = fjob("job2", reason=R2)
     assert P.find_first_failed_policy_rule_and_job(RULES, [j2]) == (RULES[1], j2)  # spec: jobset 6.G.22
@@ -101,7 +143,10 @@ def test_first_rule_and_job() -> None:
     assert P.find_first_failed_policy_rule_and_job(RULES, [j3]) == (RULES[2], j3)  # spec: jobset 6.G.23
     assert P.find_first_failed_policy_rule_and_job([], [j1, j2]) == (None, None)  # spec: jobset 6.G.24
     a, dup = fjob("job1", reason=R1, ago=6 * H), fjob("job1Dup", reason=R1, ago=12 * H)
-    assert P.find_first_failed_policy_rule_and_job([rule(reasons=[R2])], [a, dup]) == (None, None)  # spec: jobset 6.G.25
+    assert P.find_first_failed_policy_rule_and_job([rule(reasons=[R2])], [a, dup]) == (
+        None,
+        None,
+    )  # spec: jobset 6.G.25
     r1 = rule(reasons=[R1])
     assert P.find_first_failed_policy_rule_and_job([r1], [a, dup]) == (r1, dup)  # spec: jobset 6.G.26
     miss = rule(targets=["fakeReplicatedJobName"])
@@ -132,7 +177,11 @@ def test_apply_fail_jobset() -> None:  # spec: jobset 6.G.28
     }
     assert opts.should_update is True
     assert opts.events == [
-        S.Event("Warning", "FailJobSetFailurePolicyAction", "applying FailJobSet failure policy action (first failed job: job1)")
+        S.Event(
+            "Warning",
+            "FailJobSetFailurePolicyAction",
+            "applying FailJobSet failure policy action (first failed job: job1)",
+        )
     ]
 
 
@@ -143,7 +192,11 @@ def test_apply_restart_counts() -> None:  # spec: jobset 6.G.29
     assert js["status"] == {"restarts": 2, "restartsCountTowardsMax": 2}
     assert opts.should_update is True
     assert opts.events == [
-        S.Event("Warning", "RestartJobSetFailurePolicyAction", "applying RestartJobSet failure policy action (first failed job: job1)")
+        S.Event(
+            "Warning",
+            "RestartJobSetFailurePolicyAction",
+            "applying RestartJobSet failure policy action (first failed job: job1)",
+        )
     ]
 
 
@@ -154,14 +207,20 @@ def test_apply_restart_at_max_fails() -> None:  # spec: jobset 6.G.30
     assert js["status"]["restarts"] == 2 and js["status"]["restartsCountTowardsMax"] == 2
     assert js["status"]["terminalState"] == "Failed"
     assert [(c["type"], c["reason"], c["message"]) for c in js["status"]["conditions"]] == [
-        ("Failed", "ReachedMaxRestarts", "jobset failed due to reaching max number of restarts (first failed job: job1)")
+        (
+            "Failed",
+            "ReachedMaxRestarts",
+            "jobset failed due to reaching max number of restarts (first failed job: job1)",
+        )
     ]
 
 
 def test_apply_restart_ignoring_max() -> None:  # spec: jobset 6.G.31
     js, opts = jobset(failurePolicy={"maxRestarts": 1}), S.ReconcileOpts()
     js["status"] = {"restarts": 1, "restartsCountTowardsMax": 1}
-    P.apply_failure_policy_rule_action(js, fjob("job1"), "RestartJobSetAndIgnoreMaxRestarts", opts, NOW, metrics())
+    P.apply_failure_policy_rule_action(
+        js, fjob("job1"), "RestartJobSetAndIgnoreMaxRestarts", opts, NOW, metrics()
+    )
     assert js["status"] == {"restarts": 2, "restartsCountTowardsMax": 1}
     assert opts.events[0].reason == "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
 
@@ -182,7 +241,9 @@ def test_empty_failure_policy_fails_with_reached_max_restarts() -> None:
 
 
 def test_unknown_action_is_an_error() -> None:
-    with pytest.raises(P.PolicyError, match="failed to find a corresponding action for the FailurePolicyRuleAction Nope"):
+    with pytest.raises(
+        P.PolicyError, match="failed to find a corresponding action for the FailurePolicyRuleAction Nope"
+    ):
         P.apply_failure_policy_rule_action(jobset(), fjob("j"), "Nope", S.ReconcileOpts(), NOW, metrics())
 
 
@@ -194,7 +255,10 @@ def sjob(rname: str) -> Object:
 
 
 def test_success_policy_helpers() -> None:
-    empty, two = {"operator": "All", "targetReplicatedJobs": []}, {"operator": "All", "targetReplicatedJobs": ["rj1", "rj2"]}
+    empty, two = (
+        {"operator": "All", "targetReplicatedJobs": []},
+        {"operator": "All", "targetReplicatedJobs": ["rj1", "rj2"]},
+    )
     assert P.job_matches_success_policy(empty, sjob("rj9")) is True  # spec: jobset 6.H.1
     assert P.job_matches_success_policy(two, sjob("rj1")) is True  # spec: jobset 6.H.2
     assert P.job_matches_success_policy(two, sjob("rj3")) is False  # spec: jobset 6.H.3
@@ -205,10 +269,17 @@ def test_success_policy_helpers() -> None:
     assert P.num_jobs_matching_success_policy(two, [sjob("rj1"), sjob("rj2")]) == 2  # spec: jobset 6.H.8
     assert P.num_jobs_matching_success_policy(two, [sjob("rj3"), sjob("rj4")]) == 0  # spec: jobset 6.H.9
     assert P.num_jobs_matching_success_policy(empty, [sjob("a"), sjob("b")]) == 2  # spec: jobset 6.H.10
-    assert P.num_jobs_expected_to_succeed(jobset(rjob("rj1", 4), successPolicy={"operator": "Any"})) == 1  # spec: jobset 6.H.11
+    assert (
+        P.num_jobs_expected_to_succeed(jobset(rjob("rj1", 4), successPolicy={"operator": "Any"})) == 1
+    )  # spec: jobset 6.H.11
     js12 = jobset(rjob("rj1", 1), rjob("rj2", 2), successPolicy=two)
     assert P.num_jobs_expected_to_succeed(js12) == 3  # spec: jobset 6.H.12
-    js13 = jobset(rjob("rj1", 1), rjob("rj2", 2), rjob("rj3", 3), successPolicy={"operator": "All", "targetReplicatedJobs": ["rj1", "rj3"]})
+    js13 = jobset(
+        rjob("rj1", 1),
+        rjob("rj2", 2),
+        rjob("rj3", 3),
+        successPolicy={"operator": "All", "targetReplicatedJobs": ["rj1", "rj3"]},
+    )
     assert P.num_jobs_expected_to_succeed(js13) == 4  # spec: jobset 6.H.13
 
 
@@ -231,9 +302,18 @@ def test_startup_policy_helpers() -> None:
 
 # -- 6.J dependsOn --------------------------------------------------------------------------------
 
-TRAINER_COMPLETE = {"name": "trainer-node", "dependsOn": [{"name": "model-initializer", "status": "Complete"}]}
-BOTH = [{"name": "model-initializer", "status": "Complete"}, {"name": "dataset-initializer", "status": "Complete"}]
-BOTH_READY = [{"name": "model-initializer", "status": "Ready"}, {"name": "dataset-initializer", "status": "Ready"}]
+TRAINER_COMPLETE = {
+    "name": "trainer-node",
+    "dependsOn": [{"name": "model-initializer", "status": "Complete"}],
+}
+BOTH = [
+    {"name": "model-initializer", "status": "Complete"},
+    {"name": "dataset-initializer", "status": "Complete"},
+]
+BOTH_READY = [
+    {"name": "model-initializer", "status": "Ready"},
+    {"name": "dataset-initializer", "status": "Ready"},
+]
 
 
 def st(name: str, **counts: int) -> Object:
@@ -242,8 +322,12 @@ def st(name: str, **counts: int) -> Object:
 
 def test_depends_on_gate() -> None:
     assert P.depends_on_satisfied({"name": "model-initializer"}, {}, []) is True  # spec: jobset 6.J.1
-    assert P.depends_on_satisfied(TRAINER_COMPLETE, {"model-initializer": 1}, [st("invalid")]) is False  # spec: jobset 6.J.2
-    assert P.depends_on_satisfied(TRAINER_COMPLETE, {"model-initializer": 1}, None) is False  # spec: jobset 6.J.3
+    assert (
+        P.depends_on_satisfied(TRAINER_COMPLETE, {"model-initializer": 1}, [st("invalid")]) is False
+    )  # spec: jobset 6.J.2
+    assert (
+        P.depends_on_satisfied(TRAINER_COMPLETE, {"model-initializer": 1}, None) is False
+    )  # spec: jobset 6.J.3
     two = {"model-initializer": 2, "dataset-initializer": 2}
     trainer = {"name": "trainer-node", "dependsOn": BOTH}
     done = [st("model-initializer", succeeded=2), st("dataset-initializer", succeeded=2)]
@@ -293,7 +377,10 @@ async def test_execute_ttl() -> None:
     assert await run_ttl(ttl_js(None)) == (0.0, None, True)  # spec: jobset 6.K.1
     requeue, err, kept = await run_ttl(ttl_js(5))  # spec: jobset 6.K.2
     assert (requeue, kept) == (0.0, True)
-    assert err is not None and f"error checking if ttl expired: unable to find the status of the finished JobSet {KEY}" in err
+    assert (
+        err is not None
+        and f"error checking if ttl expired: unable to find the status of the finished JobSet {KEY}" in err
+    )
     assert await run_ttl(ttl_js(None, "Completed")) == (0.0, None, True)  # spec: jobset 6.K.3
     assert await run_ttl(ttl_js(5, "Completed", ago=10)) == (0.0, None, False)  # spec: jobset 6.K.4
     assert await run_ttl(ttl_js(5, "Completed", ago=2)) == (3.0, None, True)  # spec: jobset 6.K.5
@@ -302,21 +389,29 @@ async def test_execute_ttl() -> None:
 def test_check_if_ttl_expired() -> None:
     assert P.check_if_ttl_expired(ttl_js(None, "Completed"), NOW) is False  # spec: jobset 6.K.6
     assert P.check_if_ttl_expired(ttl_js(10, "Completed"), NOW) is False  # spec: jobset 6.K.7
-    assert P.check_if_ttl_expired(ttl_js(10, "Completed"), NOW + datetime.timedelta(seconds=15)) is True  # spec: jobset 6.K.8
+    assert (
+        P.check_if_ttl_expired(ttl_js(10, "Completed"), NOW + datetime.timedelta(seconds=15)) is True
+    )  # spec: jobset 6.K.8
     for _ in range(2):  # spec: jobset 6.K.9 / spec: jobset 6.K.10
         with pytest.raises(P.TTLError, match=f"unable to find the status of the finished JobSet {KEY}"):
             P.check_if_ttl_expired(ttl_js(10), NOW)
     assert P.check_if_ttl_expired(ttl_js(10, "Completed", deleting=True), NOW) is False  # spec: jobset 6.K.11
     zero_time = ttl_js(10, "Completed")
     zero_time["status"]["conditions"][0]["lastTransitionTime"] = None
-    with pytest.raises(P.TTLError, match=f"unable to find the time when the JobSet {KEY} finished"):  # spec: jobset 6.K.12
+    with pytest.raises(
+        P.TTLError, match=f"unable to find the time when the JobSet {KEY} finished"
+    ):  # spec: jobset 6.K.12
         P.check_if_ttl_expired(zero_time, NOW)
 
 
 def test_time_left() -> None:
-    with pytest.raises(P.TTLError, match=f"unable to find the status of the finished JobSet {KEY}"):  # spec: jobset 6.K.13
+    with pytest.raises(
+        P.TTLError, match=f"unable to find the status of the finished JobSet {KEY}"
+    ):  # spec: jobset 6.K.13
         P.time_left(ttl_js(0), NOW)
-    with pytest.raises(P.TTLError, match="calculated invalid expiration time, jobset cleanup will be deferred"):  # spec: jobset 6.K.14
+    with pytest.raises(
+        P.TTLError, match="calculated invalid expiration time, jobset cleanup will be deferred"
+    ):  # spec: jobset 6.K.14
         P.time_left(ttl_js(0, "Completed"), None)
     s = datetime.timedelta(seconds=1)
     assert P.time_left(ttl_js(0, "Completed"), NOW) == 0 * s  # spec: jobset 6.K.15
@@ -330,7 +425,9 @@ def test_time_left() -> None:
 def test_requeue_after() -> None:
     s = datetime.timedelta(seconds=1)
     assert P.requeue_jobset_after(ttl_js(None), NOW) == 0 * s  # spec: jobset 6.K.21
-    with pytest.raises(P.TTLError, match=f"unable to find the status of the finished JobSet {KEY}"):  # spec: jobset 6.K.22
+    with pytest.raises(
+        P.TTLError, match=f"unable to find the status of the finished JobSet {KEY}"
+    ):  # spec: jobset 6.K.22
         P.requeue_jobset_after(ttl_js(5), NOW)
     assert P.requeue_jobset_after(ttl_js(None, "Completed"), NOW) == 0 * s  # spec: jobset 6.K.23
     assert P.requeue_jobset_after(ttl_js(5, "Completed"), NOW) == 5 * s  # spec: jobset 6.K.24

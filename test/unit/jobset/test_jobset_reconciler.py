@@ -26,7 +26,12 @@ def dns(subdomain: str | None = None, publish: bool | None = None) -> Object:
 
 
 def service(name: str) -> Object:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"}, "spec": {}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {},
+    }
 
 
 # -- 6.E headless Service -----------------------------------------------------------------------
@@ -170,7 +175,11 @@ async def test_failed_job_without_policy_fails_then_finished_path_deletes_active
     assert stored["status"]["terminalState"] == "Failed"
     assert [(x["type"], x["reason"]) for x in stored["status"]["conditions"]] == [("Failed", "FailedJobs")]
     assert events.items == [
-        ("Warning", "FailedJobs", "jobset failed due to one or more job failures (first failed job: test-jobset-a-0)")
+        (
+            "Warning",
+            "FailedJobs",
+            "jobset failed due to one or more job failures (first failed job: test-jobset-a-0)",
+        )
     ]
     assert metrics.failed.labels("test-jobset", "default")._value.get() == 1
     assert client.requests["create"] == 0
@@ -190,7 +199,11 @@ async def test_restart_then_previous_jobs_deleted_and_recreated() -> None:
     stored = await get_jobset(client)
     assert stored["status"]["restarts"] == 1 and stored["status"]["restartsCountTowardsMax"] == 1
     assert events.items == [
-        ("Warning", "RestartJobSetFailurePolicyAction", "applying RestartJobSet failure policy action (first failed job: test-jobset-a-0)")
+        (
+            "Warning",
+            "RestartJobSetFailurePolicyAction",
+            "applying RestartJobSet failure policy action (first failed job: test-jobset-a-0)",
+        )
     ]
     assert client.requests["create"] == 0  # never restart and create in the same pass
     await rec.reconcile(REQ)
@@ -201,7 +214,9 @@ async def test_restart_then_previous_jobs_deleted_and_recreated() -> None:
     # ... the next pass sees them gone (the fake has no finalizers) and recreates at attempt 1.
     await rec.reconcile(REQ)
     assert client.names("Job") == ["test-jobset-a-0", "test-jobset-b-0", "test-jobset-b-1"]
-    assert {client.stored("Job", n)["metadata"]["labels"][c.RestartsKey] for n in client.names("Job")} == {"1"}  # type: ignore[index]
+    assert {client.stored("Job", n)["metadata"]["labels"][c.RestartsKey] for n in client.names("Job")} == {
+        "1"
+    }  # type: ignore[index]
 
 
 async def test_blocking_recreate_waits_while_previous_jobs_terminate() -> None:
@@ -229,7 +244,10 @@ async def test_success_policy_completes_and_stops() -> None:
 
 
 async def test_status_conflict_drops_events_and_is_raised_for_a_rate_limited_retry() -> None:
-    client = RecordingClient(two_rjobs(successPolicy={"operator": "Any"}), job("test-jobset-b-1", "b", conditions=[cond("Complete")]))
+    client = RecordingClient(
+        two_rjobs(successPolicy={"operator": "Any"}),
+        job("test-jobset-b-1", "b", conditions=[cond("Complete")]),
+    )
     client.inject_error("status.update", Conflict("conflict", code=409))
     rec, events, _ = reconciler(client)
     with pytest.raises(Conflict):
@@ -288,7 +306,9 @@ async def test_in_order_creates_one_rjob_at_a_time() -> None:
     rec, events, _ = reconciler(client)
     await rec.reconcile(REQ)
     assert client.names("Job") == ["test-jobset-a-0"]
-    assert events.items == [("Normal", "InOrderStartupPolicyInProgress", "in order startup policy is in progress")]
+    assert events.items == [
+        ("Normal", "InOrderStartupPolicyInProgress", "in order startup policy is in progress")
+    ]
     a0 = client.stored("Job", "test-jobset-a-0")
     assert a0 is not None
     a0["status"] = {"ready": 1, "active": 1}
@@ -344,7 +364,9 @@ async def test_jobs_listed_through_owner_index_only() -> None:
     owned = await rec.get_child_jobs(two_rjobs())
     assert owned.active == []
     assert client.requests["list"] == 1
-    assert (await client.list(JOB_GVK, field_selector={".metadata.controller": "other"}))[0]["metadata"]["name"] == "other-a-0"
+    assert (await client.list(JOB_GVK, field_selector={".metadata.controller": "other"}))[0]["metadata"][
+        "name"
+    ] == "other-a-0"
 
 
 def test_merge_pod_template_union_rules() -> None:
@@ -352,7 +374,10 @@ def test_merge_pod_template_union_rules() -> None:
         "spec": {
             "template": {
                 "metadata": {"labels": {"a": "1", "b": "1"}},
-                "spec": {"tolerations": [{"key": "k", "operator": "Exists"}], "schedulingGates": [{"name": "g1"}]},
+                "spec": {
+                    "tolerations": [{"key": "k", "operator": "Exists"}],
+                    "schedulingGates": [{"name": "g1"}],
+                },
             }
         }
     }

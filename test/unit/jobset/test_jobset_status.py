@@ -41,11 +41,19 @@ def test_suspended_appended() -> None:  # spec: jobset 6.C.3
 
 def test_resume_replaces_suspended_in_place() -> None:  # spec: jobset 6.C.4
     js = jobset()
-    js["status"] = {"conditions": [S.suspended_condition().__dict__ | {"lastTransitionTime": "2020-01-01T00:00:00Z"}]}
+    js["status"] = {
+        "conditions": [S.suspended_condition().__dict__ | {"lastTransitionTime": "2020-01-01T00:00:00Z"}]
+    }
     js["status"]["conditions"][0].pop("event_type")
     assert S.update_condition(js, S.resumed_condition(), NOW) is True
     assert js["status"]["conditions"] == [
-        {"type": "Suspended", "status": "False", "reason": "ResumeJobs", "message": "jobset is resumed", "lastTransitionTime": T}
+        {
+            "type": "Suspended",
+            "status": "False",
+            "reason": "ResumeJobs",
+            "message": "jobset is resumed",
+            "lastTransitionTime": T,
+        }
     ]
 
 
@@ -123,16 +131,25 @@ def test_ready_counts_with_parallelism_and_completions() -> None:  # spec: jobse
             j("replicated-job-2", 4, 5, ready=2, succeeded=1),
         ]
     )
-    assert S.replicated_jobs_statuses(TWO, owned) == [zero("replicated-job-1", ready=1), zero("replicated-job-2", ready=3)]
+    assert S.replicated_jobs_statuses(TWO, owned) == [
+        zero("replicated-job-1", ready=1),
+        zero("replicated-job-2", ready=3),
+    ]
 
 
 def test_no_jobs_gives_zero_entries() -> None:  # spec: jobset 6.D.2
-    assert S.replicated_jobs_statuses(TWO, ChildJobs()) == [zero("replicated-job-1"), zero("replicated-job-2")]
+    assert S.replicated_jobs_statuses(TWO, ChildJobs()) == [
+        zero("replicated-job-1"),
+        zero("replicated-job-2"),
+    ]
 
 
 def test_single_ready_job() -> None:  # spec: jobset 6.D.3
     owned = ChildJobs(active=[j("replicated-job-2", 5, None, ready=2, succeeded=3)])
-    assert S.replicated_jobs_statuses(TWO, owned) == [zero("replicated-job-1"), zero("replicated-job-2", ready=1)]
+    assert S.replicated_jobs_statuses(TWO, owned) == [
+        zero("replicated-job-1"),
+        zero("replicated-job-2", ready=1),
+    ]
 
 
 def test_succeeded_counts() -> None:  # spec: jobset 6.D.4
@@ -145,14 +162,24 @@ def test_succeeded_counts() -> None:  # spec: jobset 6.D.4
 
 def test_failed_counts() -> None:  # spec: jobset 6.D.5
     owned = ChildJobs(failed=[j("replicated-job-1", 1)] * 3 + [j("replicated-job-2", 1)])
-    assert S.replicated_jobs_statuses(TWO, owned) == [zero("replicated-job-1", failed=3), zero("replicated-job-2", failed=1)]
+    assert S.replicated_jobs_statuses(TWO, owned) == [
+        zero("replicated-job-1", failed=3),
+        zero("replicated-job-2", failed=1),
+    ]
 
 
 def test_active_counts() -> None:  # spec: jobset 6.D.6
     owned = ChildJobs(
-        active=[j("replicated-job-1", 2, active=1), j("replicated-job-2", 2, active=0), j("replicated-job-2", 2, active=1)]
+        active=[
+            j("replicated-job-1", 2, active=1),
+            j("replicated-job-2", 2, active=0),
+            j("replicated-job-2", 2, active=1),
+        ]
     )
-    assert S.replicated_jobs_statuses(TWO, owned) == [zero("replicated-job-1", active=1), zero("replicated-job-2", active=1)]
+    assert S.replicated_jobs_statuses(TWO, owned) == [
+        zero("replicated-job-1", active=1),
+        zero("replicated-job-2", active=1),
+    ]
 
 
 def test_suspended_counts() -> None:  # spec: jobset 6.D.7
