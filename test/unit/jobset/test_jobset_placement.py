@@ -109,7 +109,7 @@ async def placements(*objects: Object, follower: Object) -> bool:
 
 
 async def test_node_without_topology_label() -> None:  # spec: jobset 6.L.1
-    with pytest.raises(PlacementError, match=f"node does not have topology label: {TOPOLOGY}"):
+    with pytest.raises(PlacementError, match=rf"node does not have topology label: {TOPOLOGY}"):
         await placements(
             node("test-node"), follower=pod(FOLLOWER, "1", selector={TOPOLOGY: "topologyDomain"})
         )
@@ -124,10 +124,10 @@ async def test_matching_follower_is_valid() -> None:  # spec: jobset 6.L.2
 
 async def test_follower_selector_problems() -> None:
     labelled = node("test-node", {TOPOLOGY: "topologyDomain"})
-    with pytest.raises(PlacementError, match=f"^pod {FOLLOWER} nodeSelector is nil$"):  # spec: jobset 6.L.3
+    with pytest.raises(PlacementError, match=rf"^pod {FOLLOWER} nodeSelector is nil$"):  # spec: jobset 6.L.3
         await placements(labelled, follower=pod(FOLLOWER, "1"))
     with pytest.raises(
-        PlacementError, match=f"^pod {FOLLOWER} nodeSelector is missing key: {TOPOLOGY}$"
+        PlacementError, match=rf"^pod {FOLLOWER} nodeSelector is missing key: {TOPOLOGY}$"
     ):  # spec: jobset 6.L.4
         await placements(labelled, follower=pod(FOLLOWER, "1", selector={}))
     with pytest.raises(PlacementError) as info:  # spec: jobset 6.L.5
@@ -138,7 +138,7 @@ async def test_follower_selector_problems() -> None:
 async def test_node_get_error() -> None:  # spec: jobset 6.L.6
     client = Client()
     client.inject_error("get", InternalError("example error", code=500))
-    with pytest.raises(InternalError, match="example error"):
+    with pytest.raises(InternalError, match=r"example error"):
         await validate_pod_placements(client, pod(LEADER, "0", node="test-node"), [])
 
 
@@ -183,7 +183,7 @@ async def test_delete_follower_updates_false_condition() -> None:  # spec: jobse
 async def test_delete_follower_status_error() -> None:  # spec: jobset 6.L.9
     client = Client(pod(FOLLOWER, "1"))
     client.inject_error("status.update", InternalError("example error", code=500))
-    with pytest.raises(InternalError, match="example error"):
+    with pytest.raises(InternalError, match=r"example error"):
         await delete_follower_pods(client, [pod(FOLLOWER, "1")])
 
 
@@ -191,7 +191,7 @@ async def test_delete_follower_delete_error_without_status_write() -> None:  # s
     follower = pod(FOLLOWER, "1", conditions=[{"type": "DisruptionTarget", "status": "True"}])
     client = Client(follower)
     client.inject_error("delete", InternalError("example error", code=500))
-    with pytest.raises(InternalError, match="example error"):
+    with pytest.raises(InternalError, match=r"example error"):
         await delete_follower_pods(client, [follower])
     assert client.requests["status.update"] == 0
 
@@ -200,13 +200,15 @@ async def test_pod_reconciler_never_deletes_and_reports_errors() -> None:
     leader = pod(LEADER, "0", node="test-node")
     bad = pod(FOLLOWER, "1", selector={TOPOLOGY: "other"})
     client = Client(leader, bad, node("test-node", {TOPOLOGY: "topologyDomain"}))
-    with pytest.raises(ReconcileError, match='follower topology "other" != leader topology "topologyDomain"'):
+    with pytest.raises(
+        ReconcileError, match=r'follower topology "other" != leader topology "topologyDomain"'
+    ):
         await PodReconciler(client).reconcile(Request("default", LEADER))
     assert client.writes == 0
     no_key = pod("x-a-0-0-abc", "0", node="test-node")
     del no_key["metadata"]["labels"][c.JobKey]
     client2 = Client(no_key)
-    with pytest.raises(ReconcileError, match='job key label not found on leader pod: "x-a-0-0-abc"'):
+    with pytest.raises(ReconcileError, match=r'job key label not found on leader pod: "x-a-0-0-abc"'):
         await PodReconciler(client2).reconcile(Request("default", "x-a-0-0-abc"))
     assert await PodReconciler(Client()).reconcile(Request("default", "gone")) is None
 
@@ -242,7 +244,7 @@ def test_leader_name_and_owner_helpers() -> None:
     missing = pod("f", "1")
     del missing["metadata"]["labels"][c.JobIndexKey]
     with pytest.raises(
-        PlacementError, match="pod missing label: jobset.sigs.k8s.io/job-index"
+        PlacementError, match=r"pod missing label: jobset.sigs.k8s.io/job-index"
     ):  # spec: jobset 6.P.2
         gen_leader_pod_name(missing)
     validate_same_owner(pod("f", "1"), pod("l", "0"))  # spec: jobset 6.P.3
@@ -250,10 +252,10 @@ def test_leader_name_and_owner_helpers() -> None:
         PlacementError, match=r"^follower pod owner UID \(job-uid-2\) != leader pod owner UID \(job-uid-1\)$"
     ):  # spec: jobset 6.P.4
         validate_same_owner(pod("f", "1", owner_uid="job-uid-2"), pod("l", "0"))
-    with pytest.raises(PlacementError, match="^follower pod has no owner reference$"):  # spec: jobset 6.P.5
+    with pytest.raises(PlacementError, match=r"^follower pod has no owner reference$"):  # spec: jobset 6.P.5
         validate_same_owner(pod("f", "1", owner_uid=None), pod("l", "0"))
     with pytest.raises(
-        PlacementError, match='^leader pod "leader-pod" has no owner reference$'
+        PlacementError, match=r'^leader pod "leader-pod" has no owner reference$'
     ):  # spec: jobset 6.P.6
         validate_same_owner(pod("f", "1"), pod("leader-pod", "0", owner_uid=None))
 
@@ -267,7 +269,7 @@ async def test_leader_pod_for_follower() -> None:
     no_index = pod("js-rjob-0-1-abc", "1")
     del no_index["metadata"]["labels"][c.JobIndexKey]
     with pytest.raises(
-        PlacementError, match="^pod missing label: jobset.sigs.k8s.io/job-index$"
+        PlacementError, match=r"^pod missing label: jobset.sigs.k8s.io/job-index$"
     ):  # spec: jobset 6.P.8
         await leader_pod_for_follower(Client(leader), no_index, "default")
     with pytest.raises(
@@ -340,7 +342,7 @@ async def test_mutating_webhook_follower_node_selector() -> None:
         await PodDefaulter(Client(*objects)).default(untouched)
         assert "nodeSelector" not in untouched["spec"]
     # node without the label: denied
-    with pytest.raises(ValueError, match=f"node does not have topology label: {TOPOLOGY}"):
+    with pytest.raises(ValueError, match=rf"node does not have topology label: {TOPOLOGY}"):
         await PodDefaulter(Client(leader, node("n1"))).default(pod("js-rjob-0-1-abc", "1"))
     # the node-selector strategy: untouched
     strategy = pod("js-rjob-0-1-abc", "1", annotations={c.NodeSelectorStrategyKey: "true"})
@@ -352,21 +354,21 @@ async def test_validating_webhook() -> None:
     leader = pod("js-rjob-0-0-xyz", "0", node="n1")
     validator = PodValidator(Client(leader))
     assert await validator.validate_create(pod("js-rjob-0-0-xyz", "0")) is None
-    with pytest.raises(ValueError, match="^follower pod node selector not set$"):
+    with pytest.raises(ValueError, match=r"^follower pod node selector not set$"):
         await validator.validate_create(pod("js-rjob-0-1-abc", "1"))
     with pytest.raises(
         ValueError,
-        match=f"^follower pod node selector for topology domain not found. missing selector: {TOPOLOGY}$",
+        match=rf"^follower pod node selector for topology domain not found. missing selector: {TOPOLOGY}$",
     ):
         await validator.validate_create(pod("js-rjob-0-1-abc", "1", selector={}))
     assert await validator.validate_create(pod("js-rjob-0-1-abc", "1", selector={TOPOLOGY: "x"})) is None
     unscheduled = PodValidator(Client(pod("js-rjob-0-0-xyz", "0")))
     with pytest.raises(
         ValueError,
-        match="leader pod not yet scheduled, not creating follower pod. this is an expected, transient error",
+        match=r"leader pod not yet scheduled, not creating follower pod. this is an expected, transient error",
     ):
         await unscheduled.validate_create(pod("js-rjob-0-1-abc", "1", selector={TOPOLOGY: "x"}))
-    with pytest.raises(ValueError, match="expected 1 leader pod"):
+    with pytest.raises(ValueError, match=r"expected 1 leader pod"):
         await PodValidator(Client()).validate_create(pod("js-rjob-0-1-abc", "1", selector={TOPOLOGY: "x"}))
     foreign = pod("x-1", "1")
     del foreign["metadata"]["annotations"][c.JobSetNameKey]

@@ -242,7 +242,7 @@ def test_empty_failure_policy_fails_with_reached_max_restarts() -> None:
 
 def test_unknown_action_is_an_error() -> None:
     with pytest.raises(
-        P.PolicyError, match="failed to find a corresponding action for the FailurePolicyRuleAction Nope"
+        P.PolicyError, match=r"failed to find a corresponding action for the FailurePolicyRuleAction Nope"
     ):
         P.apply_failure_policy_rule_action(jobset(), fjob("j"), "Nope", S.ReconcileOpts(), NOW, metrics())
 
@@ -393,24 +393,24 @@ def test_check_if_ttl_expired() -> None:
         P.check_if_ttl_expired(ttl_js(10, "Completed"), NOW + datetime.timedelta(seconds=15)) is True
     )  # spec: jobset 6.K.8
     for _ in range(2):  # spec: jobset 6.K.9 / spec: jobset 6.K.10
-        with pytest.raises(P.TTLError, match=f"unable to find the status of the finished JobSet {KEY}"):
+        with pytest.raises(P.TTLError, match=rf"unable to find the status of the finished JobSet {KEY}"):
             P.check_if_ttl_expired(ttl_js(10), NOW)
     assert P.check_if_ttl_expired(ttl_js(10, "Completed", deleting=True), NOW) is False  # spec: jobset 6.K.11
     zero_time = ttl_js(10, "Completed")
     zero_time["status"]["conditions"][0]["lastTransitionTime"] = None
     with pytest.raises(
-        P.TTLError, match=f"unable to find the time when the JobSet {KEY} finished"
+        P.TTLError, match=rf"unable to find the time when the JobSet {KEY} finished"
     ):  # spec: jobset 6.K.12
         P.check_if_ttl_expired(zero_time, NOW)
 
 
 def test_time_left() -> None:
     with pytest.raises(
-        P.TTLError, match=f"unable to find the status of the finished JobSet {KEY}"
+        P.TTLError, match=rf"unable to find the status of the finished JobSet {KEY}"
     ):  # spec: jobset 6.K.13
         P.time_left(ttl_js(0), NOW)
     with pytest.raises(
-        P.TTLError, match="calculated invalid expiration time, jobset cleanup will be deferred"
+        P.TTLError, match=r"calculated invalid expiration time, jobset cleanup will be deferred"
     ):  # spec: jobset 6.K.14
         P.time_left(ttl_js(0, "Completed"), None)
     s = datetime.timedelta(seconds=1)
@@ -426,7 +426,7 @@ def test_requeue_after() -> None:
     s = datetime.timedelta(seconds=1)
     assert P.requeue_jobset_after(ttl_js(None), NOW) == 0 * s  # spec: jobset 6.K.21
     with pytest.raises(
-        P.TTLError, match=f"unable to find the status of the finished JobSet {KEY}"
+        P.TTLError, match=rf"unable to find the status of the finished JobSet {KEY}"
     ):  # spec: jobset 6.K.22
         P.requeue_jobset_after(ttl_js(5), NOW)
     assert P.requeue_jobset_after(ttl_js(None, "Completed"), NOW) == 0 * s  # spec: jobset 6.K.23

@@ -48,7 +48,7 @@ async def test_service_create_error_is_returned_and_announced() -> None:  # spec
     client = RecordingClient()
     client.inject_error("create", InternalError("unexpected error", code=500))
     rec, events, _ = reconciler(client)
-    with pytest.raises(InternalError, match="unexpected error"):
+    with pytest.raises(InternalError, match=r"unexpected error"):
         await rec.create_headless_svc_if_necessary(jobset(network=dns()))
     assert events.items == [("Warning", "HeadlessServiceCreationFailed", "unexpected error")]
 
@@ -259,7 +259,7 @@ async def test_inner_error_skips_status_write() -> None:
     client = RecordingClient(two_rjobs())
     client.inject_error("create", InternalError("nope", code=500))
     rec, _, _ = reconciler(client)
-    with pytest.raises(Exception, match='job "test-jobset-a-0" creation failed with error: nope'):
+    with pytest.raises(Exception, match=r'job "test-jobset-a-0" creation failed with error: nope'):
         await rec.reconcile(REQ)
     assert client.requests["status.update"] == 0
 
@@ -352,7 +352,7 @@ async def test_bad_restart_attempt_label_aborts() -> None:
     bad["metadata"]["labels"][c.RestartsKey] = "x"
     client = RecordingClient(two_rjobs(), bad)
     rec, _, _ = reconciler(client)
-    with pytest.raises(ValueError, match="invalid syntax"):
+    with pytest.raises(ValueError, match=r"invalid syntax"):
         await rec.reconcile(REQ)
     assert client.writes == 0
 
