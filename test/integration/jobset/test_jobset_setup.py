@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from conftest import Harness, make_jobset
+from kubernetes_asyncio import client
 
 from manager.client.errors import ApiError
 from trainer.api import jobset_constants as c
@@ -41,3 +44,47 @@ async def test_setup_serves_jobsets_with_webhooks(with_webhooks: Harness) -> Non
         'admission webhook "vjobset.kb.io" denied the request: '
         "invalid replicatedJob name 'nope' does not appear in .spec.ReplicatedJobs"
     ) in str(info.value)
+
+
+def _writes() -> float:
+    """Writes this process sent to the API server so far (all hosts, all codes)."""
+    from manager.client.metrics import REST_CLIENT_REQUESTS
+
+    total = 0.0
+    for metric in REST_CLIENT_REQUESTS.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total") and sample.labels.get("method") in (
+                "POST",
+                "PUT",
+                "PATCH",
+                "DELETE",
+            ):
+                total += sample.value
+    return total
+
+
+async def test_steady_jobset_causes_no_writes(controller: Harness, kube: Any) -> None:
+    """Events on a settled JobSet and its Jobs make the controller reconcile, and it writes nothing."""
+    h = controller
+    await h.create(make_jobset(h.namespace, "steady"))
+    jobs = await h.wait_jobs(4, "steady")
+    await h.wait_rjob_status({"replicated-job-a": {}, "replicated-job-b": {}}, "steady")
+    await h.js_active_for(1, "steady")
+    before = _writes()
+    # Touch the JobSet and a Job from another client (kubernetes-asyncio, not counted above).
+    custom, batch = client.CustomObjectsApi(kube), client.BatchV1Api(kube)
+    await custom.patch_namespaced_custom_object(
+        "jobset.x-k8s.io",
+        "v1alpha2",
+        h.namespace,
+        "jobsets",
+        "steady",
+        [{"op": "add", "path": "/metadata/labels", "value": {"touched": "1"}}],
+    )
+    await batch.patch_namespaced_job(
+        jobs[0]["metadata"]["name"],
+        h.namespace,
+        [{"op": "add", "path": "/metadata/labels/touched", "value": "1"}],
+    )
+    await h.js_active_for(2, "steady")
+    assert _writes() == before
