@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from manager import Manager, Options
-from manager.client.errors import NotFound
+from manager.client.errors import Conflict, NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
@@ -64,6 +64,17 @@ class Cluster2:
     async def jobs(self, name: str) -> list[Object]:
         items = await self.api.list(JOB_GVK, namespace=self.namespace, label_selector={c.JobSetNameKey: name})
         return list(items)
+
+    async def update_js(self, name: str, mutate: Any) -> None:
+        """Read-modify-write, retried when the controller's status write got in between."""
+        while True:
+            js = await self.jobset(name)
+            mutate(js)
+            try:
+                await self.api.update(js)
+                return
+            except Conflict:
+                continue
 
     async def wait_condition(self, name: str, type_: str, timeout: float = 120) -> Object:
         async def check() -> Object:

@@ -63,9 +63,7 @@ async def test_ttl_deletes_finished_jobset(jobset_cluster: Cluster2) -> None:  #
         assert (await k.jobset("ttl"))["metadata"].get("deletionTimestamp"), "TTL did not delete the JobSet"
 
     await eventually(deleting, timeout=60)
-    stored = await k.jobset("ttl")
-    stored["metadata"]["finalizers"] = []
-    await k.api.update(stored)
+    await k.update_js("ttl", lambda js: js["metadata"].update(finalizers=[]))
     await k.wait_gone("ttl")
 
 
@@ -123,12 +121,12 @@ async def test_kueue_like_suspend_resume_with_node_selector(
     await eventually(four_suspended, timeout=60)
 
     async def set_selector(value: str, suspend: bool) -> None:
-        js = await k.jobset("kq")
-        js["spec"]["suspend"] = suspend
-        js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"] = {
-            "kubernetes.io/os": value
-        }
-        await k.api.update(js)
+        def mutate(js: Object) -> None:
+            js["spec"]["suspend"] = suspend
+            pod_spec = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+            pod_spec["nodeSelector"] = {"kubernetes.io/os": value}
+
+        await k.update_js("kq", mutate)
 
     await set_selector("non-existing-os", False)
 
@@ -144,9 +142,7 @@ async def test_kueue_like_suspend_resume_with_node_selector(
         assert statuses and statuses[0]["suspended"] == 4, statuses
 
     await eventually(all_suspended_again, timeout=60)
-    js = await k.jobset("kq")
-    js["spec"]["suspend"] = False
-    await k.api.update(js)
+    await k.update_js("kq", lambda js: js["spec"].update(suspend=False))
     await k.wait_condition("kq", "Completed")
     for job in await k.jobs("kq"):
         assert job["spec"]["template"]["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
@@ -160,12 +156,13 @@ async def test_scheduling_gates_added_on_resume(jobset_cluster: Cluster2) -> Non
         assert len(await k.jobs("gated")) == 4
 
     await eventually(four_jobs, timeout=60)
-    js = await k.jobset("gated")
-    js["spec"]["suspend"] = False
-    js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["schedulingGates"] = [
-        {"name": "example.com/gate"}
-    ]
-    await k.api.update(js)
+
+    def resume_with_gate(js: Object) -> None:
+        js["spec"]["suspend"] = False
+        pod_spec = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        pod_spec["schedulingGates"] = [{"name": "example.com/gate"}]
+
+    await k.update_js("gated", resume_with_gate)
 
     async def gated_pods() -> list[Object]:
         pods = await k.api.list(POD_GVK, namespace=k.namespace, label_selector={c.JobSetNameKey: "gated"})
@@ -208,3 +205,55 @@ async def test_server_side_apply_is_stable(jobset_cluster: Cluster2) -> None:  #
         applied = await k.api.apply(js, field_owner="e2e-apply", force=True)
         generations.append(applied["metadata"]["generation"])
     assert generations == [1, 1, 1]
+
+
+async def _one_job_then_all(k: Cluster2, name: str, first: str, total: int) -> None:
+    """Created suspended, only the awaited Job exists; after resuming, the rest follows and it completes."""
+
+    async def only_first() -> None:
+        jobs = await k.jobs(name)
+        assert [j["metadata"]["name"] for j in jobs] == [first]
+
+    await eventually(only_first, timeout=60)
+    await k.update_js(name, lambda js: js["spec"].update(suspend=False))
+
+    async def all_jobs() -> None:
+        assert len(await k.jobs(name)) == total
+
+    await eventually(all_jobs, timeout=120)
+    await k.wait_condition(name, "Completed")
+
+
+def _with_startup_probe(rjob: Object) -> Object:
+    container = rjob["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["startupProbe"] = {"exec": {"command": ["echo", "started"]}, "initialDelaySeconds": 5}
+    return rjob
+
+
+async def test_coordinator_ready_gates_trainer(jobset_cluster: Cluster2) -> None:  # spec: jobset 6.U.8
+    k = jobset_cluster
+    trainer = e2e_rjob("trainer-node", 1)
+    trainer["dependsOn"] = [{"name": "coordinator", "status": "Ready"}]
+    coordinator = _with_startup_probe(e2e_rjob("coordinator", 1, completionMode="Indexed"))
+    await k.api.create(
+        e2e_jobset(
+            k.namespace,
+            "coord",
+            coordinator,
+            trainer,
+            coordinator={"replicatedJob": "coordinator", "jobIndex": 0, "podIndex": 0},
+            suspend=True,
+        )
+    )
+    await _one_job_then_all(k, "coord", "coord-coordinator-0", 2)
+    for job in await k.jobs("coord"):
+        assert job["metadata"]["labels"][c.CoordinatorKey] == "coord-coordinator-0-0.coord"
+
+
+async def test_launcher_ready_gates_trainers(jobset_cluster: Cluster2) -> None:  # spec: jobset 6.U.9
+    k = jobset_cluster
+    trainer = e2e_rjob("trainer-node", 5)
+    trainer["dependsOn"] = [{"name": "launcher", "status": "Ready"}]
+    launcher = _with_startup_probe(e2e_rjob("launcher", 1))
+    await k.api.create(e2e_jobset(k.namespace, "launch", launcher, trainer, suspend=True))
+    await _one_job_then_all(k, "launch", "launch-launcher-0", 6)

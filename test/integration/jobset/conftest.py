@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from manager import Manager, Options
+from manager.cache.cache import CacheOptions
 from manager.client.errors import Conflict, NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
@@ -169,16 +170,25 @@ class Harness:
         """Clear foregroundDeletion from terminating Jobs (what the garbage collector would do)."""
         removed = 0
         for job in await self.jobs(name):
-            if job["metadata"].get("deletionTimestamp") and job["metadata"].get("finalizers"):
-                job["metadata"]["finalizers"] = []
-                try:
-                    await self.api.update(job)
-                    removed += 1
-                except NotFound:
-                    pass
+            terminating = job["metadata"].get("deletionTimestamp") and job["metadata"].get("finalizers")
+            if terminating and await self.clear_finalizers(job["metadata"]["name"]):
+                removed += 1
         if expect is not None:
             assert removed == expect, f"removed {removed} finalizers, expected {expect}"
         return removed
+
+    async def clear_finalizers(self, job_name: str) -> bool:
+        """Empty one Job's finalizers, re-reading on conflicts; False if it is already gone."""
+        while True:
+            try:
+                job = await self.api.get(JOB_GVK, job_name, self.namespace)
+                job["metadata"]["finalizers"] = []
+                await self.api.update(job)
+                return True
+            except NotFound:
+                return False
+            except Conflict:
+                continue
 
     async def wait_terminating(self, count: int, name: str = "test-js") -> None:
         async def check() -> None:
@@ -237,10 +247,13 @@ class Harness:
 
 
 async def _run_manager(
-    control_plane: Environment, server: WebhookServer | None
+    control_plane: Environment, server: WebhookServer | None, namespace: str
 ) -> AsyncIterator[tuple[Manager, Cluster]]:
+    """A manager whose cache watches only the test's namespace: JobSets left in namespaces of
+    earlier tests (never finalized: there is no namespace controller) stay out of this test."""
     config = await load_kubeconfig(control_plane.kubeconfig)
-    async with Cluster(config, field_owner="jobset-test") as cluster:
+    options = CacheOptions(default_namespaces=[namespace])
+    async with Cluster(config, field_owner="jobset-test", cache_options=options) as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
         await setup(mgr, server)
         if server is not None:
@@ -257,7 +270,7 @@ async def _run_manager(
 @pytest.fixture
 async def controller(control_plane: Environment, namespace: str) -> AsyncIterator[Harness]:
     """The controller suite: JobSet and Pod controllers, no webhooks."""
-    async for _mgr, cluster in _run_manager(control_plane, None):
+    async for _mgr, cluster in _run_manager(control_plane, None, namespace):
         yield Harness(cluster.api_reader, namespace)
 
 
@@ -281,7 +294,7 @@ async def with_webhooks(control_plane: Environment, namespace: str, tmp_path: Pa
         tmp_path / "tls.crt", tmp_path / "tls.key"
     )
     server = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path)
-    async for _mgr, cluster in _run_manager(control_plane, server):
+    async for _mgr, cluster in _run_manager(control_plane, server, namespace):
         await eventually(lambda: server.bound_port is not None, timeout=10)
         manifest = scoped_webhook_manifest(namespace, tmp_path / "webhooks.yaml")
         names = await control_plane.install_webhooks(

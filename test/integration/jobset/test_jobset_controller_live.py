@@ -242,8 +242,7 @@ async def test_recreate_strategies(controller: Harness, strategy: str) -> None:
     await h.wait_terminating(4)
     # finalize 3 of the 4 old Jobs
     for job in (await h.jobs())[:3]:
-        job["metadata"]["finalizers"] = []
-        await h.api.update(job)
+        await h.clear_finalizers(job["metadata"]["name"])
     if strategy == "Recreate":
         jobs = await h.wait_jobs(4)
         assert attempts(jobs) == {"0": 1, "1": 3}

@@ -8,18 +8,30 @@ from typing import Any
 import pytest
 from conftest import Harness, make_jobset, rjob
 
-from manager.client.errors import ApiError
+from manager.client.errors import ApiError, Conflict
+from trainer.controllers.jobset.reconciler import JOBSET_GVK
 
 Object = dict[str, Any]
 
 
 async def rejected(h: Harness, obj: Object, text: str, *, update: bool = False) -> None:
-    with pytest.raises(ApiError) as info:
-        if update:
-            await h.api.update(obj)
-        else:
-            await h.create(obj)
-    assert text in str(info.value), str(info.value)
+    """Create or update ``obj`` and expect a denial containing ``text``.
+
+    An update that loses a race with the controller's status write (Conflict) is retried with
+    the same spec on the latest object, so the denial always comes from admission.
+    """
+    while True:
+        with pytest.raises(ApiError) as info:
+            if update:
+                await h.api.update(obj)
+            else:
+                await h.create(obj)
+        if update and isinstance(info.value, Conflict):
+            latest = await h.api.get(JOBSET_GVK, obj["metadata"]["name"], h.namespace)
+            obj = {**latest, "spec": obj["spec"]}
+            continue
+        assert text in str(info.value), str(info.value)
+        return
 
 
 def rjob_spec(js: Object, index: int = 0) -> Object:
