@@ -415,7 +415,7 @@ def test_counters() -> None:
     )
 
 
-def test_counters_on_manager_registry() -> None:
+async def test_counters_on_manager_registry() -> None:
     from manager.metrics.registry import REGISTRY
     from trainer.controllers.jobset.metrics import default_metrics
 
