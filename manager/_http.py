@@ -8,6 +8,7 @@ the server is disabled (the manager then does not add it at all).
 from __future__ import annotations
 
 import asyncio
+import ssl
 
 from aiohttp import web
 
@@ -30,8 +31,11 @@ class HTTPServer:
 
     needs_leader_election = False
 
-    def __init__(self, app: web.Application, bind_address: str, *, name: str) -> None:
+    def __init__(
+        self, app: web.Application, bind_address: str, *, name: str, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self.app = app
+        self.ssl_context = ssl_context
         self.bind_address = bind_address
         self.name = name
         self.port: int | None = None
@@ -41,7 +45,7 @@ class HTTPServer:
         runner = web.AppRunner(self.app, handle_signals=False, access_log=None)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, host, port)
+            site = web.TCPSite(runner, host, port, ssl_context=self.ssl_context)
             await site.start()
             addresses = runner.addresses
             if addresses:

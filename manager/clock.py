@@ -8,6 +8,7 @@ can swap in ``manager.testing.clock.FakeClock`` and drive hours of backoff in mi
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -32,7 +33,12 @@ class RealClock:
     """The running event loop's monotonic clock."""
 
     def now(self) -> float:
-        return asyncio.get_running_loop().time()
+        try:
+            return asyncio.get_running_loop().time()
+        except (
+            RuntimeError
+        ):  # e.g. a metrics scrape from another thread; same clock for asyncio's default loop
+            return time.monotonic()
 
     def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
         return asyncio.get_running_loop().call_at(when, callback)

@@ -1,7 +1,9 @@
 """``make run``: the manager on a local control plane, or on ``$KUBECONFIG`` when it is set.
 
-With no ``KUBECONFIG`` a full local cluster is started in ``--dir`` (or an already running one
-from ``make cluster-up`` is reused), the project's CRDs and shipped runtimes are installed, and
+With no ``KUBECONFIG`` a full local cluster is started in ``--dir`` (or one already running there
+from ``make cluster-up`` is reused). Then, as a deployment would, the CRDs, the webhook
+configurations (pointed at this process on 127.0.0.1 with a locally generated CA, as envtest
+does, since the cluster cannot reach a Service here) and the shipped runtimes are installed, and
 the manager runs in the foreground. Ctrl-C stops the manager; a cluster this command started is
 stopped too, one it reused is left running.
 """
@@ -17,72 +19,109 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from manager.envtest import Environment
+from manager.envtest.certs import TinyCA
 from manager.envtest.environment import STATE_FILE
 from manager.envtest.process import pid_alive
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR = ROOT / "config" / "crd"
+WEBHOOK_DIR = ROOT / "config" / "webhook"
 RUNTIMES_DIR = ROOT / "config" / "runtimes"
+WEBHOOK_PORT = 9443
 
 
-def _running_cluster(directory: Path) -> Path | None:
+def _running_cluster(directory: Path) -> bool:
     state = directory / STATE_FILE
     if not state.exists():
-        return None
+        return False
     info = json.loads(state.read_text())
-    if info["processes"] and all(pid_alive(p["pid"]) for p in info["processes"]):
-        return Path(info["kubeconfig"])
-    return None
+    return bool(info["processes"]) and all(pid_alive(p["pid"]) for p in info["processes"])
 
 
-def _manifest_paths(directory: Path) -> list[Path]:
+def _manifests(directory: Path) -> list[Path]:
     return [directory] if directory.is_dir() and any(directory.rglob("*.yaml")) else []
 
 
-async def _prepare(env: Environment) -> None:
-    if crds := _manifest_paths(CRD_DIR):
-        names = await env.install_crds(crds)
-        print(f"installed {len(names)} CRDs", file=sys.stderr)
+def _say(message: str) -> None:
+    print(f"make run: {message}", file=sys.stderr, flush=True)
 
 
-def _run_manager(kubeconfig: Path, extra: list[str]) -> int:
-    argv = [sys.executable, "-m", "trainer", f"--kubeconfig={kubeconfig}", "--log-format=console", *extra]
+def write_local_config(directory: Path) -> tuple[Path, Path, bytes]:
+    """A Configuration for a manager outside the cluster, and its webhook serving certificate."""
+    cert_dir = directory / "webhook-certs"
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    ca = TinyCA("trainer-local-webhook-ca")
+    ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+        cert_dir / "tls.crt", cert_dir / "tls.key"
+    )
+    config = {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "kind": "Configuration",
+        "webhook": {"host": "127.0.0.1", "port": WEBHOOK_PORT},
+        "metrics": {"bindAddress": "127.0.0.1:8443", "secureServing": False},
+        "health": {"healthProbeBindAddress": "127.0.0.1:8081"},
+        # The cluster cannot reach a Service here: certificates are local files instead.
+        "certManagement": {"enable": False},
+    }
+    path = directory / "manager-config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path, cert_dir, ca.cert_pem
+
+
+async def install(env: Environment, ca_pem: bytes) -> None:
+    if crds := _manifests(CRD_DIR):
+        _say(f"installed {len(await env.install_crds(crds))} CRDs")
+    if hooks := _manifests(WEBHOOK_DIR):
+        names = await env.install_webhooks(hooks, host="127.0.0.1", port=WEBHOOK_PORT, ca_bundle=ca_pem)
+        _say(f"installed webhook configurations {names} -> https://127.0.0.1:{WEBHOOK_PORT}")
+    if runtimes := _manifests(RUNTIMES_DIR):
+        _say(f"installed runtimes {await env.apply_manifests(runtimes, field_manager='make-run')}")
+
+
+def run_manager(kubeconfig: Path, args: list[str]) -> int:
+    argv = [sys.executable, "-m", "trainer", f"--kubeconfig={kubeconfig}", "--log-format=console", *args]
     manager = subprocess.Popen(argv, env={**os.environ, "KUBECONFIG": str(kubeconfig)})
     try:
         return manager.wait()
     except KeyboardInterrupt:
-        # The terminal sent SIGINT to the whole foreground group: let the manager shut down.
+        # The terminal sent SIGINT to the whole foreground group; wait for the graceful stop.
         manager.send_signal(signal.SIGINT)
         return manager.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make run", description=__doc__)
-    parser.add_argument("--dir", default=".local/cluster", help="where a local cluster lives")
+    parser.add_argument("--dir", default=".local/cluster", help="where the local cluster lives")
     parser.add_argument("--nodes", type=int, default=2, help="fake KWOK nodes")
-    args, extra = parser.parse_known_args(argv)
+    args, manager_args = parser.parse_known_args(argv)
 
     if kubeconfig := os.environ.get("KUBECONFIG"):
-        print(f"running against KUBECONFIG={kubeconfig}", file=sys.stderr)
-        return _run_manager(Path(kubeconfig), extra)
+        _say(f"running against KUBECONFIG={kubeconfig}")
+        return run_manager(Path(kubeconfig), manager_args)
 
     directory = Path(args.dir).resolve()
-    if (existing := _running_cluster(directory)) is not None:
-        print(f"reusing the local cluster in {directory}", file=sys.stderr)
-        asyncio.run(_prepare(Environment.attach(directory)))
-        return _run_manager(existing, extra)
-
-    env = Environment(directory, full=True, nodes=args.nodes)
-    print(f"starting a full local cluster in {directory} ...", file=sys.stderr)
-    asyncio.run(env.start())
+    started_here = not _running_cluster(directory)
+    if started_here:
+        _say(f"starting a full local cluster in {directory} ...")
+        env = Environment(directory, full=True, nodes=args.nodes, keep_dir=False)
+        asyncio.run(env.start())
+    else:
+        _say(f"reusing the local cluster in {directory}")
+        env = Environment.attach(directory)
     try:
-        asyncio.run(_prepare(env))
-        print(f"cluster ready: export KUBECONFIG={env.kubeconfig}", file=sys.stderr)
-        return _run_manager(env.kubeconfig, extra)
+        config, cert_dir, ca_pem = write_local_config(directory)
+        asyncio.run(install(env, ca_pem))
+        _say(f"cluster ready; in another shell: export KUBECONFIG={env.kubeconfig}")
+        return run_manager(
+            env.kubeconfig, [f"--config={config}", f"--webhook-cert-dir={cert_dir}", *manager_args]
+        )
     finally:
-        asyncio.run(env.stop())
-        print("local cluster stopped", file=sys.stderr)
+        if started_here:
+            asyncio.run(env.stop())
+            _say("local cluster stopped")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from manager.controller.handler import (
     Funcs,
     enqueue_for_object,
     enqueue_for_owner,
+    enqueue_from_async_map,
     enqueue_from_map,
 )
 from manager.controller.predicate import (
@@ -22,7 +23,14 @@ from manager.controller.predicate import (
     or_,
     resource_version_changed,
 )
-from manager.controller.reconcile import ReconcileError, Reconciler, Request, Result, TerminalError
+from manager.controller.reconcile import (
+    ReconcileError,
+    Reconciler,
+    Request,
+    Result,
+    TerminalError,
+    object_reconciler,
+)
 from manager.controller.source import ChannelSource, KindSource, Source
 
 __all__ = [
@@ -49,12 +57,14 @@ __all__ = [
     "annotations_changed",
     "enqueue_for_object",
     "enqueue_for_owner",
+    "enqueue_from_async_map",
     "enqueue_from_map",
     "generation_changed",
     "label_selector",
     "labels_changed",
     "new_predicate_funcs",
     "not_",
+    "object_reconciler",
     "or_",
     "resource_version_changed",
 ]

@@ -57,6 +57,20 @@ class Options:
     clock: Clock = field(default=REAL_CLOCK)
 
 
+class _ControllerMetrics:
+    """One controller's metric series, looked up once instead of per reconcile."""
+
+    def __init__(self, name: str) -> None:
+        self.active = m.ACTIVE_WORKERS.labels(name)
+        self.time = m.RECONCILE_TIME.labels(name)
+        self.errors = m.RECONCILE_ERRORS.labels(name)
+        self.terminal_errors = m.TERMINAL_RECONCILE_ERRORS.labels(name)
+        self.panics = m.RECONCILE_PANICS.labels(name)
+        self.total_success = m.RECONCILE_TOTAL.labels(name, "success")
+        self.total_error = m.RECONCILE_TOTAL.labels(name, "error")
+        self.total_requeue_after = m.RECONCILE_TOTAL.labels(name, "requeue_after")
+
+
 class CacheSyncTimeoutError(Exception):
     """A source did not deliver its initial state within ``cache_sync_timeout``."""
 
@@ -85,6 +99,7 @@ class Controller:
         self._sources: list[Source] = []
         self._started = False
         self.queue: RateLimitingQueue[Request] | None = None
+        self._metrics: _ControllerMetrics  # series are created when the controller starts
 
     @property
     def needs_leader_election(self) -> bool:
@@ -101,6 +116,7 @@ class Controller:
         self._started = True
         opts = self.options
         m.initialize(self.name, opts.max_concurrent_reconciles)
+        self._metrics = _ControllerMetrics(self.name)
         limiter = opts.rate_limiter or cast(RateLimiter[Request], default_controller_rate_limiter(opts.clock))
         queue: RateLimitingQueue[Request] = RateLimitingQueue(
             self.name,
@@ -127,15 +143,22 @@ class Controller:
     async def _start_sources(
         self, queue: RateLimitingQueue[Request], tasks: list[asyncio.Task[None]]
     ) -> None:
+        """Start every source at once (their informers list in parallel), then wait for each to
+        sync within ``cache_sync_timeout`` of the common start."""
+        started: list[tuple[Source, asyncio.Event, asyncio.Task[None]]] = []
         for source in self._sources:
             synced = asyncio.Event()
             task = asyncio.create_task(source.run(queue, synced), name=f"{self.name}-{source!r}")
             tasks.append(task)
+            started.append((source, synced, task))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.cache_sync_timeout
+        for source, synced, task in started:
             waiter = asyncio.create_task(synced.wait())
             try:
                 done, _ = await asyncio.wait(
                     {task, waiter},
-                    timeout=self.options.cache_sync_timeout,
+                    timeout=max(0.0, deadline - loop.time()),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
             finally:
@@ -168,8 +191,8 @@ class Controller:
 
     async def _reconcile_handler(self, queue: RateLimitingQueue[Request], req: Request) -> None:
         name = self.name
-        active = m.ACTIVE_WORKERS.labels(name)
-        active.inc()
+        metrics = self._metrics
+        metrics.active.inc()
         started = self.options.clock.now()
         try:
             with structlog.contextvars.bound_contextvars(
@@ -183,11 +206,11 @@ class Controller:
             ):
                 await self._reconcile_once(queue, req)
         finally:
-            active.dec()
-            m.RECONCILE_TIME.labels(name).observe(self.options.clock.now() - started)
+            metrics.active.dec()
+            metrics.time.observe(self.options.clock.now() - started)
 
     async def _reconcile_once(self, queue: RateLimitingQueue[Request], req: Request) -> None:
-        name = self.name
+        metrics = self._metrics
         try:
             if self.options.reconciliation_timeout:
                 async with asyncio.timeout(self.options.reconciliation_timeout):
@@ -199,29 +222,29 @@ class Controller:
         except asyncio.CancelledError:
             raise
         except TerminalError as err:
-            m.TERMINAL_RECONCILE_ERRORS.labels(name).inc()
-            m.RECONCILE_ERRORS.labels(name).inc()
-            m.RECONCILE_TOTAL.labels(name, "error").inc()
+            metrics.terminal_errors.inc()
+            metrics.errors.inc()
+            metrics.total_error.inc()
             log.error("Reconciler error", error=str(err), terminal=True, exc_info=err)
             return
         except Exception as err:
             if not isinstance(err, ReconcileError | ApiError | TimeoutError):
-                m.RECONCILE_PANICS.labels(name).inc()
+                metrics.panics.inc()
                 if not self.options.recover_panic:
                     raise
             queue.add_rate_limited(req)
-            m.RECONCILE_ERRORS.labels(name).inc()
-            m.RECONCILE_TOTAL.labels(name, "error").inc()
+            metrics.errors.inc()
+            metrics.total_error.inc()
             log.error("Reconciler error", error=str(err), exc_info=err)
             return
         if result is not None and result.requeue_after and result.requeue_after > 0:
             queue.forget(req)
             queue.add_after(req, result.requeue_after)
-            m.RECONCILE_TOTAL.labels(name, "requeue_after").inc()
+            metrics.total_requeue_after.inc()
             log.debug("Reconcile done, requeueing after", requeue_after=result.requeue_after)
             return
         queue.forget(req)
-        m.RECONCILE_TOTAL.labels(name, "success").inc()
+        metrics.total_success.inc()
         log.debug("Reconcile successful")
 
     def __repr__(self) -> str:

@@ -11,13 +11,18 @@ Handlers are synchronous: they run inside the informer's dispatch and only add k
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+import structlog
+
 from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Object, UpdateEvent
 from manager.controller.reconcile import Request
-from manager.scheme import KindRef, gvk_for
+from manager.scheme import KindRef, ObjectKey, gvk_for
+
+log = structlog.get_logger("manager.handler")
 
 
 class RequestQueue(Protocol):
@@ -114,20 +119,96 @@ def enqueue_for_owner(
     return EnqueueRequestForOwner(owner, only_controller=only_controller, namespaced=namespaced)
 
 
-MapFunc = Callable[[Object], Iterable[Request]]
+MapResult = Iterable["Request | ObjectKey"]
+MapFunc = Callable[[Object], MapResult]
+AsyncMapFunc = Callable[[Object], Awaitable[MapResult]]
+
+
+def _as_requests(keys: MapResult) -> Iterable[Request]:
+    for key in keys:
+        yield key if isinstance(key, Request) else Request(key.namespace, key.name)
 
 
 class EnqueueRequestsFromMapFunc(_ByObjects):
-    def __init__(self, fn: MapFunc) -> None:
+    def __init__(self, fn: MapFunc, *, map_old_on_update: bool = True) -> None:
         self.fn = fn
+        self.map_old_on_update = map_old_on_update
 
     def requests(self, obj: Object) -> Iterable[Request]:
-        return self.fn(obj)
+        return _as_requests(self.fn(obj))
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+        if self.map_old_on_update:
+            self._add_all(queue, event.object_old, event.object_new)
+        else:
+            self._add_all(queue, event.object_new)
 
 
-def enqueue_from_map(fn: MapFunc) -> EventHandler:
-    """Reconcile whatever ``fn`` maps an object to (e.g. every TrainJob using a runtime)."""
-    return EnqueueRequestsFromMapFunc(fn)
+def enqueue_from_map(fn: MapFunc, *, map_old_on_update: bool = True) -> EventHandler:
+    """Reconcile whatever ``fn`` maps an object to (``Request``s or ``ObjectKey``s).
+
+    On updates both the old and the new object are mapped, as controller-runtime does, unless
+    ``map_old_on_update=False`` (handlers that only care about the current state).
+    """
+    return EnqueueRequestsFromMapFunc(fn, map_old_on_update=map_old_on_update)
+
+
+class EnqueueRequestsFromAsyncMapFunc:
+    """Like ``enqueue_from_map`` for a coroutine (e.g. one that lists dependants from the cache).
+
+    The informer calls handlers synchronously, so events are buffered here and mapped by a task
+    that the source runs next to the informer registration (``run_in_source``). The buffer is
+    unbounded, as client-go's per-handler notification buffer is: an event is never dropped.
+    """
+
+    def __init__(self, fn: AsyncMapFunc, *, map_old_on_update: bool = True) -> None:
+        self.fn = fn
+        self.map_old_on_update = map_old_on_update
+        self._pending: asyncio.Queue[tuple[Object, RequestQueue]] | None = None
+
+    def _buffer(self) -> asyncio.Queue[tuple[Object, RequestQueue]]:
+        if self._pending is None:
+            self._pending = asyncio.Queue()
+        return self._pending
+
+    def _push(self, queue: RequestQueue, *objects: Object) -> None:
+        for obj in objects:
+            self._buffer().put_nowait((obj, queue))
+
+    def create(self, event: CreateEvent, queue: RequestQueue) -> None:
+        self._push(queue, event.object)
+
+    def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
+        if self.map_old_on_update:
+            self._push(queue, event.object_old, event.object_new)
+        else:
+            self._push(queue, event.object_new)
+
+    def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
+        self._push(queue, event.object)
+
+    def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
+        self._push(queue, event.object)
+
+    async def run_in_source(self) -> None:
+        """Map buffered objects until cancelled; a failing map is logged and skipped."""
+        pending = self._buffer()
+        while True:
+            obj, queue = await pending.get()
+            try:
+                keys = await self.fn(obj)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                log.error("map function failed", error=str(err), exc_info=err)
+                continue
+            for req in _as_requests(keys):
+                queue.add(req)
+
+
+def enqueue_from_async_map(fn: AsyncMapFunc, *, map_old_on_update: bool = True) -> EventHandler:
+    """``enqueue_from_map`` for an ``async def fn(obj)``; the source runs the mapping task."""
+    return EnqueueRequestsFromAsyncMapFunc(fn, map_old_on_update=map_old_on_update)
 
 
 @dataclass

@@ -9,10 +9,13 @@ retried until the object changes again.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from manager.client.errors import NotFound
 from manager.scheme import ObjectKey
 
 
@@ -75,11 +78,48 @@ class ReconcileError(Exception):
 
 
 def as_reconcile_func(reconciler: Reconciler | ReconcileFunc) -> ReconcileFunc:
-    """Accept either an object with ``reconcile`` or a bare ``async def f(req)``."""
+    """Accept an object with ``reconcile``, a bare ``async def f(req)``, or a plain ``def``.
+
+    A plain (synchronous) function or method runs in a worker thread through
+    ``asyncio.to_thread`` (log context is copied), so blocking code does not stall every other
+    controller on the loop.
+    """
     method = getattr(reconciler, "reconcile", None)
-    if method is not None and callable(method):
-        func: ReconcileFunc = method
+    target: Any = method if method is not None and callable(method) else reconciler
+    if not callable(target):
+        raise TypeError(f"{reconciler!r} is neither a Reconciler nor a function of a Request")
+    if inspect.iscoroutinefunction(target):
+        func: ReconcileFunc = target
         return func
-    if callable(reconciler):
-        return reconciler
-    raise TypeError(f"{reconciler!r} is neither a Reconciler nor an async function of a Request")
+
+    async def in_thread(req: Request) -> Result | None:
+        result = await asyncio.to_thread(target, req)
+        if inspect.isawaitable(result):  # e.g. a lambda returning a coroutine
+            result = await result
+        return cast("Result | None", result)
+
+    return in_thread
+
+
+class ObjectReader(Protocol):
+    async def get(self, kind: Any, name: str, namespace: str = "") -> dict[str, Any]: ...
+
+
+ObjectReconcileFunc = Callable[[dict[str, Any]], Awaitable["Result | None"]]
+
+
+def object_reconciler(reader: ObjectReader, kind: Any, fn: ObjectReconcileFunc) -> ReconcileFunc:
+    """Adapt ``fn(obj)`` into a request reconciler: fetch the object, skip it if it is gone.
+
+    The counterpart of controller-runtime's ``reconcile.AsReconciler``: a NotFound means the
+    object was deleted since the event, which needs no work (owned objects go with it).
+    """
+
+    async def reconcile(req: Request) -> Result | None:
+        try:
+            obj = await reader.get(kind, req.name, req.namespace)
+        except NotFound:
+            return None
+        return await fn(obj)
+
+    return reconcile

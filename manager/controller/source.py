@@ -77,13 +77,22 @@ class KindSource:
     async def run(self, queue: RequestQueue, synced: asyncio.Event) -> None:
         informer = await self._get_informer()
         dispatch = _Dispatch(self.handler, self.predicates, queue)
+        # a handler with work to do outside the informer's synchronous dispatch (async mapping)
+        # gets a task for the source's lifetime
+        background = getattr(self.handler, "run_in_source", None)
+        mapper = asyncio.create_task(background()) if background is not None else None
         informer.add_event_handler(dispatch)
         try:
             await _wait_synced(informer)
             synced.set()
+            if mapper is not None:
+                await mapper  # only returns by raising; a failure ends the source (and the controller)
             await asyncio.Event().wait()
         finally:
             informer.remove_event_handler(dispatch)
+            if mapper is not None:
+                mapper.cancel()
+                await asyncio.gather(mapper, return_exceptions=True)
 
     async def _get_informer(self) -> Informer:
         while True:

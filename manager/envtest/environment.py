@@ -467,6 +467,32 @@ class Environment:
             await self._wait_crd_served(crd)
         return [crd["metadata"]["name"] for crd in crds]
 
+    async def apply_manifests(self, paths: Iterable[Path | str], field_manager: str = "envtest") -> list[str]:
+        """Server-side apply every document in the files or directories, whatever its kind.
+
+        The resource path is found through discovery, as kubectl does; returns ``Kind/name``s.
+        """
+        applied: list[str] = []
+        resources: dict[str, dict[str, tuple[str, bool]]] = {}
+        for doc in _load_documents(paths):
+            api_version, kind, meta = doc["apiVersion"], doc["kind"], doc.get("metadata", {})
+            if api_version not in resources:
+                base = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+                status, body = await self.request("GET", base)
+                if status != 200:
+                    raise EnvtestError(f"{api_version} is not served ({status}); is its CRD installed?")
+                resources[api_version] = {
+                    r["kind"]: (r["name"], r["namespaced"]) for r in body["resources"] if "/" not in r["name"]
+                }
+            if kind not in resources[api_version]:
+                raise EnvtestError(f"{api_version} serves no kind {kind}")
+            plural, namespaced = resources[api_version][kind]
+            base = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+            namespace = f"/namespaces/{meta.get('namespace') or 'default'}" if namespaced else ""
+            await self.apply(f"{base}{namespace}/{plural}/{meta['name']}", doc, field_manager)
+            applied.append(f"{kind}/{meta['name']}")
+        return applied
+
     async def apply(self, path: str, obj: Mapping[str, Any], field_manager: str = "envtest") -> Any:
         """Server-side apply (create or update in one idempotent call)."""
         status, body = await self.request(

@@ -89,9 +89,26 @@ async def _single(checks: CheckSet, name: str, request: web.Request) -> web.Resp
     return web.Response(text="ok")
 
 
-def health_app(liveness: CheckSet, readiness: CheckSet) -> web.Application:
+def _endpoint(name: str) -> str:
+    path = "/" + name.strip("/")
+    if path == "/":
+        raise ValueError("a health endpoint name must not be empty")
+    return path
+
+
+def health_app(
+    liveness: CheckSet,
+    readiness: CheckSet,
+    *,
+    liveness_endpoint: str = LIVENESS_PATH,
+    readiness_endpoint: str = READINESS_PATH,
+) -> web.Application:
+    """Both endpoints with their sub-paths; names may be given with or without the leading slash."""
     app = web.Application()
-    for path, checks in ((LIVENESS_PATH, liveness), (READINESS_PATH, readiness)):
+    for path, checks in (
+        (_endpoint(liveness_endpoint), liveness),
+        (_endpoint(readiness_endpoint), readiness),
+    ):
 
         async def aggregated(request: web.Request, checks: CheckSet = checks) -> web.Response:
             return await _aggregated(checks, request)
@@ -108,8 +125,19 @@ def health_app(liveness: CheckSet, readiness: CheckSet) -> web.Application:
 class HealthProbeServer(HTTPServer):
     """The probe endpoint; freezes both check sets when it starts."""
 
-    def __init__(self, bind_address: str, liveness: CheckSet, readiness: CheckSet) -> None:
-        super().__init__(health_app(liveness, readiness), bind_address, name="health-probe")
+    def __init__(
+        self,
+        bind_address: str,
+        liveness: CheckSet,
+        readiness: CheckSet,
+        *,
+        liveness_endpoint: str = LIVENESS_PATH,
+        readiness_endpoint: str = READINESS_PATH,
+    ) -> None:
+        app = health_app(
+            liveness, readiness, liveness_endpoint=liveness_endpoint, readiness_endpoint=readiness_endpoint
+        )
+        super().__init__(app, bind_address, name="health-probe")
         self.liveness = liveness
         self.readiness = readiness
 

@@ -1,19 +1,22 @@
 """``rest_client_requests_total{code,method,host}``: the one client-go metric controller-runtime keeps.
 
-Defined here so the REST client increments it without owning a registry.
+The REST client increments it; if the client module defines the counter it is that one that is
+registered here (see ``_adopt``), so the exported series are the counted ones.
 """
 
 from __future__ import annotations
 
 from prometheus_client import Counter
 
-from manager.metrics.registry import REGISTRY
+from manager.metrics._adopt import adopt
 
-REST_CLIENT_REQUESTS = Counter(
+REST_CLIENT_REQUESTS = adopt(
+    "manager.client.metrics",
+    "REST_CLIENT_REQUESTS",
+    Counter,
     "rest_client_requests_total",
     "Number of HTTP requests, partitioned by status code, method, and host.",
     ["code", "method", "host"],
-    registry=REGISTRY,
 )
 
 

@@ -8,6 +8,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from manager._http import HTTPServer
+from manager._tls import server_ssl_context
 from manager.metrics.registry import REGISTRY
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -36,5 +37,11 @@ def metrics_server(
     *,
     registry: CollectorRegistry = REGISTRY,
     extra_handlers: Mapping[str, Handler] | None = None,
+    secure: bool = False,
+    cert_dir: str | None = None,
 ) -> HTTPServer:
-    return HTTPServer(metrics_app(registry, extra_handlers), bind_address, name="metrics")
+    """The ``/metrics`` server; ``secure`` serves HTTPS (cert files from ``cert_dir`` or self-signed)."""
+    context = server_ssl_context(cert_dir) if secure else None
+    return HTTPServer(
+        metrics_app(registry, extra_handlers), bind_address, name="metrics", ssl_context=context
+    )

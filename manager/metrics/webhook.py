@@ -1,48 +1,64 @@
-"""controller-runtime's webhook and certificate-watcher metrics, for the webhook server to use."""
+"""controller-runtime's webhook and certificate-watcher metrics.
+
+The webhook server updates them; when its module defines a collector, that collector is the one
+registered on the manager registry (see ``_adopt``).
+"""
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from manager.metrics.registry import REGISTRY
+from manager.metrics._adopt import adopt
 
-WEBHOOK_LATENCY = Histogram(
+_SERVER = "manager.webhook.metrics"
+
+WEBHOOK_LATENCY = adopt(
+    _SERVER,
+    "WEBHOOK_LATENCY",
+    Histogram,
     "controller_runtime_webhook_latency_seconds",
     "Histogram of the latency of processing admission requests",
     ["webhook"],
-    registry=REGISTRY,
 )  # Prometheus default buckets, as upstream
-WEBHOOK_REQUESTS = Counter(
+WEBHOOK_REQUESTS = adopt(
+    _SERVER,
+    "WEBHOOK_REQUESTS",
+    Counter,
     "controller_runtime_webhook_requests_total",
     "Total number of admission requests by HTTP status code.",
     ["webhook", "code"],
-    registry=REGISTRY,
 )
-WEBHOOK_IN_FLIGHT = Gauge(
+WEBHOOK_IN_FLIGHT = adopt(
+    _SERVER,
+    "WEBHOOK_IN_FLIGHT",
+    Gauge,
     "controller_runtime_webhook_requests_in_flight",
     "Current number of admission requests being served.",
     ["webhook"],
-    registry=REGISTRY,
 )
-WEBHOOK_PANICS = Counter(
+WEBHOOK_PANICS = adopt(
+    _SERVER,
+    "WEBHOOK_PANICS",
+    Counter,
     "controller_runtime_webhook_panics_total",
     "Total number of webhook panics",
-    registry=REGISTRY,
 )
-CONVERSION_WEBHOOK_PANICS = Counter(
+CONVERSION_WEBHOOK_PANICS = adopt(
+    _SERVER,
+    "CONVERSION_WEBHOOK_PANICS",
+    Counter,
     "controller_runtime_conversion_webhook_panics_total",
     "Total number of conversion webhook panics",
-    registry=REGISTRY,
 )
-CERT_READS = Counter(
-    "certwatcher_read_certificate_total",
-    "Total number of certificate reads",
-    registry=REGISTRY,
+CERT_READS = adopt(
+    _SERVER, "CERT_READS", Counter, "certwatcher_read_certificate_total", "Total number of certificate reads"
 )
-CERT_READ_ERRORS = Counter(
+CERT_READ_ERRORS = adopt(
+    _SERVER,
+    "CERT_READ_ERRORS",
+    Counter,
     "certwatcher_read_certificate_errors_total",
     "Total number of certificate read errors",
-    registry=REGISTRY,
 )
 
 

@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import enum
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,11 @@ import structlog
 
 from manager._http import HTTPServer, is_disabled
 from manager.clock import REAL_CLOCK, Clock
+from manager.controller.builder import Builder
 from manager.controller.controller import Options as ControllerOptions
+from manager.controller.predicate import Predicate
+from manager.controller.reconcile import ReconcileFunc
+from manager.debug import debug_server
 from manager.health.checks import Checker, flag_checker
 from manager.health.server import CheckSet, HealthProbeServer
 from manager.leaderelection.elector import (
@@ -39,6 +44,7 @@ from manager.leaderelection.lease import LeaseLock
 from manager.metrics.server import metrics_server
 from manager.runtime.cluster import Cluster, ClusterCache
 from manager.runtime.runnable import Runnable, needs_leader_election
+from manager.scheme import KindRef
 
 log = structlog.get_logger("manager")
 
@@ -73,7 +79,15 @@ class Options:
     """Manager settings; defaults are controller-runtime's."""
 
     metrics_bind_address: str = ":8080"
+    metrics_secure_serving: bool = False
+    """HTTPS for /metrics (Trainer's shipped config turns it on, on :8443), without an authn/authz filter."""
+    metrics_cert_dir: str | None = None
+    """``tls.crt``/``tls.key`` for secure metrics; without them a self-signed pair is generated at start."""
     health_probe_bind_address: str = ""  # disabled; the deployment enables ":8081"
+    liveness_endpoint_name: str = "/healthz"
+    debug_bind_address: str = ""
+    """``/debug/tasks`` (asyncio task stacks), the counterpart of pprof; disabled by default."""
+    readiness_endpoint_name: str = "/readyz"
     leader_election: bool = False
     leader_election_id: str = ""
     leader_election_namespace: str = ""
@@ -122,18 +136,22 @@ class _RunnableGroup:
         if err is not None:
             self._on_error(runnable, err)
 
-    async def start(self) -> None:
-        """Start every member and wait until each is ready (or one of them fails)."""
+    async def start(self, stop: asyncio.Event) -> None:
+        """Start every member and wait until each is ready, one of them fails, or ``stop`` is set."""
         self.started = True
         pending = [(self._launch(r), self.tasks[-1]) for r in list(self.members)]
-        for ready, task in pending:
-            waiter = asyncio.create_task(ready.wait())
-            try:
-                await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                waiter.cancel()
-            if task.done() and not ready.is_set():
-                return  # it ended or failed before becoming ready; the error path stops the manager
+        stop_waiter = asyncio.create_task(stop.wait())
+        try:
+            for ready, task in pending:
+                waiter = asyncio.create_task(ready.wait())
+                try:
+                    await asyncio.wait({waiter, task, stop_waiter}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+                if stop.is_set() or (task.done() and not ready.is_set()):
+                    return  # stopping, or it failed before becoming ready (the error path stops us)
+        finally:
+            stop_waiter.cancel()
 
     def ready(self) -> bool:
         return self.started
@@ -178,6 +196,7 @@ class Manager:
         self.elector: LeaderElector | None = None
         self.metrics_server: HTTPServer | None = None
         self.health_server: HealthProbeServer | None = None
+        self.debug_server: HTTPServer | None = None
         self.readiness.add(
             "cache-sync", flag_checker(lambda: self._caches_synced, "caches are not synced yet")
         )
@@ -221,6 +240,34 @@ class Manager:
             defaults = dataclasses.replace(defaults, max_concurrent_reconciles=concurrency)
         return dataclasses.replace(defaults)
 
+    def reconciler(
+        self,
+        *,
+        for_: KindRef | None = None,
+        owns: Sequence[KindRef] = (),
+        predicates: Sequence[Predicate] = (),
+        name: str | None = None,
+        **options: Any,
+    ) -> Callable[[ReconcileFunc], ReconcileFunc]:
+        """Decorator sugar over the builder::
+
+        @mgr.reconciler(for_=Widget, owns=[Deployment], max_concurrent_reconciles=5)
+        async def reconcile(req: Request) -> Result | None: ...
+        """
+
+        def register(fn: ReconcileFunc) -> ReconcileFunc:
+            builder = Builder(self)
+            if for_ is not None:
+                builder.for_(for_, predicates=predicates)
+            for kind in owns:
+                builder.owns(kind)
+            if name is not None:
+                builder.named(name)
+            builder.with_options(**options).complete(fn)
+            return fn
+
+        return register
+
     def add(self, runnable: Runnable) -> None:
         """Run ``runnable`` with the manager, in the group its kind belongs to."""
         group = self._group_of(runnable)
@@ -244,6 +291,10 @@ class Manager:
             return Group(declared)
         if isinstance(runnable, HTTPServer):
             return Group.HTTP_SERVERS
+        if callable(getattr(runnable, "register", None)) and callable(
+            getattr(runnable, "started_checker", None)
+        ):
+            return Group.WEBHOOKS  # the webhook.Server shape, as controller-runtime classifies it
         if runnable is self.cluster.cache:
             return Group.CACHES
         if not needs_leader_election(runnable):
@@ -282,8 +333,9 @@ class Manager:
                     lead_task = asyncio.create_task(self._lead(), name="leader-election")
                     lead_task.add_done_callback(self._lead_ended)
                 else:
-                    await self._groups[Group.LEADER_ELECTION].start()
-                    self.elected.set()
+                    await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
+                    if not self._stop_requested.is_set():
+                        self.elected.set()
                 await self._stop_requested.wait()
         finally:
             await self._shutdown(lead_task)
@@ -301,24 +353,34 @@ class Manager:
     def _setup_servers(self) -> None:
         opts = self.options
         if not is_disabled(opts.metrics_bind_address):
-            self.metrics_server = metrics_server(opts.metrics_bind_address)
+            self.metrics_server = metrics_server(
+                opts.metrics_bind_address, secure=opts.metrics_secure_serving, cert_dir=opts.metrics_cert_dir
+            )
             self.add(self.metrics_server)
         if not is_disabled(opts.health_probe_bind_address):
             self.health_server = HealthProbeServer(
-                opts.health_probe_bind_address, self.liveness, self.readiness
+                opts.health_probe_bind_address,
+                self.liveness,
+                self.readiness,
+                liveness_endpoint=opts.liveness_endpoint_name,
+                readiness_endpoint=opts.readiness_endpoint_name,
             )
             self.add(self.health_server)
+        if not is_disabled(opts.debug_bind_address):
+            self.debug_server = debug_server(opts.debug_bind_address)
+            self.add(self.debug_server)
         if opts.leader_election:
             self.elector = self._new_elector()
-            self.liveness.add("leaderElection", self.elector.healthz_check())
 
     def _new_elector(self) -> LeaderElector:
         opts = self.options
         if not opts.leader_election_id:
             raise ValueError("LeaderElectionID must be configured")
         namespace = opts.leader_election_namespace or _in_cluster_namespace()
+        # the lease is read live: a cached client would serve (or refuse) a stale Lease
+        lease_client = self.cluster.api_reader if self.cluster.api_reader is not None else self.cluster.client
         lock = LeaseLock(
-            self.cluster.client,
+            lease_client,
             namespace,
             opts.leader_election_id,
             opts.identity or new_identity(),
@@ -338,7 +400,9 @@ class Manager:
         for group in START_ORDER[:-1]:
             if self._stop_requested.is_set():
                 return
-            await self._groups[group].start()
+            await self._groups[group].start(self._stop_requested)
+            if self._stop_requested.is_set():
+                return
             if group is Group.CACHES:
                 self._caches_synced = True
                 log.info("caches synced")
@@ -346,8 +410,10 @@ class Manager:
     async def _lead(self) -> None:
         assert self.elector is not None and self._stop_requested is not None
         await self.elector.acquire()
-        await self._groups[Group.LEADER_ELECTION].start()
-        self.elected.set()
+        await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
+        if not self._stop_requested.is_set():
+            self.elected.set()
+        # keep renewing even while stopping: shutdown cancels us (and releases) after the groups stopped
         await self.elector.renew()
         # renew() returned: the lease is gone and someone else may already be leading
         log.error("leader election lost")

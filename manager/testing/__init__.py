@@ -1,5 +1,8 @@
 """Testing kit for users of the framework."""
 
+from manager.testing.clock import FakeClock
 from manager.testing.eventually import eventually
+from manager.testing.informers import FakeInformer, FakeInformers
+from manager.testing.leases import FakeLeases
 
-__all__ = ["eventually"]
+__all__ = ["FakeClock", "FakeInformer", "FakeInformers", "FakeLeases", "eventually"]

@@ -8,9 +8,10 @@ one timer can schedule the next one and still see it fire within the same ``adva
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 
@@ -82,6 +83,27 @@ class FakeClock:
             await self.settle()
         self._now = max(self._now, target)
         await self.settle()
+
+    @contextlib.asynccontextmanager
+    async def autojump(self, threshold: float = 0.001) -> AsyncIterator[None]:
+        """Inside the block, jump to the next timer whenever the loop stays idle for ``threshold``
+        real seconds (trio's ``autojump_threshold``): code that sleeps for minutes finishes at once.
+        """
+
+        async def jumper() -> None:
+            while True:
+                await asyncio.sleep(threshold)
+                deadline = self.next_deadline()
+                if deadline is not None:
+                    await self.advance(max(0.0, deadline - self._now))
+
+        task = asyncio.create_task(jumper())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def advance_nowait(self, seconds: float) -> None:
         """Move time forward and fire due timers without yielding to the loop (sync tests)."""

@@ -78,11 +78,22 @@ class WebhookServer:
         self._handlers[path] = handler
         metrics.init_path(path)
 
+    @property
+    def paths(self) -> list[str]:
+        """The registered webhook paths; a server with none need not run."""
+        return list(self._handlers)
+
     def started_checker(self) -> Callable[[], bool]:
         """A readiness check: true once the server is listening (``StartedChecker``)."""
         return lambda: self._started
 
     def _ssl_context(self) -> ssl.SSLContext:
+        for name in (self.cert_name, self.key_name):
+            if not (self.cert_dir / name).is_file():
+                raise WebhookServerError(
+                    f"webhook serving certificate file {self.cert_dir / name} does not exist: "
+                    "mount tls.crt and tls.key there (or point the cert dir elsewhere)"
+                )
         self.certwatcher = CertWatcher(
             self.cert_dir / self.cert_name, self.cert_dir / self.key_name, interval=self.cert_poll_interval
         )

@@ -105,8 +105,12 @@ async def test_cache_backed_client_and_create_or_update(cluster: Cluster, namesp
         }
         _, op = await create_or_update(cluster.api_reader, desired, lambda o: o.update(data={"k": "v"}))
         assert op == "created"
-        cached = await eventually(lambda: _get_or_none(cluster, "cou", namespace))
-        assert cached["data"] == {"k": "v"}
+
+        async def cached() -> None:
+            found = await _get_or_none(cluster, "cou", namespace)
+            assert found is not None and found["data"] == {"k": "v"}
+
+        await eventually(cached)  # the write reaches the cache through the watch
         _, op = await create_or_update(cluster.api_reader, desired, lambda o: o.update(data={"k": "v"}))
         assert op == "unchanged"
     finally:

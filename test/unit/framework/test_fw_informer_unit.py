@@ -203,3 +203,13 @@ async def test_inactivity_guard_reconnects_a_silent_watch(stalling: tuple[Stalli
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def test_watch_timeouts_are_spread_over_five_to_ten_minutes() -> None:
+    from manager.cache.reflector import Reflector
+
+    informer = SharedInformer(Client(None, None), MAPPING)  # type: ignore[arg-type]
+    reflector: Reflector = informer.reflectors[0]
+    timeouts = {reflector._watch_timeout() for _ in range(500)}
+    assert min(timeouts) >= 300 and max(timeouts) < 600
+    assert len(timeouts) > 100  # jittered, not one value

@@ -282,3 +282,12 @@ async def test_client_ca_requires_a_client_certificate(tmp_path: Path) -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_missing_certificate_is_a_clear_error(tmp_path: Path) -> None:
+    from manager.webhook.server import WebhookServer, WebhookServerError
+
+    server = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path)
+    with pytest.raises(WebhookServerError, match=r"tls\.crt does not exist"):
+        await server.start(asyncio.Event())
+    assert server.paths == []

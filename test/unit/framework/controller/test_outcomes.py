@@ -260,3 +260,74 @@ async def test_reconciliation_timeout_is_an_error(
         from manager.testing import eventually
 
         await eventually(errored, timeout=2, interval=0.01)
+
+
+async def test_a_source_that_never_syncs_fails_start(
+    mgr: FakeManager, name: str, running: Any, sample: Any
+) -> None:
+    from manager.controller import CacheSyncTimeoutError
+
+    mgr.informers.informer(WIDGET).synced = False
+    ctrl = Builder(mgr).for_(WIDGET).named(name).with_options(cache_sync_timeout=0.05).build(Recorder())
+    with pytest.raises(CacheSyncTimeoutError, match="timed out waiting for cache to be synced"):
+        await asyncio.wait_for(ctrl.start(asyncio.Event()), 5)
+    assert mgr.informers.informer(WIDGET).handlers == [], "the handler is removed again"
+
+
+async def test_a_wrong_return_type_is_an_error_not_a_dead_worker(
+    mgr: FakeManager, name: str, clock: FakeClock, running: Any, sample: Any
+) -> None:
+    rec = Recorder("not a Result", None)
+    ctrl = build(mgr, name, clock, rec)
+    async with running(ctrl):
+        mgr.informers.informer(WIDGET).create(widget("a"))
+        await clock.advance(0)
+        await clock.advance(0.005)
+        assert len(rec.calls) == 2, "retried after the usual backoff"
+        assert sample("controller_runtime_reconcile_panics_total", controller=name) == 1
+
+
+async def test_a_blocking_reconciler_runs_in_a_thread(
+    mgr: FakeManager, name: str, running: Any, sample: Any
+) -> None:
+    import threading
+
+    from manager.testing import eventually
+
+    threads: list[str] = []
+    contexts: list[object] = []
+
+    def reconcile(req: Request) -> Result:
+        threads.append(threading.current_thread().name)
+        contexts.append(structlog.contextvars.get_contextvars().get("name"))
+        return Result()
+
+    ctrl = Builder(mgr).for_(WIDGET).named(name).complete(reconcile)
+    async with running(ctrl):
+        mgr.informers.informer(WIDGET).create(widget("a"))
+        await eventually(
+            lambda: sample("controller_runtime_reconcile_total", controller=name, result="success") == 1,
+            timeout=5,
+            interval=0.01,
+        )
+    assert threads and threads[0] != threading.current_thread().name
+    assert contexts == ["a"], "log context follows the reconcile into the thread"
+
+
+async def test_sources_start_together(mgr: FakeManager, name: str, running: Any, sample: Any) -> None:
+    # controller-runtime starts every source at once, so informers list in parallel
+    owned = GroupVersionKind("apps", "v1", "Deployment")
+    mgr.informers.informer(WIDGET).synced = False
+    ctrl = Builder(mgr).for_(WIDGET).owns(owned).named(name).build(Recorder())
+    started = asyncio.Event()
+    task = asyncio.create_task(ctrl.start(started))
+    try:
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert mgr.informers.informer(owned).handlers, "the second source registered while the first syncs"
+        assert not started.is_set()
+        mgr.informers.informer(WIDGET).synced = True
+        await asyncio.wait_for(started.wait(), 5)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -286,3 +286,39 @@ def test_builder_rules(mgr: Any) -> None:
         Builder(mgr).for_(WIDGET).complete(r)
     other = Builder(mgr).for_(WIDGET).named("widget-2").with_options(need_leader_election=False).build(r)
     assert not other.needs_leader_election
+
+
+async def test_async_map_function_reads_before_enqueueing(
+    mgr: Any, name: str, clock: FakeClock, running: Any
+) -> None:
+    from manager.controller import enqueue_from_async_map
+    from manager.scheme import ObjectKey
+
+    calls = Calls()
+    seen: list[str] = []
+
+    async def dependants(config: dict[str, Any]) -> list[ObjectKey]:
+        await asyncio.sleep(0)  # e.g. a cache list
+        seen.append(config["metadata"]["name"])
+        if config["metadata"].get("labels", {}).get("broken"):
+            raise RuntimeError("index missing")
+        return [ObjectKey(config["metadata"]["namespace"], w) for w in config["metadata"].get("labels", {})]
+
+    ctrl = (
+        Builder(mgr)
+        .for_(WIDGET)
+        .watches(CONFIGMAP, enqueue_from_async_map(dependants, map_old_on_update=False))
+        .named(name)
+        .with_options(clock=clock)
+        .complete(calls)
+    )
+    configs = mgr.informers.informer(CONFIGMAP)
+    async with running(ctrl):
+        configs.create(obj("bad", labels={"broken": "1"}))
+        configs.create(obj("cfg", labels={"w1": ""}))
+        await clock.advance(0)
+        assert calls.take() == [Request("ns", "w1")], "a failing map is skipped, later events still map"
+        configs.update(obj("cfg", labels={"w2": ""}))
+        await clock.advance(0)
+        assert calls.take() == [Request("ns", "w2")], "only the new object is mapped when asked"
+    assert seen == ["bad", "cfg", "cfg"]

@@ -176,3 +176,15 @@ async def test_record_times_are_micro_time() -> None:
     await le.acquire()
     assert leases.spec()["acquireTime"] == "2026-01-02T03:04:05.678901Z"
     assert leases.spec()["renewTime"] == "2026-01-02T03:04:05.678901Z"
+
+
+async def test_lease_labels_are_set_on_create_and_kept_on_update() -> None:
+    leases, clock = make_leases(), FakeClock()
+    lock = LeaseLock(leases, NS, NAME, "me", labels={"app.kubernetes.io/name": "trainer"})
+    le = LeaderElector(lock, clock=clock)
+    await le.acquire()
+    await clock.advance(0)
+    assert await le.try_acquire_or_renew()
+    assert leases.leases[(NS, NAME)]["metadata"]["labels"] == {"app.kubernetes.io/name": "trainer"}
+    assert [w["apiVersion"] for w in leases.writes][:1] == ["coordination.k8s.io/v1"]
+    assert leases.writes[0]["kind"] == "Lease"

@@ -262,6 +262,23 @@ async def test_graceful_shutdown_timeout_is_reported() -> None:
     await asyncio.gather(*mgr._groups[Group.OTHERS].tasks, return_exceptions=True)
 
 
+def test_a_webhook_server_is_recognised_by_its_shape() -> None:
+    class WebhookServer:
+        needs_leader_election = False
+
+        def register(self, path: str, handler: object) -> None: ...
+
+        def started_checker(self) -> object: ...
+
+        async def start(self, started: asyncio.Event) -> None: ...
+
+    mgr = Manager(StubCluster([]), options())  # type: ignore[arg-type]
+    server = WebhookServer()
+    mgr.add(server)
+    assert mgr.members(Group.WEBHOOKS) == [server], "webhooks start before caches, not with the others"
+    assert mgr.members(Group.OTHERS) == []
+
+
 def test_duplicate_controller_names_are_rejected() -> None:
     mgr = Manager(StubCluster([]), options())  # type: ignore[arg-type]
     mgr.claim_controller_name("trainjob")
@@ -377,3 +394,132 @@ def test_group_kind_concurrency_applies_with_and_without_for() -> None:
     bad = Manager(StubCluster([]), options(group_kind_concurrency={"TrainJob.trainer.kubeflow.org": 0}))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="must be greater than 0"):
         Builder(bad).for_(trainjob).build(reconcile)
+
+
+async def test_stop_while_caches_sync_does_not_hang() -> None:
+    log: list[str] = []
+    cluster = StubCluster(log)  # gate never opens: the initial list never completes
+    mgr = Manager(cluster, options(metrics_bind_address="0"))  # type: ignore[arg-type]
+    mgr.add(Rec("controller", log))
+    task = asyncio.create_task(mgr.run())
+    await eventually(lambda: "start caches" in log, timeout=5, interval=0.01)
+    mgr.stop()
+    await asyncio.wait_for(task, 5)
+    assert "start controller" not in log
+    assert not mgr.elected.is_set()
+
+
+async def test_endpoint_names_are_configurable() -> None:
+    # spec: upstream Trainer ignores health.readinessEndpointName/livenessEndpointName; we honour them
+    cluster = StubCluster([])
+    cluster.cache.gate.set()
+    mgr = Manager(
+        cluster,  # type: ignore[arg-type]
+        options(metrics_bind_address="0", readiness_endpoint_name="ready", liveness_endpoint_name="/alive"),
+    )
+    async with running(mgr):
+        await asyncio.wait_for(mgr.elected.wait(), 5)
+        port = mgr.health_server.port if mgr.health_server else None
+        assert await get(port, "/ready") == (200, "ok")
+        assert await get(port, "/alive/ping") == (200, "ok")
+        assert (await get(port, "/readyz"))[0] == 404
+
+
+async def test_secure_metrics_serve_https_with_a_self_signed_certificate() -> None:
+    import ssl
+
+    cluster = StubCluster([])
+    cluster.cache.gate.set()
+    mgr = Manager(cluster, options(health_probe_bind_address="0", metrics_secure_serving=True))  # type: ignore[arg-type]
+    async with running(mgr):
+        await asyncio.wait_for(mgr.elected.wait(), 5)
+        port = mgr.metrics_server.port if mgr.metrics_server else None
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"https://127.0.0.1:{port}/metrics", ssl=context) as resp,
+        ):
+            assert resp.status == 200
+            assert "# TYPE controller_runtime_reconcile_total counter" in await resp.text()
+        context.set_alpn_protocols(["h2", "http/1.1"])
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+        ssl_object = writer.get_extra_info("ssl_object")
+        assert ssl_object.version() in ("TLSv1.2", "TLSv1.3")
+        assert ssl_object.selected_alpn_protocol() == "http/1.1", "HTTP/2 is not offered"
+        writer.close()
+        with pytest.raises(aiohttp.ClientError):
+            await get(port, "/metrics")  # plain HTTP is refused
+
+
+async def test_decorator_sugar_builds_the_same_controller() -> None:
+    log: list[str] = []
+    cluster = StubCluster(log)
+    cluster.cache.gate.set()
+    mgr = Manager(cluster, options(metrics_bind_address="0", health_probe_bind_address="0"))  # type: ignore[arg-type]
+    widget = GroupVersionKind("example.com", "v1", "Widget")
+    deployment = GroupVersionKind("apps", "v1", "Deployment")
+    seen: list[Request] = []
+
+    @mgr.reconciler(for_=widget, owns=[deployment], max_concurrent_reconciles=3)
+    async def reconcile(req: Request) -> None:
+        seen.append(req)
+
+    (controller,) = mgr.members(Group.LEADER_ELECTION)
+    assert controller.name == "widget" and controller.options.max_concurrent_reconciles == 3  # type: ignore[attr-defined]
+    async with running(mgr):
+        await asyncio.wait_for(mgr.elected.wait(), 5)
+        owner = {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "name": "w",
+            "uid": "u",
+            "controller": True,
+        }
+        cluster.cache.informer(deployment).create(
+            {"metadata": {"name": "d", "namespace": "ns", "ownerReferences": [owner]}}
+        )
+        await eventually(lambda: seen == [Request("ns", "w")], timeout=5, interval=0.01)
+
+
+async def test_checkers_may_take_no_request_and_return_a_bool() -> None:
+    # the webhook server's started_checker() is a zero-argument callable returning a bool
+    cluster = StubCluster([])
+    cluster.cache.gate.set()
+    mgr = Manager(cluster, options(metrics_bind_address="0"))  # type: ignore[arg-type]
+    started = {"value": False}
+    mgr.add_readyz_check("webhook", lambda: started["value"])
+
+    async def async_ok() -> bool:
+        return True
+
+    mgr.add_readyz_check("async", async_ok)
+    async with running(mgr):
+        await asyncio.wait_for(mgr.elected.wait(), 5)
+        port = mgr.health_server.port if mgr.health_server else None
+        assert await get(port, "/readyz") == (
+            500,
+            "[+]async ok\n[+]cache-sync ok\n[-]webhook failed: reason withheld\nhealthz check failed\n",
+        )
+        assert await get(port, "/readyz/webhook") == (500, "internal server error: check returned false\n")
+        started["value"] = True
+        assert await get(port, "/readyz") == (200, "ok")
+
+
+async def test_debug_endpoint_lists_tasks_with_stacks() -> None:
+    log: list[str] = []
+    cluster = StubCluster(log)
+    cluster.cache.gate.set()
+    mgr = Manager(
+        cluster,  # type: ignore[arg-type]
+        options(metrics_bind_address="0", health_probe_bind_address="0", debug_bind_address=LOOPBACK),
+    )
+    mgr.add(Rec("controller", log))
+    async with running(mgr):
+        await asyncio.wait_for(mgr.elected.wait(), 5)
+        port = mgr.debug_server.port if mgr.debug_server else None
+        status, body = await get(port, "/debug/tasks")
+        assert status == 200
+        assert "leader-election:controller" in body, "runnable tasks are named after their group"
+        assert "Rec.start" in body or "in start" in body, "each task shows where it waits"

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import pytest
+
+from trainer.__main__ import _duration, manager_options
+from trainer.api.config_v1alpha1 import ConfigurationError, load
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("15s", 15), ("1m30s", 90), ("500ms", 0.5), ("2h", 7200), ("1.5s", 1.5)]
+)
+def test_go_durations(text: str, seconds: float) -> None:
+    assert _duration(text, 0) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["15", "s", "1x", "1m3"])
+def test_bad_durations_are_errors(text: str) -> None:
+    with pytest.raises(ConfigurationError, match="invalid duration"):
+        _duration(text, 0)
+
+
+def test_shipped_configuration_maps_to_manager_options() -> None:
+    cfg = load(
+        {
+            "leaderElection": {
+                "leaderElect": True,
+                "resourceName": "trainer.kubeflow.org",
+                "resourceNamespace": "",
+                "leaseDuration": "15s",
+                "renewDeadline": "10s",
+                "retryPeriod": "2s",
+            },
+            "controller": {"groupKindConcurrency": {"TrainJob.trainer.kubeflow.org": 5}},
+        }
+    )
+    options = manager_options(cfg)
+    assert options.leader_election and options.leader_election_id == "trainer.kubeflow.org"
+    assert (options.lease_duration, options.renew_deadline, options.retry_period) == (15, 10, 2)
+    assert options.metrics_bind_address == ":8443" and options.health_probe_bind_address == ":8081"
+    assert options.group_kind_concurrency == {"TrainJob.trainer.kubeflow.org": 5}
+
+
+def test_no_leader_election_section_means_off() -> None:
+    assert manager_options(load(None)).leader_election is False

@@ -1,0 +1,170 @@
+"""``trainer-controller-manager`` (``python -m trainer``): the product's entry point.
+
+Reads the Configuration file (strictly, as upstream), builds the manager (metrics, probes,
+leader election, webhook server) and registers every enabled component from
+``trainer.components``, then runs until SIGTERM/SIGINT. Exit codes: 0 after a graceful stop,
+1 on bad configuration, a lost lease or a failed runnable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from manager import Manager, Options
+from manager import log as mlog
+from manager.cluster import Cluster
+from manager.config import ConfigError, get_config
+from manager.health.checks import flag_checker, ping
+from manager.runtime.signals import run_until_signalled
+from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
+from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
+from trainer.components import COMPONENTS, select
+
+FIELD_OWNER = "trainer"
+log = mlog.get_logger("setup")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="trainer-controller-manager", description=__doc__)
+    parser.add_argument("--config", default="", help="path of a Configuration file (empty: defaults)")
+    parser.add_argument("--kubeconfig", default="", help="kubeconfig path (default: KUBECONFIG, in-cluster)")
+    parser.add_argument(
+        "--enable-http2", action="store_true", help="accepted for parity; HTTP/2 is never served"
+    )
+    parser.add_argument("--zap-log-level", default="info", help="debug, info, error, or a verbosity number")
+    parser.add_argument("--zap-devel", action="store_true", help="development logging (console format)")
+    parser.add_argument("--log-format", choices=["json", "console"], default=None)
+    parser.add_argument(
+        "--controllers",
+        default="*",
+        help="controllers to run: '*' for all, 'name' to enable, '-name' to disable "
+        f"(known: {', '.join(c.name for c in COMPONENTS) or 'none yet'})",
+    )
+    parser.add_argument(
+        "--webhook-cert-dir",
+        default=str(DEFAULT_CERT_DIR),
+        help="directory with tls.crt/tls.key for the webhook server when certManagement is off",
+    )
+    return parser.parse_args(argv)
+
+
+def _log_level(value: str) -> str:
+    # zap levels are names or negative verbosity numbers; any verbosity > 0 means debug.
+    if value.lstrip("-").isdigit():
+        return "debug" if abs(int(value)) > 0 else "info"
+    return {"debug": "debug", "info": "info", "warn": "warning", "error": "error"}.get(value, "info")
+
+
+def read_configuration(path: str) -> Configuration:
+    """Upstream's texts: `failed to read config file: ...` / `failed to decode config file: ...`."""
+    data: Any = None
+    if path:
+        try:
+            text = Path(path).read_text()
+        except OSError as err:
+            raise ConfigurationError(f"failed to read config file: {err}") from err
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ConfigurationError(f"failed to decode config file: {err}") from err
+    return load(data)
+
+
+def _duration(text: str | None, default: float) -> float:
+    """A Go duration such as ``15s``, ``1m30s`` or ``500ms`` in seconds."""
+    if not text:
+        return default
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    total, number = 0.0, ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch.isdigit() or ch == ".":
+            number += ch
+            i += 1
+            continue
+        unit = next((u for u in ("ms", "us", "µs", "ns", "h", "m", "s") if text.startswith(u, i)), None)
+        if unit is None or not number:
+            raise ConfigurationError(f"invalid duration {text!r}")
+        total += float(number) * units[unit]
+        number, i = "", i + len(unit)
+    if number:
+        raise ConfigurationError(f"invalid duration {text!r}: missing unit")
+    return total
+
+
+def manager_options(cfg: Configuration) -> Options:
+    metrics = cfg.metrics.bind_address if cfg.metrics and cfg.metrics.bind_address else ":8443"
+    health = cfg.health.health_probe_bind_address if cfg.health else ":8081"
+    options = Options(metrics_bind_address=metrics, health_probe_bind_address=health or "")
+    le = cfg.leader_election
+    if le is not None and le.leader_elect:
+        options.leader_election = True
+        options.leader_election_id = le.resource_name or "trainer.kubeflow.org"
+        options.leader_election_namespace = le.resource_namespace or ""
+        options.lease_duration = _duration(le.lease_duration, options.lease_duration)
+        options.renew_deadline = _duration(le.renew_deadline, options.renew_deadline)
+        options.retry_period = _duration(le.retry_period, options.retry_period)
+    if cfg.controller and cfg.controller.group_kind_concurrency:
+        # Upstream passes this but never applies it; we apply it (divergences.md).
+        options.group_kind_concurrency = dict(cfg.controller.group_kind_concurrency)
+    return options
+
+
+async def run(args: argparse.Namespace, cfg: Configuration) -> int:
+    try:
+        components = select(args.controllers)
+    except ValueError as err:
+        log.error("invalid flags", error=str(err))
+        return 1
+    try:
+        rest = await get_config(args.kubeconfig or None)
+    except ConfigError as err:
+        log.error("unable to get kubeconfig", error=str(err))
+        return 1
+    async with Cluster(rest, field_owner=FIELD_OWNER, event_source="trainer-controller-manager") as cluster:
+        mgr = Manager(cluster, manager_options(cfg))
+        mgr.add_healthz_check("healthz", ping)
+        webhooks: WebhookServer | None = None
+        if components:
+            port = cfg.webhook.port if cfg.webhook and cfg.webhook.port else 9443
+            host = cfg.webhook.host if cfg.webhook and cfg.webhook.host else ""
+            webhooks = WebhookServer(host=host, port=port, cert_dir=args.webhook_cert_dir)
+        enabled = []
+        for component in components:
+            if await component.setup(mgr, webhooks):
+                enabled.append(component.name)
+                log.info("controllers registered", component=component.name)
+            else:
+                log.info("component skipped", component=component.name)
+        if webhooks is not None and webhooks.paths:
+            mgr.add_webhook_server(webhooks)
+            mgr.add_readyz_check(
+                "webhook", flag_checker(webhooks.started_checker(), "webhook server has not started")
+            )
+        if not enabled:
+            log.warning("no controllers are registered: running the empty manager (probes and metrics only)")
+        log.info("starting manager", controllers=enabled, leader_election=mgr.options.leader_election)
+        return await run_until_signalled(mgr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    fmt: Literal["json", "console"] | None = args.log_format or ("console" if args.zap_devel else None)
+    mlog.configure(level=_log_level(args.zap_log_level), fmt=fmt)
+    try:
+        cfg = read_configuration(args.config)
+    except ConfigurationError as err:
+        log.error("unable to load the configuration", error=str(err))
+        return 1
+    return asyncio.run(run(args, cfg))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

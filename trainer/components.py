@@ -1,0 +1,60 @@
+"""Every controller set the product runs, in one place, each switchable with ``--controllers``.
+
+A component's ``setup`` registers its controllers, indexes and (when the process serves
+webhooks) its admission handlers on the manager, and returns False when it chose to skip
+itself (e.g. its CRDs are not installed in this cluster).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from manager import Manager
+from manager.webhook.server import WebhookServer
+
+Setup = Callable[[Manager, WebhookServer | None], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    description: str
+    setup: Setup
+
+
+async def _scheduling(mgr: Manager, _webhooks: WebhookServer | None) -> bool:
+    from trainer.controllers import scheduling
+
+    return await scheduling.setup(mgr)
+
+
+#: In start-up order.
+COMPONENTS: tuple[Component, ...] = (
+    Component(
+        "scheduling",
+        "PodGroup and ElasticQuota status (scheduling.x-k8s.io/v1alpha1); skipped when the CRDs are absent",
+        _scheduling,
+    ),
+)
+
+
+def select(spec: str, available: tuple[Component, ...] = COMPONENTS) -> list[Component]:
+    """kube-controller-manager's ``--controllers`` syntax: ``*`` all, ``foo`` on, ``-foo`` off."""
+    names = {c.name for c in available}
+    wanted: set[str] = set()
+    disabled: set[str] = set()
+    for raw in (s.strip() for s in spec.split(",")):
+        if not raw:
+            continue
+        name = raw.removeprefix("-")
+        if name != "*" and name not in names:
+            known = ", ".join(sorted(names)) or "none yet"
+            raise ValueError(f"--controllers: unknown controller {name!r} (known: {known})")
+        if raw.startswith("-"):
+            disabled.add(name)
+        elif name == "*":
+            wanted |= names
+        else:
+            wanted.add(name)
+    return [c for c in available if c.name in wanted and c.name not in disabled]

@@ -1,0 +1,1 @@
+"""Reconcilers of the Trainer controller-manager (one module or package per controller)."""

@@ -1,0 +1,385 @@
+"""JobSet plugin (spec §2.10): pod network, the JobSet apply document, validation, status.
+
+Why one plugin: the JobSet is the TrainJob's workload; this plugin turns the Info into the
+JobSet the reconciler applies, checks the TrainJob against the runtime's job template, and
+maps the JobSet's status back onto the TrainJob.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from manager.client.errors import ApiError, NotFound
+from manager.scheme import ObjectKey
+from trainer.api import jobset_constants as jc
+from trainer.api import trainer_constants as tc
+from trainer.api.trainer_v1alpha1 import TrainJob
+from trainer.runtime.apply import (
+    env_vars,
+    upsert_env_vars,
+    upsert_ports,
+    upsert_volume_mounts,
+    upsert_volumes,
+)
+from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.info import ContainerInfo, Endpoints, Info
+from trainer.runtime.objects import JOBSET_GVK, name_of, namespace_of, owner_reference
+from trainer.runtime.plugins.base import PluginContext, Watch
+from trainer.runtime.plugins.watches import by_controller_owner
+from trainer.runtime.runtime_info import canonical_resources
+from trainer.runtime.status import set_status_condition
+
+Json = dict[str, Any]
+
+__all__ = ["JobSet"]
+
+STORAGE_URI = "STORAGE_URI"
+
+
+def _job_labels(rjob: Json) -> dict[str, str]:
+    return ((rjob.get("template") or {}).get("metadata") or {}).get("labels") or {}
+
+
+def _pod_template(rjob: Json) -> Json:
+    return rjob.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {})  # type: ignore[no-any-return]
+
+
+def _pod_spec(rjob: Json) -> Json:
+    return _pod_template(rjob).setdefault("spec", {})  # type: ignore[no-any-return]
+
+
+def _upsert_into(doc: Json, key: str, items: list[Json], upsert: Any) -> None:
+    """Upsert into ``doc[key]`` without creating an empty list when there is nothing to add."""
+    if not items and not doc.get(key):
+        return
+    target = doc.setdefault(key, [])
+    upsert(target, items)
+
+
+def _sync_containers(containers: list[Json], infos: list[ContainerInfo]) -> None:
+    for index, info in enumerate(infos):
+        if index >= len(containers):
+            break
+        container = containers[index]
+        _upsert_into(container, "env", info.env, upsert_env_vars)
+        _upsert_into(container, "ports", info.ports, upsert_ports)
+        _upsert_into(container, "volumeMounts", info.volume_mounts, upsert_volume_mounts)
+
+
+def sync_pod_sets(spec: Json, info: Info) -> None:
+    """Counts, volumes, env, ports and mounts of every PodSet into the JobSetSpec document."""
+    rjobs = spec.get("replicatedJobs") or []
+    for index, pod_set in enumerate(info.template_spec.pod_sets):
+        if index >= len(rjobs):
+            break
+        rjob = rjobs[index]
+        job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+        job_spec["parallelism"] = pod_set.count_or_one()
+        job_spec["completions"] = pod_set.count_or_one()
+        pod_spec = _pod_spec(rjob)
+        _upsert_into(pod_spec, "volumes", pod_set.volumes, upsert_volumes)
+        _sync_containers(pod_spec.get("initContainers") or [], pod_set.init_containers)
+        _sync_containers(pod_spec.get("containers") or [], pod_set.containers)
+
+
+def apply_initializers(spec: Json, trainjob: TrainJob) -> None:
+    """Storage URI, env and secret of the dataset/model initializer containers."""
+    initializer = trainjob.spec.initializer if trainjob.spec else None
+    for rjob in spec.get("replicatedJobs") or ():
+        ancestor = _job_labels(rjob).get(tc.LabelTrainJobAncestor)
+        if ancestor == tc.DatasetInitializer:
+            source: Any = initializer.dataset if initializer else None
+        elif ancestor == tc.ModelInitializer:
+            source = initializer.model if initializer else None
+        else:
+            continue
+        rjob["replicas"] = 1
+        if source is None:
+            continue
+        for container in _pod_spec(rjob).get("containers") or ():
+            if container.get("name") != ancestor:
+                continue
+            env: list[Json] = []
+            if source.storage_uri is not None:
+                env.append({"name": STORAGE_URI, "value": source.storage_uri})
+            env += env_vars(source.env) or []
+            _upsert_into(container, "env", env, upsert_env_vars)
+            if source.secret_ref is not None:
+                container.setdefault("envFrom", []).append(
+                    {"secretRef": {"name": (source.secret_ref or {}).get("name", "")}}
+                )
+
+
+def apply_trainer(spec: Json, trainjob: TrainJob, info: Info) -> None:
+    """Image, command, args, resources and env of the trainer's ``node`` containers."""
+    trainer = trainjob.spec.trainer if trainjob.spec else None
+    mpi = info.runtime_policy.ml_policy.mpi if info.runtime_policy.ml_policy else None
+    launcher_as_node = mpi is not None and mpi.run_launcher_as_node
+    for rjob in spec.get("replicatedJobs") or ():
+        is_trainer = _job_labels(rjob).get(tc.LabelTrainJobAncestor) == tc.AncestorTrainer
+        if is_trainer:
+            rjob["replicas"] = 1
+        if not is_trainer and not (launcher_as_node and rjob.get("name") == tc.Node):
+            continue
+        if trainer is None:
+            continue
+        for container in _pod_spec(rjob).get("containers") or ():
+            if container.get("name") != tc.Node:
+                continue
+            if is_trainer:
+                if trainer.image is not None:
+                    container["image"] = trainer.image
+                for key, values in (("command", trainer.command), ("args", trainer.args)):
+                    if values is None:
+                        continue
+                    # An empty list replaces the template's and, like Go's omitempty, is not written.
+                    if values:
+                        container[key] = list(values)
+                    else:
+                        container.pop(key, None)
+            resources = trainer.resources_per_node or {}
+            if resources.get("limits") is not None or resources.get("requests") is not None:
+                container["resources"] = canonical_resources(
+                    {
+                        k: copy.deepcopy(resources[k])
+                        for k in ("limits", "requests")
+                        if resources.get(k) is not None
+                    }
+                )
+            _upsert_into(container, "env", env_vars(trainer.env) or [], upsert_env_vars)
+
+
+def apply_pod_metadata(spec: Json, info: Info) -> None:
+    """The scheduler's pod labels and annotations on every pod template."""
+    for rjob in spec.get("replicatedJobs") or ():
+        meta = _pod_template(rjob).setdefault("metadata", {})
+        if info.scheduler.pod_labels:
+            meta.setdefault("labels", {}).update(info.scheduler.pod_labels)
+        if info.scheduler.pod_annotations:
+            meta.setdefault("annotations", {}).update(info.scheduler.pod_annotations)
+
+
+class JobSet:
+    name = "JobSet"
+
+    def __init__(self, context: PluginContext) -> None:
+        self._reader = context.reader
+
+    def identify_pod_network(self, info: Info | None, trainjob: TrainJob | None) -> None:
+        """Endpoints ``<tj>-<rjob>-0-<k>.<subdomain>`` of every PodSet."""
+        if info is None or trainjob is None or not isinstance(info.template_spec.obj_apply, dict):
+            return
+        spec = info.template_spec.obj_apply
+        subdomain = (spec.get("network") or {}).get("subdomain") or name_of(trainjob)
+        rjobs = spec.get("replicatedJobs") or []
+        for index, pod_set in enumerate(info.template_spec.pod_sets):
+            if index >= len(rjobs):
+                break
+            pod_set.endpoints = Endpoints(
+                name_of(trainjob), rjobs[index].get("name", ""), subdomain, pod_set.count_or_one()
+            )
+
+    async def build(self, info: Info | None, trainjob: TrainJob | None) -> list[Json]:
+        """The JobSet apply document; nothing once a JobSet runs (neither side suspended)."""
+        if info is None or trainjob is None or trainjob.spec is None:
+            raise RuntimeFailure("runtime info or object is missing")
+        try:
+            existing = await self._reader.get(
+                JOBSET_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob))
+            )
+        except NotFound:
+            existing = None
+        if (
+            existing is not None
+            and not trainjob.spec.suspend
+            and not (existing.get("spec") or {}).get("suspend")
+        ):
+            return []
+        spec = copy.deepcopy(info.template_spec.obj_apply or {})
+        sync_pod_sets(spec, info)
+        apply_initializers(spec, trainjob)
+        apply_trainer(spec, trainjob, info)
+        apply_pod_metadata(spec, info)
+        if "suspend" in trainjob.spec.model_fields_set:
+            spec["suspend"] = trainjob.spec.suspend
+        metadata: Json = {"name": name_of(trainjob), "namespace": namespace_of(trainjob)}
+        if info.labels:
+            metadata["labels"] = dict(info.labels)
+        if info.annotations:
+            metadata["annotations"] = dict(info.annotations)
+        metadata["ownerReferences"] = [owner_reference(trainjob)]
+        return [{"apiVersion": jc.API_VERSION, "kind": jc.KIND, "metadata": metadata, "spec": spec}]
+
+    async def validate(
+        self, info: Info | None, old: TrainJob | None, new: TrainJob
+    ) -> tuple[list[str], list[FieldError]]:
+        """Initializer jobs exist, overrides name existing jobs and containers, override immutability."""
+        if info is None or not isinstance(info.template_spec.obj_apply, dict) or new.spec is None:
+            return [], []
+        rjobs = info.template_spec.obj_apply.get("replicatedJobs") or []
+        containers_by_job: dict[str, set[str]] = {}
+        for rjob in rjobs:
+            pod = ((((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
+            names = {
+                c.get("name", "") for c in (pod.get("initContainers") or []) + (pod.get("containers") or [])
+            }
+            containers_by_job.setdefault(rjob.get("name", ""), set()).update(names)
+        errors = self._validate_initializers(new, containers_by_job)
+        errors += await self._validate_override_immutability(old, new)
+        errors += self._validate_override_targets(new, containers_by_job)
+        return [], errors
+
+    @staticmethod
+    def _validate_initializers(new: TrainJob, containers_by_job: dict[str, set[str]]) -> list[FieldError]:
+        errors: list[FieldError] = []
+        initializer = new.spec.initializer if new.spec else None
+        ref = new.spec.runtime_ref if new.spec else None
+        for configured, job, config in (
+            (
+                initializer is not None and initializer.dataset is not None,
+                tc.DatasetInitializer,
+                "datasetConfig",
+            ),
+            (initializer is not None and initializer.model is not None, tc.ModelInitializer, "modelConfig"),
+        ):
+            if not configured:
+                continue
+            if job not in containers_by_job:
+                errors.append(
+                    FieldError.invalid(
+                        "spec.runtimeRef",
+                        ref,
+                        f"must have {job} job when trainJob is configured with input {config}",
+                    )
+                )
+            elif job not in containers_by_job[job]:
+                errors.append(
+                    FieldError.invalid(
+                        "spec.runtimeRef", ref, f"must have container with name - {job} in the {job} job"
+                    )
+                )
+        return errors
+
+    async def _validate_override_immutability(self, old: TrainJob | None, new: TrainJob) -> list[FieldError]:
+        if old is None or old.spec is None or new.spec is None:
+            return []
+        if _overrides_dump(old) == _overrides_dump(new):
+            return []
+        path = "spec.podTemplateOverrides"
+        if not new.spec.suspend:
+            return [
+                FieldError.forbidden(
+                    path, "PodTemplateOverrides can only be modified when the TrainJob is suspended"
+                )
+            ]
+        try:
+            jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(new), name_of(new)))
+        except NotFound:
+            return []
+        except ApiError as err:
+            return [FieldError.internal(path, err)]
+        return [
+            FieldError.forbidden(
+                path,
+                f"PodTemplateOverrides cannot be modified when the JobSet's ReplicatedJob {status.get('name', '')} "
+                "is still active",
+            )
+            for status in (jobset.get("status") or {}).get("replicatedJobsStatus") or ()
+            if (status.get("active") or 0) > 0
+        ]
+
+    @staticmethod
+    def _validate_override_targets(new: TrainJob, containers_by_job: dict[str, set[str]]) -> list[FieldError]:
+        overrides = (new.spec.pod_template_overrides if new.spec else None) or []
+        path = "spec.podTemplateOverrides"
+        bad_value = [o.to_dict() for o in overrides]
+        errors: list[FieldError] = []
+        for override in overrides:
+            for target in override.target_jobs:
+                known = containers_by_job.get(target.name)
+                if known is None:
+                    errors.append(
+                        FieldError.invalid(
+                            path,
+                            bad_value,
+                            "must not have targetJob that doesn't exist in the runtime job template",
+                        )
+                    )
+                    known = set()
+                if override.spec is None:
+                    continue
+                for container in override.spec.init_containers or ():
+                    if container.name not in known:
+                        errors.append(
+                            FieldError.invalid(
+                                path,
+                                bad_value,
+                                f"must not have initContainer that doesn't exist in the runtime job {target.name}",
+                            )
+                        )
+                for container in override.spec.containers or ():
+                    if container.name not in known:
+                        errors.append(
+                            FieldError.invalid(
+                                path,
+                                bad_value,
+                                f"must not have container that doesn't exist in the runtime job {target.name}",
+                            )
+                        )
+                    elif container.env and container.name in (
+                        tc.DatasetInitializer,
+                        tc.ModelInitializer,
+                        tc.Node,
+                    ):
+                        errors.append(
+                            FieldError.invalid(
+                                path,
+                                bad_value,
+                                "must not have envs for the dataset-initializer, model-initializer, node containers",
+                            )
+                        )
+        return errors
+
+    async def status(self, trainjob: TrainJob) -> Json:
+        """The TrainJob status from its JobSet: terminal conditions and per-job counters."""
+        jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob)))
+        status = trainjob.status.to_dict() if trainjob.status is not None else {}
+        jobset_status = jobset.get("status") or {}
+        conditions = jobset_status.get("conditions") or []
+        # Completed is looked at before Failed, whatever their order on the JobSet.
+        for jobset_type, trainjob_type in (
+            (jc.JobSetCompleted, tc.TrainJobComplete),
+            (jc.JobSetFailed, tc.TrainJobFailed),
+        ):
+            found = next((c for c in conditions if c.get("type") == jobset_type), None)
+            if found is not None and found.get("status") == "True":
+                set_status_condition(status, trainjob_type, found)
+        jobs = [
+            {key: (item.get(key) if key == "name" else item.get(key) or 0) for key in _JOB_STATUS_KEYS}
+            for item in jobset_status.get("replicatedJobsStatus") or ()
+        ]
+        if jobs:
+            status["jobsStatus"] = jobs
+        else:
+            status.pop("jobsStatus", None)
+        return status
+
+    def watches(self) -> list[Watch]:
+        """JobSets controlled by a TrainJob requeue it (registered even without the CRD)."""
+        return [
+            Watch(
+                JOBSET_GVK,
+                by_controller_owner,
+                requires_crd=JOBSET_GVK,
+                missing_crd_message="JobSet CRDs must be installed in advance",
+                register_anyway=True,
+            )
+        ]
+
+
+_JOB_STATUS_KEYS = ("name", "ready", "succeeded", "failed", "active", "suspended")
+
+
+def _overrides_dump(trainjob: TrainJob) -> list[Json]:
+    return [o.to_dict() for o in (trainjob.spec.pod_template_overrides if trainjob.spec else None) or []]

@@ -1,0 +1,298 @@
+"""The runtime registry (spec §2.1): TrainingRuntime and ClusterTrainingRuntime, by GroupKind.
+
+Why two runtimes over one framework: a TrainJob names its runtime by kind; both kinds share
+the same plugins (and so the same watches), differing only in how the runtime object is read
+and how a missing one is reported. The reconciler and the webhook look a runtime up with
+``runtime_key(apiGroup, kind)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from manager.cache.interfaces import Reader
+from manager.client.errors import ApiError
+from manager.scheme import GroupVersionKind, ObjectKey
+from trainer.api import trainer_constants as tc
+from trainer.api.trainer_v1alpha1 import (
+    ClusterTrainingRuntime,
+    JobSetTemplateSpec,
+    MLPolicy,
+    PodGroupPolicy,
+    TrainingRuntime,
+    TrainJob,
+)
+from trainer.runtime import indexes
+from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.framework import FieldIndexer, Framework, IndexNames
+from trainer.runtime.info import Info
+from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK
+from trainer.runtime.plugins import Registry, new_registry
+from trainer.runtime.plugins.base import Watch
+from trainer.runtime.runtime_info import new_runtime_info
+
+Json = dict[str, Any]
+
+__all__ = [
+    "CLUSTER_TRAINING_RUNTIME_KEY",
+    "TRAINING_RUNTIME_KEY",
+    "ClusterTrainingRuntimeRuntime",
+    "Runtime",
+    "TrainingRuntimeRuntime",
+    "load_trainjob",
+    "new_runtimes",
+    "runtime_key",
+]
+
+TRAINING_RUNTIME_KEY = f"{tc.TrainingRuntimeKind}.{tc.GROUP}"
+CLUSTER_TRAINING_RUNTIME_KEY = f"{tc.ClusterTrainingRuntimeKind}.{tc.GROUP}"
+DEPRECATION_WARNING = (
+    'Referenced ClusterTrainingRuntime "{name}" is deprecated and will be removed in a future release of '
+    "Kubeflow Trainer. See runtime deprecation policy: " + tc.RuntimeDeprecationPolicyURL
+)
+
+
+def runtime_key(api_group: str | None, kind: str | None) -> str:
+    """GroupKind string: ``Kind.group``, or just ``Kind`` when the group is empty."""
+    group, kind = api_group or "", kind or ""
+    return f"{kind}.{group}" if group else kind
+
+
+def _field_errors(err: ValidationError, prefix: str = "") -> list[FieldError]:
+    out = []
+    for item in err.errors():
+        path = ".".join(str(p) for p in item["loc"])
+        out.append(FieldError.invalid(f"{prefix}{path}", item.get("input"), item["msg"]))
+    return out
+
+
+def load_trainjob(trainjob: TrainJob | Mapping[str, Any]) -> TrainJob:
+    """A private deep copy of the TrainJob (plugins rewrite it in memory); bad input -> RuntimeFailure."""
+    if isinstance(trainjob, TrainJob):
+        return trainjob.model_copy(deep=True)
+    try:
+        return TrainJob.from_dict(dict(trainjob))
+    except (ValidationError, ValueError) as err:
+        errors = _field_errors(err) if isinstance(err, ValidationError) else []
+        raise RuntimeFailure(f"invalid TrainJob: {err}", errors) from err
+
+
+class Runtime(Protocol):
+    """What the reconciler and the webhook use (upstream ``runtime.Runtime``)."""
+
+    async def new_objects(self, trainjob: TrainJob | Mapping[str, Any]) -> list[Json]: ...
+
+    def runtime_info(
+        self,
+        trainjob: TrainJob,
+        template: Any,
+        ml_policy: MLPolicy | None,
+        pod_group_policy: PodGroupPolicy | None,
+    ) -> Info: ...
+
+    async def trainjob_status(self, trainjob: TrainJob | Mapping[str, Any]) -> Json | None: ...
+
+    def event_handler_registrars(self) -> list[Watch]: ...
+
+    async def validate_objects(
+        self, old: TrainJob | Mapping[str, Any] | None, new: TrainJob | Mapping[str, Any]
+    ) -> tuple[list[str], list[FieldError]]: ...
+
+
+class _BaseRuntime:
+    """Shared behaviour; subclasses say how the runtime object is fetched and named."""
+
+    kind_model: type[TrainingRuntime] | type[ClusterTrainingRuntime]
+    gvk: GroupVersionKind
+
+    def __init__(self, framework: Framework, reader: Reader) -> None:
+        self.framework = framework
+        self._reader = reader
+
+    def _key(self, trainjob: TrainJob) -> ObjectKey:
+        raise NotImplementedError
+
+    def _not_found(self, err: Exception) -> str:
+        raise NotImplementedError
+
+    async def _fetch(self, trainjob: TrainJob) -> TrainingRuntime | ClusterTrainingRuntime:
+        obj = await self._reader.get(self.gvk, self._key(trainjob))
+        try:
+            return self.kind_model.from_dict(obj)
+        except (ValidationError, ValueError) as err:
+            errors = _field_errors(err) if isinstance(err, ValidationError) else []
+            raise RuntimeFailure(f"invalid {self.gvk.kind} {self._key(trainjob)}: {err}", errors) from err
+
+    def runtime_info(
+        self,
+        trainjob: TrainJob,
+        template: Any,
+        ml_policy: MLPolicy | None,
+        pod_group_policy: PodGroupPolicy | None,
+    ) -> Info:
+        """newRuntimeInfo, then the ML-policy, pod-group-policy and pod-network phases."""
+        if not isinstance(template, JobSetTemplateSpec):
+            raise RuntimeFailure("unsupported runtimeTemplateSpec")
+        try:
+            info = new_runtime_info(trainjob, template, ml_policy, pod_group_policy)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+            raise RuntimeFailure(f"malformed runtime template: {err!r}") from err
+        self.framework.run_enforce_ml_policy_plugins(info, trainjob)
+        self.framework.run_enforce_pod_group_policy_plugins(info, trainjob)
+        self.framework.run_pod_network_plugins(info, trainjob)
+        return info
+
+    async def new_objects(self, trainjob: TrainJob | Mapping[str, Any]) -> list[Json]:
+        """Every object to apply for the TrainJob, in builder order."""
+        tj = load_trainjob(trainjob)
+        if tj.spec is None:
+            raise RuntimeFailure(
+                "invalid TrainJob: spec is required", [FieldError.invalid("spec", None, "Required")]
+            )
+        try:
+            runtime = await self._fetch(tj)
+        except ApiError as err:
+            raise RuntimeFailure(self._not_found(err)) from err
+        spec = runtime.spec
+        template = spec.template if spec is not None and spec.template is not None else JobSetTemplateSpec()
+        info = self.runtime_info(
+            tj, template, spec.ml_policy if spec else None, spec.pod_group_policy if spec else None
+        )
+        return await self.framework.run_component_builder_plugins(info, tj)
+
+    async def trainjob_status(self, trainjob: TrainJob | Mapping[str, Any]) -> Json | None:
+        return await self.framework.run_trainjob_status_plugin(load_trainjob(trainjob))
+
+    def event_handler_registrars(self) -> list[Watch]:
+        return self.framework.watches()
+
+    def _lookup_error(self, trainjob: TrainJob, err: Exception) -> FieldError:
+        raise NotImplementedError
+
+    def _warnings(self, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
+        return []
+
+    async def validate_objects(
+        self, old: TrainJob | Mapping[str, Any] | None, new: TrainJob | Mapping[str, Any]
+    ) -> tuple[list[str], list[FieldError]]:
+        """Plugin validation of a TrainJob create (``old`` None) or update."""
+        try:
+            new_tj = load_trainjob(new)
+            old_tj = load_trainjob(old) if old is not None else None
+        except RuntimeFailure as failure:
+            return [], failure.field_errors or [FieldError.invalid("", None, failure.message)]
+        if new_tj.spec is None:
+            return [], [FieldError.invalid("spec", None, "Required")]
+        try:
+            runtime = await self._fetch(new_tj)
+        except (ApiError, RuntimeFailure) as err:
+            return [], [self._lookup_error(new_tj, err)]
+        warnings = self._warnings(runtime)
+        spec = runtime.spec
+        info: Info | None
+        try:
+            info = new_runtime_info(
+                new_tj,
+                spec.template if spec and spec.template else JobSetTemplateSpec(),
+                spec.ml_policy if spec else None,
+                spec.pod_group_policy if spec else None,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            info = None  # upstream ignores this error: the runtime was validated on admission
+        plugin_warnings, errors = await self.framework.run_custom_validation_plugins(info, old_tj, new_tj)
+        return warnings + plugin_warnings, errors
+
+
+class TrainingRuntimeRuntime(_BaseRuntime):
+    """TrainJobs referencing a namespaced TrainingRuntime (same namespace as the TrainJob)."""
+
+    kind_model = TrainingRuntime
+    gvk = TRAINING_RUNTIME_GVK
+
+    def _key(self, trainjob: TrainJob) -> ObjectKey:
+        namespace = (trainjob.metadata.namespace if trainjob.metadata else None) or ""
+        return ObjectKey(namespace, trainjob.spec.runtime_ref.name if trainjob.spec else "")
+
+    def _not_found(self, err: Exception) -> str:
+        return f"TrainingRuntime specified in TrainJob is not found: {err}"
+
+    def _lookup_error(self, trainjob: TrainJob, err: Exception) -> FieldError:
+        ref = trainjob.spec.runtime_ref if trainjob.spec else None
+        return FieldError.invalid(
+            "spec.runtimeRef",
+            ref,
+            f"{err}: specified trainingRuntime must be created before the TrainJob is created",
+        )
+
+
+class ClusterTrainingRuntimeRuntime(_BaseRuntime):
+    """TrainJobs referencing a cluster-scoped ClusterTrainingRuntime; watches are the TR runtime's."""
+
+    kind_model = ClusterTrainingRuntime
+    gvk = CLUSTER_TRAINING_RUNTIME_GVK
+
+    def _key(self, trainjob: TrainJob) -> ObjectKey:
+        return ObjectKey("", trainjob.spec.runtime_ref.name if trainjob.spec else "")
+
+    def _not_found(self, err: Exception) -> str:
+        return f"not found ClusterTrainingRuntime specified in TrainJob: {err}"
+
+    def _lookup_error(self, trainjob: TrainJob, err: Exception) -> FieldError:
+        ref = trainjob.spec.runtime_ref if trainjob.spec else None
+        # Capital R: upstream's path for this error (spec §9 quirk 14), copied as a contract.
+        return FieldError.invalid(
+            "spec.RuntimeRef",
+            ref,
+            f"{err}: specified clusterTrainingRuntime must be created before the TrainJob is created",
+        )
+
+    def _warnings(self, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
+        labels = (runtime.metadata.labels if runtime.metadata else None) or {}
+        if labels.get(tc.LabelSupport) == tc.SupportDeprecated:
+            name = (runtime.metadata.name if runtime.metadata else None) or ""
+            return [DEPRECATION_WARNING.format(name=name)]
+        return []
+
+    def event_handler_registrars(self) -> list[Watch]:
+        """None: the TrainingRuntime runtime registers the shared watches once."""
+        return []
+
+
+def new_runtimes(
+    reader: Reader,
+    indexer: FieldIndexer,
+    registry: Registry | None = None,
+    index_names: IndexNames | None = None,
+) -> dict[str, Runtime]:
+    """Both runtimes by GroupKind key; registers the TrainJob indexes, then the framework's."""
+    try:
+        indexer.index_field(
+            TRAINJOB_GVK, indexes.TRAINJOB_RUNTIME_REF_KEY, indexes.index_trainjob_training_runtime
+        )
+    except Exception as err:
+        raise RuntimeFailure(
+            f'initializing runtime "{TRAINING_RUNTIME_KEY}": setting index on TrainingRuntime for TrainJob: {err}'
+        ) from err
+    try:
+        indexer.index_field(
+            TRAINJOB_GVK,
+            indexes.TRAINJOB_CLUSTER_RUNTIME_REF_KEY,
+            indexes.index_trainjob_cluster_training_runtime,
+        )
+    except Exception as err:
+        raise RuntimeFailure(
+            f'initializing runtime "{TRAINING_RUNTIME_KEY}": setting index on ClusterTrainingRuntime for TrainJob: {err}'
+        ) from err
+    try:
+        framework = Framework.new(
+            reader, new_registry() if registry is None else registry, indexer, index_names
+        )
+    except RuntimeFailure as failure:
+        raise RuntimeFailure(f'initializing runtime "{TRAINING_RUNTIME_KEY}": {failure.message}') from failure
+    return {
+        TRAINING_RUNTIME_KEY: TrainingRuntimeRuntime(framework, reader),
+        CLUSTER_TRAINING_RUNTIME_KEY: ClusterTrainingRuntimeRuntime(framework, reader),
+    }

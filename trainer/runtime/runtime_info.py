@@ -1,0 +1,204 @@
+"""Building the ``Info`` of a TrainJob on a runtime (upstream ``newRuntimeInfo``, spec §2.4).
+
+One function per step of the spec: ``jobset_labels``/``jobset_annotations`` (step 1),
+``apply_pod_template_overrides`` (step 2), ``jobset_spec_apply_document`` (step 3) and
+``pod_sets`` (step 4). All are pure: the inputs are never modified.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from trainer.api import trainer_constants as tc
+from trainer.api.trainer_v1alpha1 import (
+    JobSetTemplateSpec,
+    MLPolicy,
+    PodGroupPolicy,
+    PodTemplateOverride,
+    TrainJob,
+)
+from trainer.runtime.info import ContainerInfo, Info, PodSet, RuntimePolicy, TemplateSpec
+from trainer.runtime.resources import canonical_quantities, pod_requests, typed_resource_requirements
+from trainer.runtime.smp import POD_TEMPLATE_SPEC, strategic_merge
+
+Json = dict[str, Any]
+
+__all__ = [
+    "apply_pod_template_overrides",
+    "canonical_resources",
+    "jobset_annotations",
+    "jobset_labels",
+    "jobset_spec_apply_document",
+    "new_runtime_info",
+    "override_patch",
+    "pod_sets",
+    "typed_round_trip",
+]
+
+
+def jobset_labels(trainjob: TrainJob, template: JobSetTemplateSpec | None) -> dict[str, str]:
+    """Runtime template labels overlaid with the TrainJob's ``spec.labels`` (the TrainJob wins)."""
+    labels = dict((template.metadata.labels if template and template.metadata else None) or {})
+    labels.update((trainjob.spec.labels if trainjob.spec else None) or {})
+    return labels
+
+
+def jobset_annotations(trainjob: TrainJob, template: JobSetTemplateSpec | None) -> dict[str, str]:
+    """Runtime template annotations overlaid with the TrainJob's ``spec.annotations``."""
+    annotations = dict((template.metadata.annotations if template and template.metadata else None) or {})
+    annotations.update((trainjob.spec.annotations if trainjob.spec else None) or {})
+    return annotations
+
+
+def _omit_empty(value: Any) -> Any:
+    """Go's ``omitempty`` on the override types: no nulls and no empty lists reach the patch."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            cleaned = _omit_empty(item)
+            if cleaned is None or cleaned == []:
+                continue
+            out[key] = cleaned
+        return out
+    if isinstance(value, list):
+        return [_omit_empty(item) for item in value]
+    return value
+
+
+def override_patch(override: PodTemplateOverride) -> Json:
+    """The strategic-merge patch document of one ``podTemplateOverrides`` entry."""
+    patch: Json = {}
+    meta = override.metadata
+    if meta is not None and (meta.labels or meta.annotations):
+        patch["metadata"] = {}
+        if meta.labels:
+            patch["metadata"]["labels"] = dict(meta.labels)
+        if meta.annotations:
+            patch["metadata"]["annotations"] = dict(meta.annotations)
+    if override.spec is not None:
+        spec = _omit_empty(override.spec.to_dict())
+        if isinstance(spec.get("nodeSelector"), dict) and not spec["nodeSelector"]:
+            del spec["nodeSelector"]
+        if spec:
+            patch["spec"] = spec
+    return patch
+
+
+def apply_pod_template_overrides(jobset_spec: Json, overrides: list[PodTemplateOverride] | None) -> None:
+    """Patch each targeted replicated job's pod template, entries in order (later ones win)."""
+    for override in overrides or ():
+        targets = {t.name for t in override.target_jobs}
+        patch = override_patch(override)
+        if not patch:
+            continue
+        for rjob in jobset_spec.get("replicatedJobs") or ():
+            if rjob.get("name") in targets:
+                job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+                job_spec["template"] = strategic_merge(
+                    job_spec.get("template") or {}, patch, POD_TEMPLATE_SPEC
+                )
+
+
+def canonical_resources(resources: Any) -> Any:
+    """``limits``/``requests`` of a ResourceRequirements as Go encodes them."""
+    return typed_resource_requirements(resources)
+
+
+def _typed_metadata(holder: Json) -> None:
+    meta = holder.get("metadata")
+    if meta is None:
+        holder["metadata"] = {}
+    elif isinstance(meta, dict) and "creationTimestamp" in meta and meta["creationTimestamp"] is None:
+        del meta["creationTimestamp"]
+
+
+def typed_round_trip(jobset_spec: Json) -> None:
+    """What decoding into Go's typed JobSetSpec and encoding again does to the document.
+
+    Non-pointer structs appear even when empty (template ``metadata: {}``, every container's
+    ``resources: {}``), ``creationTimestamp: null`` is dropped and quantities are re-printed in
+    canonical form. Upstream builds its apply document this way (spec §2.4 step 3).
+    """
+    for rjob in jobset_spec.get("replicatedJobs") or ():
+        if not isinstance(rjob, dict):
+            continue
+        job_template = rjob.setdefault("template", {})
+        _typed_metadata(job_template)
+        pod_template = job_template.setdefault("spec", {}).setdefault("template", {})
+        _typed_metadata(pod_template)
+        pod_spec = pod_template.setdefault("spec", {})
+        for key in ("initContainers", "containers", "ephemeralContainers"):
+            for container in pod_spec.get(key) or ():
+                if isinstance(container, dict):
+                    container["resources"] = canonical_resources(container.get("resources") or {})
+        if "resources" in pod_spec:
+            pod_spec["resources"] = canonical_resources(pod_spec["resources"])
+        if "overhead" in pod_spec:
+            pod_spec["overhead"] = canonical_quantities(pod_spec["overhead"])
+
+
+def jobset_spec_apply_document(template: JobSetTemplateSpec | None) -> Json:
+    """The runtime's JobSetSpec as an apply document: every field set in the runtime flows through."""
+    return copy.deepcopy(template.spec.to_dict()) if template and template.spec else {}
+
+
+def _container_infos(containers: list[Json] | None) -> list[ContainerInfo]:
+    return [
+        ContainerInfo(
+            name=c.get("name", ""),
+            env=copy.deepcopy(c.get("env") or []),
+            ports=copy.deepcopy(c.get("ports") or []),
+            volume_mounts=copy.deepcopy(c.get("volumeMounts") or []),
+        )
+        for c in containers or ()
+    ]
+
+
+def pod_sets(jobset_spec: Json, ml_policy: MLPolicy | None) -> list[PodSet]:
+    """One PodSet per replicated job: count, ancestor, containers, volumes, requests of one pod."""
+    result: list[PodSet] = []
+    for rjob in jobset_spec.get("replicatedJobs") or ():
+        job_template = rjob.get("template") or {}
+        job_spec = job_template.get("spec") or {}
+        count = job_spec.get("parallelism")
+        count = 1 if count is None else count
+        labels = (job_template.get("metadata") or {}).get("labels") or {}
+        ancestor = labels.get(tc.LabelTrainJobAncestor)
+        if ancestor == tc.AncestorTrainer and ml_policy is not None:
+            count = 1 if ml_policy.num_nodes is None else ml_policy.num_nodes
+        pod_spec = (job_spec.get("template") or {}).get("spec") or {}
+        result.append(
+            PodSet(
+                name=rjob.get("name", ""),
+                ancestor=ancestor,
+                count=max(count, 1),
+                init_containers=_container_infos(pod_spec.get("initContainers")),
+                containers=_container_infos(pod_spec.get("containers")),
+                volumes=copy.deepcopy(pod_spec.get("volumes") or []),
+                single_pod_requests=pod_requests(pod_spec),
+            )
+        )
+    return result
+
+
+def new_runtime_info(
+    trainjob: TrainJob,
+    template: JobSetTemplateSpec | None,
+    ml_policy: MLPolicy | None,
+    pod_group_policy: PodGroupPolicy | None,
+) -> Info:
+    """Upstream ``newRuntimeInfo``: labels, overrides, the JobSetSpec document and the PodSets."""
+    spec = jobset_spec_apply_document(template)
+    typed_round_trip(spec)
+    apply_pod_template_overrides(spec, trainjob.spec.pod_template_overrides if trainjob.spec else None)
+    typed_round_trip(spec)
+    return Info(
+        labels=jobset_labels(trainjob, template),
+        annotations=jobset_annotations(trainjob, template),
+        runtime_policy=RuntimePolicy(
+            ml_policy=ml_policy.model_copy(deep=True) if ml_policy is not None else None,
+            pod_group_policy=pod_group_policy.model_copy(deep=True) if pod_group_policy is not None else None,
+        ),
+        template_spec=TemplateSpec(obj_apply=spec, pod_sets=pod_sets(spec, ml_policy)),
+    )
