@@ -110,7 +110,7 @@ async def jobset_cluster(
     config = await load_kubeconfig(full_cluster.kubeconfig)
     async with Cluster(config, field_owner="jobset-e2e") as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
-        await setup(mgr, server)
+        assert await setup(mgr, server) is True
         mgr.add_webhook_server(server)
         task = asyncio.create_task(mgr.run())
         names: list[str] = []

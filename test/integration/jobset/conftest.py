@@ -255,7 +255,7 @@ async def _run_manager(
     options = CacheOptions(default_namespaces=[namespace])
     async with Cluster(config, field_owner="jobset-test", cache_options=options) as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
-        await setup(mgr, server)
+        assert await setup(mgr, server) is True
         if server is not None:
             mgr.add_webhook_server(server)
         task = asyncio.create_task(mgr.run())

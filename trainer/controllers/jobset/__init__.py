@@ -6,9 +6,11 @@ indexes are registered on the cache's informers, which need the API discovery (a
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from manager import Builder, Manager
+from manager.restmapper import NoKindMatch
 from manager.webhook import defaulting_handler, validating_handler
 from trainer.controllers.jobset.metrics import default_metrics
 from trainer.controllers.jobset.placement import (
@@ -30,14 +32,21 @@ from trainer.controllers.jobset.reconciler import (
 )
 
 __all__ = ["JobSetReconciler", "PodReconciler", "setup"]
+log = logging.getLogger(__name__)
 
 
-async def setup(mgr: Manager, webhook_server: Any | None = None) -> None:
+async def setup(mgr: Manager, webhook_server: Any | None = None) -> bool:
     """Register the ``jobset`` and ``pod`` controllers, their indexes and, given a server, the
-    four webhooks at upstream's paths."""
+    four webhooks at upstream's paths. Returns False (registering nothing) when the API server
+    does not serve the JobSet CRD, as ``trainer.components`` expects of a component."""
     from webhooks import jobset as jobset_webhooks
     from webhooks import pod as pod_webhooks
 
+    try:
+        await mgr.client.mapper.mapping(JOBSET_GVK)
+    except NoKindMatch:
+        log.info("jobset.x-k8s.io/v1alpha2 is not served by the API server; skipping the JobSet controllers")
+        return False
     cache = mgr.cache
     await cache.index_field(JOB_GVK, JOB_OWNER_KEY, job_owner_index)  # type: ignore[attr-defined]
     await cache.index_field(POD_GVK, POD_JOB_KEY, pod_job_key_index)  # type: ignore[attr-defined]
@@ -64,3 +73,4 @@ async def setup(mgr: Manager, webhook_server: Any | None = None) -> None:
         webhook_server.register(
             pod_webhooks.VALIDATE_PATH, validating_handler(pod_webhooks.PodValidator(mgr.client))
         )
+    return True
