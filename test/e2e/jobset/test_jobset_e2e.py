@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import Cluster2, e2e_jobset, e2e_rjob
+from jse2e import Cluster2, e2e_jobset, e2e_rjob
 
 from manager.client.patch import Patch
 from manager.client.rest import JSON_PATCH

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from conftest import Harness, make_jobset, rjob
+from jsharness import Harness, make_jobset, rjob
 
 from manager.client.errors import NotFound
 from manager.testing import eventually

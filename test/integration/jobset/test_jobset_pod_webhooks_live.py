@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Harness
+from jsharness import Harness
 
 from manager.client.errors import ApiError
 from manager.scheme import GroupVersionKind

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Harness, make_jobset
+from jsharness import Harness, make_jobset
 from kubernetes_asyncio import client
 
 from manager.client.errors import ApiError

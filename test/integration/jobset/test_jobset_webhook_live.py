@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-from conftest import Harness, make_jobset, rjob
+from jsharness import Harness, make_jobset, rjob
 
 from manager.client.errors import ApiError, Conflict
 from trainer.controllers.jobset.reconciler import JOBSET_GVK
