@@ -13,6 +13,7 @@ import pytest
 from jsharness import Harness, make_jobset, rjob
 
 from manager.client.errors import NotFound
+from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.jobs import classify_jobs
@@ -103,6 +104,20 @@ async def test_failed_job_fails_jobset_and_service(controller: Harness) -> None:
     await h.fail_job(jobs[0])  # spec: jobset 6.T.9
     await h.wait_condition("Failed")
     assert (await h.jobset())["status"]["terminalState"] == "Failed"
+
+    async def failed_event() -> None:
+        events = await h.api.list(GroupVersionKind("", "v1", "Event"), namespace=h.namespace)
+        found = [e for e in events if e.get("reason") == "FailedJobs"]
+        assert found, "no FailedJobs event"
+        event = found[0]
+        assert event["type"] == "Warning"
+        assert event["message"] == (
+            f"jobset failed due to one or more job failures (first failed job: {jobs[0]['metadata']['name']})"
+        )
+        assert event["involvedObject"]["kind"] == "JobSet" and event["involvedObject"]["name"] == "test-js"
+        assert event["source"]["component"] == "jobset"
+
+    await eventually(failed_event, timeout=20)
 
 
 async def test_service_and_completion(
