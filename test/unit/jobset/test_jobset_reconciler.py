@@ -416,3 +416,36 @@ async def test_setup_skips_when_the_crd_is_not_served() -> None:
 
     mgr = SimpleNamespace(client=SimpleNamespace(mapper=Mapper()), cache=Untouchable(), cluster=Untouchable())
     assert await setup(mgr, None) is False  # type: ignore[arg-type]
+
+
+async def test_creates_and_deletes_run_in_parallel_at_most_50() -> None:
+    import asyncio
+
+    class Counting(RecordingClient):
+        def __init__(self, *objects: Any) -> None:
+            super().__init__(*objects)
+            self.current = self.peak = 0
+
+        async def _track(self) -> None:
+            self.current += 1
+            self.peak = max(self.peak, self.current)
+            for _ in range(5):
+                await asyncio.sleep(0)
+            self.current -= 1
+
+        async def create(self, obj: Any, **kwargs: Any) -> Any:
+            await self._track()
+            return await super().create(obj, **kwargs)
+
+        async def delete(self, obj: Any, **kwargs: Any) -> None:
+            await self._track()
+            await super().delete(obj, **kwargs)
+
+    client = Counting(jobset(rjob("wide", 120)))
+    rec, _, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert len(client.names("Job")) == 120
+    assert client.peak == 50
+    client.peak = 0
+    await rec.delete_jobs([client.stored("Job", n) for n in client.names("Job")])  # type: ignore[misc]
+    assert client.names("Job") == [] and client.peak == 50
