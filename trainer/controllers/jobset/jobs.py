@@ -237,7 +237,7 @@ def exclusive_annotations(js: Object, rjob: Object) -> dict[str, str]:
     out: dict[str, str] = {}
     for source in (
         annotations_of(js),
-        dict((rjob.get("template") or {}).get("metadata", {}).get("annotations") or {}),
+        dict(((rjob.get("template") or {}).get("metadata") or {}).get("annotations") or {}),
     ):
         if c.ExclusiveKey in source:
             out[c.ExclusiveKey] = source[c.ExclusiveKey]

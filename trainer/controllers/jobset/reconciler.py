@@ -271,7 +271,7 @@ class JobSetReconciler:
         self, js: Object, active: list[Object], statuses: list[Object], opts: S.ReconcileOpts
     ) -> None:
         templates = {
-            str(r.get("name")): (r.get("template") or {}).get("spec", {}).get("template") or {}
+            str(r.get("name")): (((r.get("template") or {}).get("spec") or {}).get("template") or {})
             for r in J.replicated_jobs(js)
         }
         in_order = P.in_order_startup_policy(J.spec_of(js).get("startupPolicy"))
