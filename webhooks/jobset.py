@@ -36,6 +36,14 @@ def _spec(js: Object) -> Object:
     return result
 
 
+def _child(parent: Object, key: str) -> Object:
+    """``parent[key]`` as a dict, created when absent or null (Go decodes null as a zero struct)."""
+    if parent.get(key) is None:
+        parent[key] = {}
+    result: Object = parent[key]
+    return result
+
+
 # -- defaulting (1.7) -------------------------------------------------------------------------------
 
 
@@ -53,10 +61,10 @@ def default_jobset(js: Object) -> None:
     if spec.get("startupPolicy") is None:
         spec["startupPolicy"] = {"startupPolicyOrder": c.AnyOrder}
     for rjob in spec.get("replicatedJobs") or []:
-        job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+        job_spec = _child(_child(rjob, "template"), "spec")
         if job_spec.get("completionMode") is None:
             job_spec["completionMode"] = "Indexed"
-        pod_spec = job_spec.setdefault("template", {}).setdefault("spec", {})
+        pod_spec = _child(_child(job_spec, "template"), "spec")
         if not pod_spec.get("restartPolicy"):
             pod_spec["restartPolicy"] = "OnFailure"
     network = spec.get("network")

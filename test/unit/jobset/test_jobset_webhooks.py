@@ -423,3 +423,12 @@ async def test_update_denial_aggregates() -> None:
     assert not response.allowed
     assert response.message.startswith("[spec.replicatedJobs: Invalid value: ")
     assert response.message.endswith(', spec.managedBy: Invalid value: "a.io/b": field is immutable]')
+
+
+def test_defaulting_tolerates_null_template_parts() -> None:
+    js = jobset({"name": "rj", "template": {"spec": None}})
+    out = defaulted(js)
+    assert out["spec"]["replicatedJobs"][0]["template"]["spec"] == {
+        "completionMode": "Indexed",
+        "template": {"spec": {"restartPolicy": "OnFailure"}},
+    }
