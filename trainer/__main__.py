@@ -19,7 +19,7 @@ import yaml
 from manager import Manager, Options
 from manager import log as mlog
 from manager.cluster import Cluster
-from manager.config import ConfigError, get_config
+from manager.config import ConfigError, RestConfig, get_config
 from manager.health.checks import flag_checker, ping
 from manager.runtime.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
@@ -117,6 +117,18 @@ def manager_options(cfg: Configuration) -> Options:
     return options
 
 
+def apply_client_connection(rest: RestConfig, cfg: Configuration) -> None:
+    """clientConnection.qps/burst throttle the client (upstream validates but ignores them).
+
+    qps 0 means no client-side limit.
+    """
+    conn = cfg.client_connection
+    if conn is None or conn.qps is None:
+        return
+    rest.qps = float(conn.qps) or None
+    rest.burst = int(conn.burst if conn.burst is not None else 100)
+
+
 async def run(args: argparse.Namespace, cfg: Configuration) -> int:
     try:
         components = select(args.controllers)
@@ -128,6 +140,7 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
     except ConfigError as err:
         log.error("unable to get kubeconfig", error=str(err))
         return 1
+    apply_client_connection(rest, cfg)
     async with Cluster(rest, field_owner=FIELD_OWNER, event_source="trainer-controller-manager") as cluster:
         mgr = Manager(cluster, manager_options(cfg))
         mgr.add_healthz_check("healthz", ping)

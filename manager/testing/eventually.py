@@ -17,15 +17,19 @@ async def eventually(
     timeout: float = 30.0,
     interval: float = 0.1,
     message: str = "",
+    retry_on: tuple[type[BaseException], ...] = (),
 ) -> T:
-    """Call ``check`` until it returns without raising ``AssertionError`` (or a falsy value).
+    """Call ``check`` until it neither raises ``AssertionError`` (or one of ``retry_on``, e.g.
+    ``NotFound`` while an object is still being created) nor returns a falsy value other than ``None``.
 
-    Returns what the last call returned. On timeout the last ``AssertionError`` is re-raised
-    with ``message`` and the elapsed time, so the failure says what never became true.
+    A check that returns ``None`` passes: assertion-style checks return nothing. Returns what
+    the last call returned. On timeout the last failure is raised as an ``AssertionError`` with
+    ``message`` and the elapsed time, so it says what never became true.
     """
     deadline = time.monotonic() + timeout
     started = time.monotonic()
-    last: AssertionError | None = None
+    last: BaseException | None = None
+    retryable: tuple[type[BaseException], ...] = (AssertionError, *retry_on)
     while True:
         try:
             result = check()
@@ -34,7 +38,7 @@ async def eventually(
             if result is None or result:
                 return result
             last = AssertionError(f"check returned {result!r}")
-        except AssertionError as err:
+        except retryable as err:
             last = err
         if time.monotonic() >= deadline:
             elapsed = time.monotonic() - started

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.__main__ import _duration, manager_options
+from manager.config import RestConfig
+from trainer.__main__ import _duration, apply_client_connection, manager_options
 from trainer.api.config_v1alpha1 import ConfigurationError, load
 
 
@@ -42,3 +43,14 @@ def test_shipped_configuration_maps_to_manager_options() -> None:
 
 def test_no_leader_election_section_means_off() -> None:
     assert manager_options(load(None)).leader_election is False
+
+
+def test_client_connection_throttles_the_client() -> None:
+    # Upstream validates clientConnection but never applies it; we apply it (divergences.md).
+    rest = RestConfig(host="https://127.0.0.1:6443")
+    apply_client_connection(rest, load(None))
+    assert (rest.qps, rest.burst) == (50, 100)
+    apply_client_connection(rest, load({"clientConnection": {"qps": 5, "burst": 7}}))
+    assert (rest.qps, rest.burst) == (5, 7)
+    apply_client_connection(rest, load({"clientConnection": {"qps": 0}}))
+    assert rest.qps is None

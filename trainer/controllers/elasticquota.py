@@ -24,12 +24,13 @@ from manager.controller.reconcile import Request, TerminalError
 from manager.scheme import GroupVersionKind, gvk_for
 from trainer.api import scheduling_constants as c
 from trainer.api.quantity import Quantity, QuantityError
+from trainer.api.resources import ResourceQuantities, add_resources, max_resources
 from trainer.api.scheduling_v1alpha1 import ElasticQuota
 
 log = structlog.get_logger("trainer.controllers.elasticquota")
 
 Object = dict[str, Any]
-Resources = dict[str, Quantity]
+Resources = ResourceQuantities
 
 POD = GroupVersionKind("", "v1", "Pod")
 ELASTICQUOTA = gvk_for(ElasticQuota)
@@ -51,19 +52,6 @@ def _requests(container: Mapping[str, Any]) -> Resources:
     return {name: Quantity(value) for name, value in requests.items()}
 
 
-def add_into(total: Resources, more: Mapping[str, Quantity]) -> None:
-    """Key-wise sum, union of keys (Go's quota ``Add``); the zero side takes the other's format."""
-    for name, value in more.items():
-        total[name] = total[name] + value if name in total else value
-
-
-def max_into(total: Resources, more: Mapping[str, Quantity]) -> None:
-    """Key-wise maximum, union of keys (Go's quota ``Max``)."""
-    for name, value in more.items():
-        if name not in total or value.cmp(total[name]) > 0:
-            total[name] = value
-
-
 def pod_request(pod: Mapping[str, Any]) -> Resources:
     """§3.4 step 4: max(sum of containers, largest init container), plus ``spec.overhead``.
 
@@ -74,13 +62,13 @@ def pod_request(pod: Mapping[str, Any]) -> Resources:
     spec = pod.get("spec") or {}
     app: Resources = {}
     for container in spec.get("containers") or ():
-        add_into(app, _requests(container))
+        add_resources(app, _requests(container))
     init: Resources = {}
     for container in spec.get("initContainers") or ():
-        max_into(init, _requests(container))
-    max_into(app, init)
+        max_resources(init, _requests(container))
+    max_resources(app, init)
     overhead = spec.get("overhead") or {}
-    add_into(app, {name: Quantity(value) for name, value in overhead.items()})
+    add_resources(app, {name: Quantity(value) for name, value in overhead.items()})
     return app
 
 
@@ -96,7 +84,7 @@ def compute_used(eq: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> Re
     used: Resources = {name: Quantity.zero() for name in quota_keys(eq)}
     for pod in pods:
         if (pod.get("status") or {}).get("phase") == RUNNING:
-            add_into(used, pod_request(pod))
+            add_resources(used, pod_request(pod))
     return used
 
 

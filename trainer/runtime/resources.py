@@ -12,55 +12,23 @@ from typing import Any
 
 from trainer.api import trainer_constants as tc
 from trainer.api.quantity import Quantity, QuantityError
+from trainer.api.resources import (
+    ResourceQuantities,
+    add_resources,
+    max_resources,
+    quantities,
+)
 
 Json = dict[str, Any]
-ResourceQuantities = dict[str, Quantity]
 
 __all__ = [
-    "add_resources",
     "canonical_quantities",
     "cpu_count",
     "gpu_count",
     "pod_requests",
-    "quantities",
-    "render_resources",
-    "scale_resources",
     "trainer_resources_from_runtime",
     "typed_resource_requirements",
 ]
-
-
-def quantities(values: Mapping[str, Any] | None) -> ResourceQuantities:
-    """A ResourceList as quantities; unparsable entries are skipped (the API server rejects them)."""
-    out: ResourceQuantities = {}
-    for name, value in (values or {}).items():
-        try:
-            out[name] = Quantity(value)
-        except (QuantityError, TypeError):
-            continue
-    return out
-
-
-def add_resources(total: ResourceQuantities, more: Mapping[str, Quantity]) -> None:
-    """Go's ``addResourceList``: add each quantity, creating absent names."""
-    for name, quantity in more.items():
-        total[name] = total[name] + quantity if name in total else quantity
-
-
-def _max_resources(total: ResourceQuantities, other: Mapping[str, Quantity]) -> None:
-    for name, quantity in other.items():
-        if name not in total or quantity.cmp(total[name]) > 0:
-            total[name] = quantity
-
-
-def scale_resources(values: Mapping[str, Quantity], count: int) -> ResourceQuantities:
-    """Each quantity multiplied by ``count``."""
-    return {name: quantity * count for name, quantity in values.items()}
-
-
-def render_resources(values: Mapping[str, Quantity]) -> dict[str, str]:
-    """Canonical strings, as the Go client serialises a ResourceList."""
-    return {name: str(quantity) for name, quantity in sorted(values.items())}
 
 
 def _requests(container: Mapping[str, Any]) -> ResourceQuantities:
@@ -87,8 +55,8 @@ def pod_requests(pod_spec: Mapping[str, Any]) -> ResourceQuantities:
         else:
             use = dict(requests)
             add_resources(use, sidecars)
-        _max_resources(init_peak, use)
-    _max_resources(total, init_peak)
+        max_resources(init_peak, use)
+    max_resources(total, init_peak)
     pod_level = quantities((pod_spec.get("resources") or {}).get("requests"))
     for name, quantity in pod_level.items():
         if _is_pod_level_resource(name):

@@ -49,15 +49,15 @@ def pod_group(name: str, min_member: int, min_resources: Json, timeout: int, uid
 
 
 async def test_f80_nil_info() -> None:
-    # spec: trainer F80
+    # spec: trainer F80  # spec: scheduling 36
     assert await cosched(None, tj_model()) == []
 
 
 @pytest.mark.parametrize(
     "policy",
     [
-        None,  # spec: trainer F81
-        {"volcano": {}},  # spec: trainer F82
+        None,  # spec: trainer F81  # spec: scheduling 37
+        {"volcano": {}},  # spec: trainer F82  # spec: scheduling 38
     ],
 )
 async def test_f81_f82_without_coscheduling(policy: Json | None) -> None:
@@ -70,7 +70,7 @@ async def test_f81_f82_without_coscheduling(policy: Json | None) -> None:
 
 
 async def test_f83_nil_trainjob() -> None:
-    # spec: trainer F83
+    # spec: trainer F83  # spec: scheduling 39
     info = gang_info({"coscheduling": {}}, [PodSet(name="node", count=1)])
     before = copy.deepcopy(info)
     assert await cosched(info, None) == []
@@ -116,7 +116,7 @@ async def test_f86_single_pod_set() -> None:
 
 
 async def test_f87_read_error_is_returned() -> None:
-    # spec: trainer F87
+    # spec: trainer F87  # spec: scheduling 43
     info = gang_info({"coscheduling": {}}, [PodSet(name="node", count=1)])
     with pytest.raises(InternalError):
         await cosched(info, tj_model(name="trainJob"), FakeReader(errors={"PodGroup": InternalError("boom")}))
@@ -126,8 +126,8 @@ async def test_f87_read_error_is_returned() -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "trainJob",  # spec: trainer F88
-        "existingTrainJob",  # spec: trainer F89
+        "trainJob",  # spec: trainer F88  # spec: scheduling 44
+        "existingTrainJob",  # spec: trainer F89  # spec: scheduling 45
     ],
 )
 async def test_f88_f89_existing_pod_group_of_running_trainjob(name: str) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from manager.client.errors import NotFound
 from manager.scheme import ObjectKey
 from trainer.api import scheduling_constants as sc
+from trainer.api.resources import ResourceQuantities, add_resources, render_resources, scale_resources
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.info import Info
 from trainer.runtime.objects import (
@@ -27,7 +28,6 @@ from trainer.runtime.plugins.watches import (
     suspended_trainjobs_in_namespace,
     suspended_trainjobs_using_runtime_class,
 )
-from trainer.runtime.resources import ResourceQuantities, add_resources, render_resources, scale_resources
 
 Json = dict[str, Any]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from manager.client.errors import ApiError, NotFound
 from manager.scheme import ObjectKey
+from trainer.api.resources import render_resources
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.errors import FieldError, RuntimeFailure
 from trainer.runtime.info import Info
@@ -22,7 +23,6 @@ from trainer.runtime.objects import (
 )
 from trainer.runtime.plugins.base import PluginContext, Watch
 from trainer.runtime.plugins.coscheduling import gang_min_member, gang_min_resources, gang_watches
-from trainer.runtime.resources import render_resources
 
 Json = dict[str, Any]
 
