@@ -24,6 +24,12 @@ class Component:
     setup: Setup
 
 
+async def _jobset(mgr: Manager, webhooks: WebhookServer | None) -> bool:
+    from trainer.controllers import jobset
+
+    return await jobset.setup(mgr, webhooks)
+
+
 async def _scheduling(mgr: Manager, _webhooks: WebhookServer | None) -> bool:
     from trainer.controllers import scheduling
 
@@ -32,6 +38,11 @@ async def _scheduling(mgr: Manager, _webhooks: WebhookServer | None) -> bool:
 
 #: In start-up order.
 COMPONENTS: tuple[Component, ...] = (
+    Component(
+        "jobset",
+        "JobSet and exclusive-placement Pod controllers and webhooks (jobset.x-k8s.io/v1alpha2)",
+        _jobset,
+    ),
     Component(
         "scheduling",
         "PodGroup and ElasticQuota status (scheduling.x-k8s.io/v1alpha1); skipped when the CRDs are absent",

@@ -228,14 +228,20 @@ class Controller:
             log.error("Reconciler error", error=str(err), terminal=True, exc_info=err)
             return
         except Exception as err:
-            if not isinstance(err, ReconcileError | ApiError | TimeoutError):
+            expected = isinstance(err, ReconcileError | ApiError | TimeoutError)
+            if not expected:
                 metrics.panics.inc()
                 if not self.options.recover_panic:
                     raise
             queue.add_rate_limited(req)
             metrics.errors.inc()
             metrics.total_error.inc()
-            log.error("Reconciler error", error=str(err), exc_info=err)
+            # A conflict or an API error is routine and retried: its message says it all. A
+            # traceback is kept for what is probably a bug.
+            if expected:
+                log.error("Reconciler error", error=str(err), error_type=type(err).__name__)
+            else:
+                log.error("Reconciler error", error=str(err), exc_info=err)
             return
         if result is not None and result.requeue_after and result.requeue_after > 0:
             queue.forget(req)

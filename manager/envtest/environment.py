@@ -583,8 +583,15 @@ def _load_documents(paths: Iterable[Path | str]) -> list[dict[str, Any]]:
             raise EnvtestError(f"manifest path {path} does not exist")
     docs: list[dict[str, Any]] = []
     for file in files:
-        docs += [d for d in yaml.safe_load_all(file.read_text()) if isinstance(d, dict)]
+        docs += [d for d in yaml.safe_load_all(file.read_text()) if _is_object(d)]
     return docs
+
+
+def _is_object(doc: object) -> bool:
+    """A Kubernetes object, not an empty document or a kustomize build file beside the manifests."""
+    if not isinstance(doc, dict):
+        return False
+    return not str(doc.get("apiVersion", "")).startswith("kustomize.config.k8s.io/")
 
 
 def stop_detached(directory: Path | str) -> ControlPlaneInfo | None:

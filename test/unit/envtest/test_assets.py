@@ -60,3 +60,13 @@ def test_missing_go_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with pytest.raises(AssetBuildError, match="go toolchain"):
         assets.build(["etcd"], quiet=True)
     assert os.environ["PATH"] == str(tmp_path)
+
+
+def test_manifest_loading_skips_kustomization_files(tmp_path: Path) -> None:
+    from manager.envtest.environment import _load_documents
+
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [a.yaml]\n"
+    )
+    (tmp_path / "a.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n")
+    assert [d["kind"] for d in _load_documents([tmp_path])] == ["ConfigMap"]

@@ -331,3 +331,20 @@ async def test_sources_start_together(mgr: FakeManager, name: str, running: Any,
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_routine_api_errors_log_without_a_traceback_bugs_with_one(
+    mgr: FakeManager, name: str, clock: FakeClock, running: Any
+) -> None:
+    rec = Recorder(Conflict("the object has been modified"), KeyError("spec"), None)
+    ctrl = build(mgr, name, clock, rec)
+    with structlog.testing.capture_logs() as logs:
+        async with running(ctrl):
+            mgr.informers.informer(WIDGET).create(widget("a"))
+            await clock.advance(0)
+            await clock.advance(0.005)
+            await clock.advance(0.01)
+    errors = [e for e in logs if e["event"] == "Reconciler error"]
+    assert [e.get("error_type") for e in errors] == ["Conflict", None]
+    assert "exc_info" not in errors[0], "a conflict is routine: no traceback"
+    assert isinstance(errors[1]["exc_info"], KeyError), "a probable bug keeps its traceback"

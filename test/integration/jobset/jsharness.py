@@ -1,0 +1,277 @@
+"""JobSet integration harness (helpers): a real Manager running ``setup()`` on the session control plane.
+
+The controller suite mirrors upstream's: no webhooks, no kube-controller-manager (no Job
+controller, no garbage collector), so tests write Job status themselves and clear the
+``foregroundDeletion`` finalizers that foreground deletes leave. The webhook fixture adds a
+webhook server and installs ``config/webhook/jobset.yaml`` scoped to the test's namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from manager import Manager, Options
+from manager.cache.cache import CacheOptions
+from manager.client.errors import Conflict, NotFound
+from manager.cluster import Cluster
+from manager.config import load_kubeconfig
+from manager.envtest import Environment
+from manager.testing import eventually
+from manager.webhook import WebhookServer
+from trainer.api import jobset_constants as c
+from trainer.controllers.jobset import setup
+from trainer.controllers.jobset.reconciler import JOB_GVK, JOBSET_GVK, SERVICE_GVK
+
+ROOT = Path(__file__).resolve().parents[3]
+WEBHOOK_MANIFEST = ROOT / "config" / "webhook" / "jobset.yaml"
+Object = dict[str, Any]
+
+
+def rjob(name: str, replicas: int, *, indexed: bool = False, **extra: Any) -> Object:
+    job_spec: Object = {
+        "parallelism": 1,
+        "completions": 1,
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "100"]}],
+            }
+        },
+    }
+    if indexed:
+        job_spec["completionMode"] = "Indexed"
+    return {"name": name, "replicas": replicas, "template": {"spec": job_spec}, **extra}
+
+
+def make_jobset(namespace: str, name: str = "test-js", **spec: Any) -> Object:
+    """Upstream's ``testJobSet``: rjob a x1 and rjob b x3 (Indexed), All policy, DNS hostnames."""
+    body: Object = {
+        "successPolicy": {"operator": "All", "targetReplicatedJobs": []},
+        "network": {"enableDNSHostnames": True},
+        "replicatedJobs": [rjob("replicated-job-a", 1), rjob("replicated-job-b", 3, indexed=True)],
+    }
+    body.update(spec)
+    meta: Object = {"namespace": namespace}
+    if name.endswith("-"):
+        meta["generateName"] = name
+    else:
+        meta["name"] = name
+    return {"apiVersion": c.API_VERSION, "kind": c.KIND, "metadata": meta, "spec": body}
+
+
+def _now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Harness:
+    """Live reads and writes for one test namespace (the controller's cache is not used here)."""
+
+    api: Any
+    namespace: str
+
+    async def create(self, obj: Object) -> Object:
+        result: Object = await self.api.create(obj)
+        return result
+
+    async def jobset(self, name: str = "test-js") -> Object:
+        result: Object = await self.api.get(JOBSET_GVK, name, self.namespace)
+        return result
+
+    async def jobs(self, name: str = "test-js") -> list[Object]:
+        items = await self.api.list(JOB_GVK, namespace=self.namespace)
+        return [j for j in items if (j["metadata"].get("labels") or {}).get(c.JobSetNameKey) == name]
+
+    async def services(self) -> list[Object]:
+        result: list[Object] = await self.api.list(SERVICE_GVK, namespace=self.namespace)
+        return result
+
+    async def wait_jobs(self, count: int, name: str = "test-js", timeout: float = 20) -> list[Object]:
+        async def check() -> list[Object]:
+            jobs = await self.jobs(name)
+            assert len(jobs) == count, f"{len(jobs)} jobs: {[j['metadata']['name'] for j in jobs]}"
+            return jobs
+
+        return await eventually(check, timeout=timeout)
+
+    async def update_js(self, name: str, mutate: Any) -> Object:
+        while True:
+            js = await self.jobset(name)
+            mutate(js)
+            try:
+                result: Object = await self.api.update(js)
+                return result
+            except Conflict:
+                continue
+
+    async def set_job_status(self, job_name: str, status: Object) -> None:
+        while True:
+            job = await self.api.get(JOB_GVK, job_name, self.namespace)
+            job["status"] = copy.deepcopy(status)
+            try:
+                await self.api.status.update(job)
+                return
+            except Conflict:
+                continue
+
+    async def complete_job(self, job: Object) -> None:
+        now = _now()
+        parallelism = job["spec"].get("parallelism") or 1
+        status: Object = {
+            "conditions": [
+                {
+                    "type": "SuccessCriteriaMet",
+                    "status": "True",
+                    "lastTransitionTime": now,
+                    "lastProbeTime": now,
+                },
+                {"type": "Complete", "status": "True", "lastTransitionTime": now, "lastProbeTime": now},
+            ],
+            "succeeded": parallelism,
+            "startTime": now,
+            "completionTime": now,
+        }
+        if job["spec"].get("completionMode") == "Indexed":
+            status["completedIndexes"] = "0" if parallelism == 1 else f"0-{parallelism - 1}"
+        await self.set_job_status(job["metadata"]["name"], status)
+
+    async def fail_job(self, job: Object, reason: str = "", message: str = "") -> None:
+        now = _now()
+        conditions = []
+        for kind in ("FailureTarget", "Failed"):
+            cond: Object = {"type": kind, "status": "True", "lastTransitionTime": now, "lastProbeTime": now}
+            if reason:
+                cond["reason"] = reason
+            if message:
+                cond["message"] = message
+            conditions.append(cond)
+        await self.set_job_status(job["metadata"]["name"], {"conditions": conditions, "startTime": now})
+
+    async def ready_job(self, job: Object) -> None:
+        p = job["spec"].get("parallelism") or 1
+        await self.set_job_status(job["metadata"]["name"], {"active": p, "ready": p})
+
+    async def active_job(self, job: Object) -> None:
+        p = job["spec"].get("parallelism") or 1
+        await self.set_job_status(job["metadata"]["name"], {"active": p})
+
+    async def remove_finalizers(self, expect: int | None = None, name: str = "test-js") -> int:
+        """Clear foregroundDeletion from terminating Jobs (what the garbage collector would do)."""
+        removed = 0
+        for job in await self.jobs(name):
+            terminating = job["metadata"].get("deletionTimestamp") and job["metadata"].get("finalizers")
+            if terminating and await self.clear_finalizers(job["metadata"]["name"]):
+                removed += 1
+        if expect is not None:
+            assert removed == expect, f"removed {removed} finalizers, expected {expect}"
+        return removed
+
+    async def clear_finalizers(self, job_name: str) -> bool:
+        """Empty one Job's finalizers, re-reading on conflicts; False if it is already gone."""
+        while True:
+            try:
+                job = await self.api.get(JOB_GVK, job_name, self.namespace)
+                job["metadata"]["finalizers"] = []
+                await self.api.update(job)
+                return True
+            except NotFound:
+                return False
+            except Conflict:
+                continue
+
+    async def wait_terminating(self, count: int, name: str = "test-js") -> None:
+        async def check() -> None:
+            jobs = await self.jobs(name)
+            assert sum(1 for j in jobs if j["metadata"].get("deletionTimestamp")) == count
+
+        await eventually(check, timeout=20)
+
+    async def condition(self, type_: str, name: str = "test-js") -> Object | None:
+        js = await self.jobset(name)
+        for cond in (js.get("status") or {}).get("conditions") or []:
+            if cond["type"] == type_:
+                result: Object = cond
+                return result
+        return None
+
+    async def wait_condition(
+        self, type_: str, status: str = "True", name: str = "test-js", timeout: float = 20
+    ) -> Object:
+        async def check() -> Object:
+            cond = await self.condition(type_, name)
+            assert cond is not None and cond["status"] == status, f"{type_}: {cond}"
+            return cond
+
+        return await eventually(check, timeout=timeout)
+
+    async def rjob_status(self, name: str = "test-js") -> dict[str, Object]:
+        js = await self.jobset(name)
+        return {s["name"]: s for s in (js.get("status") or {}).get("replicatedJobsStatus") or []}
+
+    async def wait_rjob_status(
+        self, expected: dict[str, Object], name: str = "test-js", timeout: float = 20
+    ) -> None:
+        async def check() -> None:
+            statuses = await self.rjob_status(name)
+            for rname, counts in expected.items():
+                zero = {"ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
+                got = {k: statuses.get(rname, {}).get(k) for k in zero}
+                assert got == {**zero, **counts}, f"{rname}: {got} != {counts}"
+
+        await eventually(check, timeout=timeout)
+
+    async def js_active_for(self, seconds: float, name: str = "test-js") -> None:
+        """Upstream's "JobSetActive": no Failed/Completed/Suspended=True for a while."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while loop.time() < deadline:
+            js = await self.jobset(name)
+            bad = [
+                x["type"]
+                for x in (js.get("status") or {}).get("conditions") or []
+                if x["type"] in ("Failed", "Completed", "Suspended") and x["status"] == "True"
+            ]
+            assert not bad, f"JobSet not active: {bad}"
+            await asyncio.sleep(0.2)
+
+
+async def run_manager(
+    control_plane: Environment, server: WebhookServer | None, namespace: str
+) -> AsyncIterator[tuple[Manager, Cluster]]:
+    """A manager whose cache watches only the test's namespace: JobSets left in namespaces of
+    earlier tests (never finalized: there is no namespace controller) stay out of this test."""
+    config = await load_kubeconfig(control_plane.kubeconfig)
+    options = CacheOptions(default_namespaces=[namespace])
+    async with Cluster(config, field_owner="jobset-test", cache_options=options) as cluster:
+        mgr = Manager(cluster, Options(metrics_bind_address="0"))
+        assert await setup(mgr, server) is True
+        if server is not None:
+            mgr.add_webhook_server(server)
+        task = asyncio.create_task(mgr.run())
+        try:
+            await eventually(lambda: mgr.elected.is_set(), timeout=30)
+            yield mgr, cluster
+        finally:
+            mgr.stop()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def scoped_webhook_manifest(namespace: str, target: Path) -> Path:
+    """The upstream configurations, renamed per test and limited to one namespace."""
+    docs = list(yaml.safe_load_all(WEBHOOK_MANIFEST.read_text()))
+    for doc in docs:
+        doc["metadata"]["name"] = f"{doc['metadata']['name']}-{namespace}"
+        for hook in doc["webhooks"]:
+            hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+            hook["timeoutSeconds"] = 10
+    target.write_text(yaml.safe_dump_all(docs))
+    return target

@@ -1,0 +1,451 @@
+"""The reconcile loop on the framework's FakeClient: Service (6.E), writes, events, flows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from jsfixtures import NOW, RecordingClient, cond, failed, get_jobset, job, jobset, reconciler, rjob, ts
+
+from manager import Request
+from manager.client.errors import Conflict, InternalError
+from trainer.api import jobset_constants as c
+from trainer.controllers.jobset.reconciler import JOB_GVK, merge_pod_template
+
+Object = dict[str, Any]
+REQ = Request("default", "test-jobset")
+
+
+def dns(subdomain: str | None = None, publish: bool | None = None) -> Object:
+    net: Object = {"enableDNSHostnames": True}
+    if subdomain is not None:
+        net["subdomain"] = subdomain
+    if publish is not None:
+        net["publishNotReadyAddresses"] = publish
+    return net
+
+
+def service(name: str) -> Object:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {},
+    }
+
+
+# -- 6.E headless Service -----------------------------------------------------------------------
+
+
+async def test_existing_service_is_not_created() -> None:  # spec: jobset 6.E.1
+    client = RecordingClient(jobset(network=dns()), service("test-jobset"))
+    rec, _, _ = reconciler(client)
+    await rec.create_headless_svc_if_necessary(jobset(network=dns()))
+    assert client.requests["create"] == 0
+
+
+async def test_service_create_error_is_returned_and_announced() -> None:  # spec: jobset 6.E.2
+    client = RecordingClient()
+    client.inject_error("create", InternalError("unexpected error", code=500))
+    rec, events, _ = reconciler(client)
+    with pytest.raises(InternalError, match=r"unexpected error"):
+        await rec.create_headless_svc_if_necessary(jobset(network=dns()))
+    assert events.items == [("Warning", "HeadlessServiceCreationFailed", "unexpected error")]
+
+
+async def test_service_literal() -> None:  # spec: jobset 6.E.3
+    client = RecordingClient()
+    rec, _, _ = reconciler(client)
+    await rec.create_headless_svc_if_necessary(jobset(network=dns()))
+    assert client.names("Service") == ["test-jobset"]
+    created = client.created[0]
+    for server_field in ("uid", "resourceVersion", "generation", "creationTimestamp"):
+        created["metadata"].pop(server_field)
+    assert created == {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "test-jobset",
+            "namespace": "default",
+            "ownerReferences": [
+                {
+                    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                    "kind": "JobSet",
+                    "name": "test-jobset",
+                    "uid": "",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {"jobset.sigs.k8s.io/jobset-name": "test-jobset"},
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+async def test_service_named_by_subdomain() -> None:  # spec: jobset 6.E.4
+    client = RecordingClient()
+    rec, _, _ = reconciler(client)
+    await rec.create_headless_svc_if_necessary(jobset(network=dns("test-subdomain")))
+    assert client.names("Service") == ["test-subdomain"]
+
+
+@pytest.mark.parametrize("publish", [False, True])  # spec: jobset 6.E.5 / spec: jobset 6.E.6
+async def test_service_publish_not_ready(publish: bool) -> None:
+    client = RecordingClient()
+    rec, _, _ = reconciler(client)
+    await rec.create_headless_svc_if_necessary(jobset(network=dns(publish=publish)))
+    assert client.stored("Service", "test-jobset")["spec"]["publishNotReadyAddresses"] is publish  # type: ignore[index]
+
+
+async def test_no_service_without_dns() -> None:
+    client = RecordingClient()
+    rec, _, _ = reconciler(client)
+    await rec.create_headless_svc_if_necessary(jobset(network={"enableDNSHostnames": False}))
+    await rec.create_headless_svc_if_necessary(jobset())
+    assert client.requests["create"] == 0 and client.requests["get"] == 0
+
+
+# -- whole reconciles ---------------------------------------------------------------------------
+
+
+def two_rjobs(**spec: Any) -> Object:
+    return jobset(rjob("a", 1), rjob("b", 2), **spec)
+
+
+async def test_first_reconcile_creates_jobs_service_and_status_then_steady_state_writes_nothing() -> None:
+    client = RecordingClient(two_rjobs(network=dns(), successPolicy={"operator": "All"}))
+    rec, events, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-a-0", "test-jobset-b-0", "test-jobset-b-1"]
+    assert client.names("Service") == ["test-jobset"]
+    stored = await get_jobset(client)
+    assert stored["status"] == {
+        "restarts": 0,
+        "replicatedJobsStatus": [
+            {"name": "b", "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0},
+            {"name": "a", "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0},
+        ],
+    }
+    assert events.items == []
+    client.requests.clear()
+    for _ in range(3):
+        await rec.reconcile(REQ)
+    assert client.writes == 0, client.requests
+
+
+async def test_deleting_jobset_is_left_alone() -> None:
+    js = two_rjobs()
+    js["metadata"]["deletionTimestamp"] = ts(NOW)
+    client = RecordingClient(js)
+    rec, _, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.writes == 0
+
+
+async def test_missing_jobset_is_done() -> None:
+    rec, _, _ = reconciler(RecordingClient())
+    assert await rec.reconcile(REQ) is None
+
+
+async def test_managed_by_other_controller_is_skipped() -> None:
+    client = RecordingClient(two_rjobs(managedBy="example.com/other"))
+    rec, _, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.writes == 0
+    client2 = RecordingClient(two_rjobs(managedBy=c.JobSetControllerName))
+    rec2, _, _ = reconciler(client2)
+    await rec2.reconcile(REQ)
+    assert len(client2.names("Job")) == 3
+
+
+async def test_failed_job_without_policy_fails_then_finished_path_deletes_active() -> None:
+    client = RecordingClient(
+        two_rjobs(),
+        job("test-jobset-a-0", "a", conditions=failed("BackoffLimitExceeded", "boom")),
+        job("test-jobset-b-0", "b"),
+        job("test-jobset-b-1", "b", conditions=[cond("Complete")]),
+    )
+    rec, events, metrics = reconciler(client)
+    await rec.reconcile(REQ)
+    stored = await get_jobset(client)
+    assert stored["status"]["terminalState"] == "Failed"
+    assert [(x["type"], x["reason"]) for x in stored["status"]["conditions"]] == [("Failed", "FailedJobs")]
+    assert events.items == [
+        (
+            "Warning",
+            "FailedJobs",
+            "jobset failed due to one or more job failures (first failed job: test-jobset-a-0)",
+        )
+    ]
+    assert metrics.failed.labels("test-jobset", "default")._value.get() == 1
+    assert client.requests["create"] == 0
+    await rec.reconcile(REQ)
+    assert client.deletes == [("Job", "test-jobset-b-0", "Foreground")]
+
+
+async def test_restart_then_previous_jobs_deleted_and_recreated() -> None:
+    client = RecordingClient(
+        two_rjobs(failurePolicy={"maxRestarts": 1}),
+        job("test-jobset-a-0", "a", conditions=failed()),
+        job("test-jobset-b-0", "b"),
+        job("test-jobset-b-1", "b"),
+    )
+    rec, events, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    stored = await get_jobset(client)
+    assert stored["status"]["restarts"] == 1 and stored["status"]["restartsCountTowardsMax"] == 1
+    assert events.items == [
+        (
+            "Warning",
+            "RestartJobSetFailurePolicyAction",
+            "applying RestartJobSet failure policy action (first failed job: test-jobset-a-0)",
+        )
+    ]
+    assert client.requests["create"] == 0  # never restart and create in the same pass
+    await rec.reconcile(REQ)
+    assert sorted(d[1] for d in client.deletes) == ["test-jobset-a-0", "test-jobset-b-0", "test-jobset-b-1"]
+    assert all(d[2] == "Foreground" for d in client.deletes)
+    # Names taken by the snapshot are not recreated in the pass that deletes them ...
+    assert client.names("Job") == []
+    # ... the next pass sees them gone (the fake has no finalizers) and recreates at attempt 1.
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-a-0", "test-jobset-b-0", "test-jobset-b-1"]
+    assert {client.stored("Job", n)["metadata"]["labels"][c.RestartsKey] for n in client.names("Job")} == {
+        "1"
+    }  # type: ignore[index]
+
+
+async def test_blocking_recreate_waits_while_previous_jobs_terminate() -> None:
+    js = two_rjobs(failurePolicy={"maxRestarts": 1, "restartStrategy": "BlockingRecreate"})
+    js["status"] = {"restarts": 1, "restartsCountTowardsMax": 1}
+    client = RecordingClient(js, job("test-jobset-a-0", "a", restarts=0, deleting=True))
+    rec, _, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-a-0"]
+    assert client.deletes == []  # already terminating: not deleted again
+
+
+async def test_success_policy_completes_and_stops() -> None:
+    client = RecordingClient(
+        two_rjobs(successPolicy={"operator": "Any"}),
+        job("test-jobset-b-1", "b", conditions=[cond("Complete")]),
+    )
+    rec, events, metrics = reconciler(client)
+    await rec.reconcile(REQ)
+    stored = await get_jobset(client)
+    assert stored["status"]["terminalState"] == "Completed"
+    assert events.items == [("Normal", "AllJobsCompleted", "jobset completed successfully")]
+    assert client.requests["create"] == 0
+    assert metrics.completed.labels("test-jobset", "default")._value.get() == 1
+
+
+async def test_status_conflict_drops_events_and_is_raised_for_a_rate_limited_retry() -> None:
+    client = RecordingClient(
+        two_rjobs(successPolicy={"operator": "Any"}),
+        job("test-jobset-b-1", "b", conditions=[cond("Complete")]),
+    )
+    client.inject_error("status.update", Conflict("conflict", code=409))
+    rec, events, _ = reconciler(client)
+    with pytest.raises(Conflict):
+        await rec.reconcile(REQ)
+    assert events.items == []
+
+
+async def test_inner_error_skips_status_write() -> None:
+    client = RecordingClient(two_rjobs())
+    client.inject_error("create", InternalError("nope", code=500))
+    rec, _, _ = reconciler(client)
+    with pytest.raises(Exception, match=r'job "test-jobset-a-0" creation failed with error: nope'):
+        await rec.reconcile(REQ)
+    assert client.requests["status.update"] == 0
+
+
+async def test_suspend_updates_active_jobs_and_sets_condition() -> None:
+    client = RecordingClient(two_rjobs(suspend=True), job("test-jobset-a-0", "a", suspend=False))
+    rec, events, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.stored("Job", "test-jobset-a-0")["spec"]["suspend"] is True  # type: ignore[index]
+    assert client.stored("Job", "test-jobset-b-0")["spec"]["suspend"] is True  # type: ignore[index]
+    assert ("Normal", "SuspendedJobs", "jobset is suspended") in events.items
+    assert client.requests["patch"] == 0
+
+
+async def test_resume_clears_start_time_merges_template_and_unsuspends() -> None:
+    js = jobset(rjob("a", 1, pod_labels={"new": "l"}))
+    js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"] = {"zone": "z1"}
+    js["status"] = {"conditions": [cond("Suspended", reason="SuspendedJobs", message="jobset is suspended")]}
+    suspended = job("test-jobset-a-0", "a", suspend=True, status={"startTime": ts(NOW)})
+    suspended["spec"]["template"]["metadata"] = {"labels": {"old": "x"}}
+    client = RecordingClient(js, suspended)
+    rec, events, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    stored = client.stored("Job", "test-jobset-a-0")
+    assert stored is not None
+    assert stored["spec"]["suspend"] is False
+    assert "startTime" not in stored["status"]
+    assert stored["spec"]["template"]["metadata"]["labels"] == {"old": "x", "new": "l"}
+    assert stored["spec"]["template"]["spec"]["nodeSelector"] == {"zone": "z1"}
+    assert client.requests["status.update"] == 2  # the Job's startTime, then the JobSet
+    assert events.items == [("Normal", "ResumeJobs", "jobset is resumed")]
+    assert (await get_jobset(client))["status"]["conditions"][0]["status"] == "False"
+
+
+async def test_never_suspended_jobset_gets_no_suspended_condition() -> None:
+    client = RecordingClient(two_rjobs())
+    rec, _, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert "conditions" not in (await get_jobset(client))["status"]
+
+
+async def test_in_order_creates_one_rjob_at_a_time() -> None:
+    client = RecordingClient(two_rjobs(startupPolicy={"startupPolicyOrder": "InOrder"}))
+    rec, events, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-a-0"]
+    assert events.items == [
+        ("Normal", "InOrderStartupPolicyInProgress", "in order startup policy is in progress")
+    ]
+    a0 = client.stored("Job", "test-jobset-a-0")
+    assert a0 is not None
+    a0["status"] = {"ready": 1, "active": 1}
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-a-0", "test-jobset-b-0", "test-jobset-b-1"]
+    for name in ("test-jobset-b-0", "test-jobset-b-1"):
+        client.stored("Job", name)["status"] = {"ready": 1, "active": 1}  # type: ignore[index]
+    await rec.reconcile(REQ)
+    conditions = {x["type"]: x["status"] for x in (await get_jobset(client))["status"]["conditions"]}
+    assert conditions == {"StartupPolicyInProgress": "False", "StartupPolicyCompleted": "True"}
+
+
+async def test_depends_on_waits_for_dependency() -> None:
+    js = jobset(rjob("a", 1), rjob("b", 2, depends_on=[{"name": "a", "status": "Complete"}]))
+    client = RecordingClient(js)
+    rec, _, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-a-0"]
+    client.stored("Job", "test-jobset-a-0")["status"] = {"conditions": [cond("Complete")], "succeeded": 1}  # type: ignore[index]
+    await rec.reconcile(REQ)  # statuses are written first ...
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-a-0", "test-jobset-b-0", "test-jobset-b-1"]
+
+
+async def test_ttl_deletes_finished_jobset_or_requeues() -> None:
+    js = two_rjobs(ttlSecondsAfterFinished=5)
+    js["status"] = {"conditions": [cond("Completed", when=NOW)], "terminalState": "Completed"}
+    client = RecordingClient(js)
+    rec, _, _ = reconciler(client)
+    result = await rec.reconcile(REQ)
+    assert result is not None and result.requeue_after == 5
+    import datetime
+
+    rec.now = lambda: NOW + datetime.timedelta(seconds=6)
+    await rec.reconcile(REQ)
+    assert ("JobSet", "test-jobset", "Foreground") in client.deletes
+
+
+async def test_bad_restart_attempt_label_aborts() -> None:
+    bad = job("test-jobset-a-0", "a")
+    bad["metadata"]["labels"][c.RestartsKey] = "x"
+    client = RecordingClient(two_rjobs(), bad)
+    rec, _, _ = reconciler(client)
+    with pytest.raises(ValueError, match=r"invalid syntax"):
+        await rec.reconcile(REQ)
+    assert client.writes == 0
+
+
+async def test_jobs_listed_through_owner_index_only() -> None:
+    other = job("other-a-0", "a", js_name="other")
+    client = RecordingClient(two_rjobs(), other)
+    rec, _, _ = reconciler(client)
+    owned = await rec.get_child_jobs(two_rjobs())
+    assert owned.active == []
+    assert client.requests["list"] == 1
+    assert (await client.list(JOB_GVK, field_selector={".metadata.controller": "other"}))[0]["metadata"][
+        "name"
+    ] == "other-a-0"
+
+
+def test_merge_pod_template_union_rules() -> None:
+    existing = {
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"a": "1", "b": "1"}},
+                "spec": {
+                    "tolerations": [{"key": "k", "operator": "Exists"}],
+                    "schedulingGates": [{"name": "g1"}],
+                },
+            }
+        }
+    }
+    template = {
+        "metadata": {"labels": {"b": "2"}, "annotations": {"x": "y"}},
+        "spec": {
+            "nodeSelector": {"n": "1"},
+            "tolerations": [{"key": "k", "operator": "Exists"}, {"key": "k2", "operator": "Exists"}],
+            "schedulingGates": [{"name": "g2"}],
+        },
+    }
+    merge_pod_template(existing, template)
+    assert existing["spec"]["template"] == {
+        "metadata": {"labels": {"a": "1", "b": "2"}, "annotations": {"x": "y"}},
+        "spec": {
+            "nodeSelector": {"n": "1"},
+            "tolerations": [{"key": "k", "operator": "Exists"}, {"key": "k2", "operator": "Exists"}],
+            "schedulingGates": [{"name": "g1"}, {"name": "g2"}],
+        },
+    }
+
+
+async def test_setup_skips_when_the_crd_is_not_served() -> None:
+    from types import SimpleNamespace
+
+    from manager.restmapper import NoKindMatch
+    from trainer.controllers.jobset import setup
+
+    class Mapper:
+        async def mapping(self, gvk: Any) -> Any:
+            raise NoKindMatch(gvk)
+
+    class Untouchable:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"setup touched the manager's {name} although the CRD is absent")
+
+    mgr = SimpleNamespace(client=SimpleNamespace(mapper=Mapper()), cache=Untouchable(), cluster=Untouchable())
+    assert await setup(mgr, None) is False  # type: ignore[arg-type]
+
+
+async def test_creates_and_deletes_run_in_parallel_at_most_50() -> None:
+    import asyncio
+
+    class Counting(RecordingClient):
+        def __init__(self, *objects: Any) -> None:
+            super().__init__(*objects)
+            self.current = self.peak = 0
+
+        async def _track(self) -> None:
+            self.current += 1
+            self.peak = max(self.peak, self.current)
+            for _ in range(5):
+                await asyncio.sleep(0)
+            self.current -= 1
+
+        async def create(self, obj: Any, **kwargs: Any) -> Any:
+            await self._track()
+            return await super().create(obj, **kwargs)
+
+        async def delete(self, obj: Any, **kwargs: Any) -> None:
+            await self._track()
+            await super().delete(obj, **kwargs)
+
+    client = Counting(jobset(rjob("wide", 120)))
+    rec, _, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert len(client.names("Job")) == 120
+    assert client.peak == 50
+    client.peak = 0
+    await rec.delete_jobs([client.stored("Job", n) for n in client.names("Job")])  # type: ignore[misc]
+    assert client.names("Job") == [] and client.peak == 50

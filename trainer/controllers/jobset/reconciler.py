@@ -1,0 +1,327 @@
+"""The JobSet reconciler (spec 2.2): one method per step, in the order the spec numbers them.
+
+Reads come from the manager's cache (the JobSet, its Jobs through the ``.metadata.controller``
+index, the headless Service); writes are CREATE, full UPDATE, status UPDATE and DELETE, never
+PATCH, as upstream. The status is written once at the end, and the queued events are emitted
+only after that write succeeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
+
+from manager import Request, Result
+from manager.client.errors import ApiError, Conflict, NotFound
+from manager.scheme import GroupVersionKind
+from trainer.api import jobset_constants as c
+from trainer.controllers.jobset import jobs as J
+from trainer.controllers.jobset import policies as P
+from trainer.controllers.jobset import status as S
+from trainer.controllers.jobset.metrics import JobSetMetrics, default_metrics
+from trainer.controllers.jobset.service import construct_headless_service
+from trainer.controllers.jobset.util import merge_maps, merge_slices
+
+log = logging.getLogger(__name__)
+Object = dict[str, Any]
+
+JOBSET_GVK = GroupVersionKind(c.GROUP, c.VERSION, c.KIND)
+JOB_GVK = GroupVersionKind("batch", "v1", "Job")
+SERVICE_GVK = GroupVersionKind("", "v1", "Service")
+JOB_OWNER_KEY = ".metadata.controller"
+
+
+class Recorder(Protocol):
+    async def event(self, obj: Any, event_type: S.EventType, reason: str, message: str) -> Any: ...
+
+
+def job_owner_index(job: Object) -> list[str]:
+    """``.metadata.controller``: the controller owner's name, only when it is a JobSet (2.1)."""
+    for ref in J.meta(job).get("ownerReferences") or []:
+        if ref.get("controller"):
+            if ref.get("apiVersion") == c.API_VERSION and ref.get("kind") == c.KIND:
+                return [str(ref.get("name") or "")]
+            return []
+    return []
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+async def run_bounded(
+    calls: Iterable[Callable[[], Awaitable[None]]], limit: int = c.MaxParallelism
+) -> list[BaseException]:
+    """Run the calls concurrently, at most ``limit`` at a time; return the errors they raised."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(call: Callable[[], Awaitable[None]]) -> BaseException | None:
+        async with semaphore:
+            try:
+                await call()
+            except Exception as err:
+                return err
+            return None
+
+    results = await asyncio.gather(*(one(call) for call in calls))
+    return [err for err in results if err is not None]
+
+
+class JobCreationError(Exception):
+    """Joined create errors, one line each (Go's errors.Join)."""
+
+
+class JobSetReconciler:
+    def __init__(
+        self,
+        client: Any,
+        recorder: Recorder,
+        *,
+        now: Callable[[], datetime.datetime] = utc_now,
+        metrics: JobSetMetrics | None = None,
+    ) -> None:
+        self.client = client
+        self.recorder = recorder
+        self.now = now
+        self.metrics = metrics or default_metrics()
+
+    async def reconcile(self, req: Request) -> Result | None:
+        try:
+            js: Object = await self.client.get(JOBSET_GVK, req.name, req.namespace)
+        except NotFound:
+            return None
+        if J.meta(js).get("deletionTimestamp"):
+            return None
+        opts = S.ReconcileOpts()
+        # An error aborts before the status write: the status is not written and events are dropped.
+        result = await self.reconcile_jobset(js, opts)
+        if opts.should_update:
+            await self.update_status(js, opts)
+        return result
+
+    async def update_status(self, js: Object, opts: S.ReconcileOpts) -> None:
+        """One status PUT with the whole in-memory status, then the queued events.
+
+        A Conflict is raised as it is: the framework's ``Result`` has no ``requeue`` flag, so
+        the rate-limited retry upstream gets from ``Requeue: true`` comes from the error path
+        (see docs/divergences.md, J-3).
+        """
+        status = js.setdefault("status", {})
+        status["restarts"] = int(status.get("restarts") or 0)  # never omitted, as in Go
+        if not status.get("restartsCountTowardsMax"):
+            status.pop("restartsCountTowardsMax", None)
+        if not status.get("terminalState"):
+            status.pop("terminalState", None)
+        try:
+            await self.client.status.update(js)
+        except Conflict:
+            log.debug("status conflict on JobSet %s, requeueing", J.name_of(js))
+            raise
+        for event in opts.events:
+            await self.recorder.event(js, event.type, event.reason, event.message)
+
+    # -- step 3: the inner reconcile ----------------------------------------------------------------
+
+    async def reconcile_jobset(self, js: Object, opts: S.ReconcileOpts) -> Result | None:
+        managed_by = J.spec_of(js).get("managedBy")
+        if managed_by and managed_by != c.JobSetControllerName:
+            log.debug("JobSet %s is managed by %s, skipping", J.name_of(js), managed_by)
+            return None
+        owned = await self.get_child_jobs(js)
+        statuses = S.replicated_jobs_statuses(js, owned)
+        self.update_replicated_jobs_statuses(js, statuses, opts)
+
+        if S.jobset_finished(js):
+            await self.delete_jobs(owned.active)
+            return await self.execute_ttl_after_finished_policy(js)
+
+        await self.delete_jobs(owned.previous)
+        now = self.now()
+        if owned.failed:
+            P.execute_failure_policy(js, owned, opts, now, self.metrics)
+            return None
+        if owned.successful and P.execute_success_policy(js, owned, opts, now, self.metrics):
+            return None
+        await self.create_headless_svc_if_necessary(js)
+        await self.reconcile_replicated_jobs(js, owned, statuses, opts)
+        if J.jobset_suspended(js):
+            await self.suspend_jobs(js, owned.active, opts)
+        else:
+            await self.resume_jobs_if_necessary(js, owned.active, statuses, opts)
+        return None
+
+    async def get_child_jobs(self, js: Object) -> J.ChildJobs:
+        children = await self.client.list(
+            JOB_GVK, namespace=J.meta(js).get("namespace"), field_selector={JOB_OWNER_KEY: J.name_of(js)}
+        )
+        restarts = int((js.get("status") or {}).get("restarts") or 0)
+        return J.classify_jobs(children, restarts)
+
+    @staticmethod
+    def update_replicated_jobs_statuses(js: Object, statuses: list[Object], opts: S.ReconcileOpts) -> None:
+        status = js.setdefault("status", {})
+        old = status.get("replicatedJobsStatus")
+        if S.statuses_equal(old, statuses):
+            if old is not None:
+                status["replicatedJobsStatus"] = S.sorted_statuses(old)  # Go sorts the old list in place
+            return
+        status["replicatedJobsStatus"] = S.sorted_statuses(statuses)
+        opts.should_update = True
+
+    # -- finished JobSets: TTL (2.5) ------------------------------------------------------------------
+
+    async def execute_ttl_after_finished_policy(self, js: Object) -> Result | None:
+        if J.spec_of(js).get("ttlSecondsAfterFinished") is None:
+            return None
+        try:
+            expired = P.check_if_ttl_expired(js, self.now())
+        except P.TTLError as err:
+            raise P.TTLError(f"error checking if ttl expired: {err}") from err
+        if expired:
+            await self.client.delete(js, propagation_policy="Foreground")
+            return None
+        remaining = P.requeue_jobset_after(js, self.now())
+        return Result(requeue_after=remaining.total_seconds()) if remaining.total_seconds() > 0 else None
+
+    # -- Jobs: delete, create (2.10) ------------------------------------------------------------------
+
+    async def delete_jobs(self, jobs: list[Object]) -> None:
+        """Foreground-delete the Jobs not already terminating, 50 at a time; NotFound is fine."""
+
+        def delete(job: Object) -> Callable[[], Awaitable[None]]:
+            async def call() -> None:
+                with contextlib.suppress(NotFound):
+                    await self.client.delete(job, propagation_policy="Foreground")
+
+            return call
+
+        errors = await run_bounded(delete(j) for j in jobs if not J.meta(j).get("deletionTimestamp"))
+        if errors:
+            raise errors[0]
+
+    async def create_jobs(self, jobs: list[Object]) -> None:
+        def create(job: Object) -> Callable[[], Awaitable[None]]:
+            async def call() -> None:
+                try:
+                    await self.client.create(job)
+                except ApiError as err:
+                    raise JobCreationError(
+                        f'job "{J.name_of(job)}" creation failed with error: {err}'
+                    ) from err
+
+            return call
+
+        errors = await run_bounded(create(j) for j in jobs)
+        if errors:
+            raise JobCreationError("\n".join(str(e) for e in errors))
+
+    # -- headless Service (2.8) -----------------------------------------------------------------------
+
+    async def create_headless_svc_if_necessary(self, js: Object) -> None:
+        if not J.dns_hostnames_enabled(js):
+            return
+        try:
+            await self.client.get(SERVICE_GVK, J.subdomain_of(js), str(J.meta(js).get("namespace") or ""))
+            return
+        except NotFound:
+            pass
+        try:
+            await self.client.create(construct_headless_service(js))
+        except ApiError as err:
+            await self.recorder.event(js, "Warning", c.HeadlessServiceCreationFailedReason, str(err))
+            raise
+
+    # -- startup policy and dependsOn gating (2.11) ---------------------------------------------------
+
+    async def reconcile_replicated_jobs(
+        self, js: Object, owned: J.ChildJobs, statuses: list[Object], opts: S.ReconcileOpts
+    ) -> None:
+        in_order = P.in_order_startup_policy(J.spec_of(js).get("startupPolicy"))
+        gated_by_order = in_order and not J.jobset_suspended(js)
+        replicas_so_far: dict[str, int] = {}
+        by_name = {s["name"]: s for s in statuses}
+        for rjob in J.replicated_jobs(js):
+            replicas_so_far[str(rjob.get("name"))] = J.replicas_of(rjob)
+            if not P.depends_on_satisfied(rjob, replicas_so_far, statuses):
+                continue
+            status = by_name.get(str(rjob.get("name")), {})
+            if gated_by_order and P.all_replicas_started(J.replicas_of(rjob), status):
+                continue
+            await self.create_jobs(J.jobs_to_create(js, rjob, owned))
+            if gated_by_order:
+                S.set_condition(js, S.in_order_in_progress_condition(), opts, self.now())
+                return
+        if gated_by_order:
+            S.set_condition(js, S.in_order_completed_condition(), opts, self.now())
+
+    # -- suspend and resume (2.12) ---------------------------------------------------------------------
+
+    async def suspend_jobs(self, js: Object, active: list[Object], opts: S.ReconcileOpts) -> None:
+        for job in active:
+            if not J.job_suspended(job):
+                job.setdefault("spec", {})["suspend"] = True
+                await self.client.update(job)
+        S.set_condition(js, S.suspended_condition(), opts, self.now())
+
+    async def resume_jobs_if_necessary(
+        self, js: Object, active: list[Object], statuses: list[Object], opts: S.ReconcileOpts
+    ) -> None:
+        templates = {
+            str(r.get("name")): (((r.get("template") or {}).get("spec") or {}).get("template") or {})
+            for r in J.replicated_jobs(js)
+        }
+        in_order = P.in_order_startup_policy(J.spec_of(js).get("startupPolicy"))
+        by_name = {s["name"]: s for s in statuses}
+        replicas_so_far: dict[str, int] = {}
+        for rjob in J.replicated_jobs(js):
+            rjob_name = str(rjob.get("name"))
+            replicas_so_far[rjob_name] = J.replicas_of(rjob)
+            if not P.depends_on_satisfied(rjob, replicas_so_far, statuses):
+                continue
+            if in_order and P.all_replicas_started(J.replicas_of(rjob), by_name.get(rjob_name, {})):
+                continue
+            for job in active:
+                if J.labels_of(job).get(c.ReplicatedJobNameKey) == rjob_name and J.job_suspended(job):
+                    await self.resume_job(job, templates)
+            if in_order:
+                S.set_condition(js, S.in_order_in_progress_condition(), opts, self.now())
+                return
+        S.set_condition(js, S.resumed_condition(), opts, self.now())
+
+    async def resume_job(self, job: Object, templates: dict[str, Object]) -> None:
+        """Clear startTime (status UPDATE), merge the rjob's current pod template, unsuspend (UPDATE)."""
+        if (job.get("status") or {}).get("startTime"):
+            job["status"].pop("startTime")
+            job = await self.client.status.update(job)
+        rjob_name = J.labels_of(job).get(c.ReplicatedJobNameKey)
+        if rjob_name:
+            merge_pod_template(job, templates.get(rjob_name) or {})
+        else:
+            log.error("job %s is missing the %s label", J.name_of(job), c.ReplicatedJobNameKey)
+        job.setdefault("spec", {})["suspend"] = False
+        await self.client.update(job)
+
+
+def merge_pod_template(job: Object, template: Object) -> None:
+    """The Kueue-mutable pod-template fields of the rjob, merged into a suspended Job (2.12)."""
+    pod_template = job.setdefault("spec", {}).setdefault("template", {})
+    pod_meta = pod_template.setdefault("metadata", {})
+    pod_spec = pod_template.setdefault("spec", {})
+    template_meta = template.get("metadata") or {}
+    template_spec = template.get("spec") or {}
+    for target, key, source in (
+        (pod_meta, "labels", template_meta),
+        (pod_meta, "annotations", template_meta),
+        (pod_spec, "nodeSelector", template_spec),
+    ):
+        merged = merge_maps(target.get(key), source.get(key))
+        if merged:
+            target[key] = merged
+    for key in ("tolerations", "schedulingGates"):
+        merged_list = merge_slices(pod_spec.get(key), template_spec.get(key))
+        if merged_list:
+            pod_spec[key] = merged_list
