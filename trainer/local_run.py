@@ -81,11 +81,11 @@ async def _remove_webhook_configurations(env: Environment, hooks: list[Path]) ->
     for doc in yaml.safe_load_all(
         "\n---\n".join(p.read_text() for d in hooks for p in sorted(d.rglob("*.yaml")))
     ):
-        if isinstance(doc, dict) and doc.get("kind") == "ValidatingWebhookConfiguration":
+        kind = doc.get("kind", "") if isinstance(doc, dict) else ""
+        if kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+            plural = kind.lower() + "s"
             name = doc["metadata"]["name"]
-            await env.request(
-                "DELETE", f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}"
-            )
+            await env.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
 
 
 async def install(env: Environment, ca_pem: bytes) -> None:

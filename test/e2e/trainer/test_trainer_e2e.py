@@ -4,7 +4,8 @@ What this proves end to end: the manager process serves its webhooks to a real A
 builds the JobSet for a TrainJob on the shipped ``torch-distributed`` ClusterTrainingRuntime,
 keeps the never-suspended TrainJob free of a Suspended condition, and kube-controller-manager's
 garbage collector removes the JobSet with its TrainJob (owner reference with
-``blockOwnerDeletion``, spec §3.5).
+``blockOwnerDeletion``, spec §3.5); with the JobSet controller of the same process, TrainJobs on
+the shipped torch and deepspeed runtimes run to ``Complete`` (KWOK completes the pods).
 """
 
 from __future__ import annotations
@@ -167,3 +168,70 @@ async def test_torch_trainjob_gets_its_jobset_and_gc_removes_it(product: Client,
             raise AssertionError(f"{gvk.kind} still exists")
 
     await eventually(collected, timeout=120, message="GC never removed the TrainJob's JobSet")
+
+
+def _summary(tj: Json) -> tuple[list[tuple[str, str, str, str]], dict[str, Json]]:
+    status = tj.get("status") or {}
+    conditions = [(c["type"], c["status"], c["reason"], c["message"]) for c in status.get("conditions", [])]
+    return conditions, {j["name"]: j for j in status.get("jobsStatus", [])}
+
+
+COMPLETE = ("Complete", "True", "AllJobsCompleted", "jobset completed successfully")
+
+
+async def test_torch_trainjob_runs_to_complete(product: Client, full_namespace: str) -> None:
+    # spec: trainer M1
+    client, ns = product, full_namespace
+    await client.create(
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "e2e-test-torch", "namespace": ns},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}},
+        }
+    )
+
+    async def complete() -> None:
+        conditions, jobs = _summary(await client.get(TJ, "e2e-test-torch", ns))
+        assert conditions == [COMPLETE]  # never suspended: no Suspended condition
+        assert jobs == {
+            "node": {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
+        }
+
+    await eventually(complete, timeout=180, message="the torch TrainJob never completed")
+
+
+async def test_deepspeed_trainjob_runs_to_complete(
+    product: Client, full_namespace: str, full_cluster: Environment
+) -> None:
+    # spec: trainer M2
+    # KWOK completes every pod a Job owns, so the sshd `node` pods succeed too (upstream's real
+    # cluster keeps them running until the launcher's success completes the JobSet): only the
+    # launcher's counters are compared exactly.
+    await full_cluster.apply_manifests(
+        [ROOT / "config" / "runtimes" / "deepspeed-distributed.yaml"], field_manager="e2e"
+    )
+    client, ns = product, full_namespace
+    await client.create(
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "e2e-test-deepspeed", "namespace": ns},
+            "spec": {"runtimeRef": {"name": "deepspeed-distributed"}},
+        }
+    )
+
+    async def complete() -> None:
+        conditions, jobs = _summary(await client.get(TJ, "e2e-test-deepspeed", ns))
+        assert conditions == [COMPLETE]
+        assert sorted(jobs) == ["launcher", "node"]
+        assert jobs["launcher"] == {
+            "name": "launcher",
+            "ready": 0,
+            "succeeded": 1,
+            "failed": 0,
+            "active": 0,
+            "suspended": 0,
+        }
+
+    await eventually(complete, timeout=180, message="the deepspeed TrainJob never completed")
