@@ -112,7 +112,13 @@ def run_manager(kubeconfig: Path, args: list[str]) -> int:
         return manager.wait()
 
 
+def _terminate(_signum: int, _frame: object) -> None:
+    # SIGTERM takes the Ctrl-C path: the manager stops gracefully, then the cluster.
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     parser = argparse.ArgumentParser(prog="make run", description=__doc__)
     parser.add_argument("--dir", default=".local/cluster", help="where the local cluster lives")
     parser.add_argument("--nodes", type=int, default=2, help="fake KWOK nodes")

@@ -1,7 +1,7 @@
 """Child processes of a local control plane: start, health-wait and stop, leaving nothing behind.
 
 Processes started for an in-process environment get ``PR_SET_PDEATHSIG`` so the kernel
-terminates them when the test process dies, however it dies. Detached processes (the CLI's
+kills them when the test process dies, however it dies. Detached processes (the CLI's
 ``up``) run in their own session and are stopped by pid from the state file, after checking
 the pid still belongs to the binary we started.
 """
@@ -29,8 +29,10 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
+    # SIGKILL, not SIGTERM: a kube-apiserver whose etcd died with it can spend minutes in a
+    # graceful shutdown, and nothing of a throwaway control plane needs saving.
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def free_port() -> int:
