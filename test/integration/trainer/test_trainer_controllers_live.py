@@ -97,7 +97,7 @@ def assert_l1_jobset(jobset: Json, tj: Json, *, suspend: bool, image: str) -> No
 
 
 async def test_trainjob_creates_jobset_and_podgroup(trainer: Any) -> None:
-    # spec: trainer L1
+    # spec: trainer L1  # spec: scheduling 46
     client, ns = trainer.client, trainer.namespace
     await client.create(l1_runtime(ns))
     tj = await client.create(l1_trainjob(ns))
@@ -155,6 +155,60 @@ async def test_suspended_edits_propagate_running_edits_do_not(trainer: Any) -> N
 
     await edit(suspend=True, image="test:trainjob")
     await eventually(lambda: jobset_is(suspend=True, image="test:trainjob"), timeout=30)
+
+
+async def test_podgroup_is_reapplied_only_while_suspended(trainer: Any) -> None:
+    # spec: scheduling 47
+    # "Re-applied" is made visible by another field manager taking scheduleTimeoutSeconds:
+    # a re-apply by "trainer" (force) takes it back, no re-apply leaves it.
+    client, ns = trainer.client, trainer.namespace
+    await client.create(l1_runtime(ns))
+    await client.create(l1_trainjob(ns))
+    await eventually(lambda: _exists(client, PODGROUP, "alpha", ns), timeout=30)
+
+    async def edit(**spec: Any) -> None:
+        current = await _get(client, TJ, "alpha", ns)
+        for key, value in spec.items():
+            if key == "image":
+                current["spec"]["trainer"]["image"] = value
+            else:
+                current["spec"][key] = value
+        await client.update(current)
+
+    async def tamper() -> None:
+        podgroup = {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "alpha", "namespace": ns},
+            "spec": {"scheduleTimeoutSeconds": 5},
+        }
+        await client.apply(podgroup, field_owner="someone-else", force=True)
+
+    async def timeout_is(seconds: int) -> None:
+        podgroup = await _get(client.api_reader, PODGROUP, "alpha", ns)
+        assert podgroup["spec"]["scheduleTimeoutSeconds"] == seconds
+        assert (podgroup["spec"]["minMember"], podgroup["spec"]["minResources"]) == (
+            102,
+            {"cpu": "102", "memory": "408Gi"},
+        )
+
+    # Suspended: an edit of the TrainJob re-applies the PodGroup with the same values.
+    await tamper()
+    await edit(image="updated-trainer-image")
+    await eventually(lambda: timeout_is(100), timeout=30, message="suspended: PodGroup re-applied")
+
+    # Running: the JobSet follows the unsuspend, the PodGroup is no longer re-applied.
+    await edit(suspend=False)
+    await eventually(lambda: _jobset_suspend_is(client, ns, False), timeout=30)
+    await tamper()
+    await edit(image="test:trainjob")
+    for _ in range(10):  # consistently, for a second
+        await timeout_is(5)
+        await asyncio.sleep(0.1)
+
+
+async def _jobset_suspend_is(client: Any, ns: str, suspend: bool) -> None:
+    assert (await _get(client, JOBSET, "alpha", ns))["spec"]["suspend"] is suspend
 
 
 async def test_torch_runtime_env_and_port(trainer: Any) -> None:
