@@ -24,7 +24,7 @@ import yaml
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.envtest.environment import STATE_FILE
-from manager.envtest.process import pid_alive
+from manager.envtest.process import pid_alive, signal_on_parent_death
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR = ROOT / "config" / "crd"
@@ -119,6 +119,9 @@ def _terminate(_signum: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
+    # `make` does not pass a SIGINT it gets alone (e.g. from `timeout`) to its child: stop when
+    # it dies rather than keep a cluster running for nobody.
+    signal_on_parent_death(signal.SIGTERM)
     parser = argparse.ArgumentParser(prog="make run", description=__doc__)
     parser.add_argument("--dir", default=".local/cluster", help="where the local cluster lives")
     parser.add_argument("--nodes", type=int, default=2, help="fake KWOK nodes")

@@ -28,11 +28,16 @@ from manager.envtest.errors import StartError
 _PR_SET_PDEATHSIG = 1
 
 
+def signal_on_parent_death(sig: signal.Signals) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent dies (Linux)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+
 def _die_with_parent() -> None:
     # SIGKILL, not SIGTERM: a kube-apiserver whose etcd died with it can spend minutes in a
     # graceful shutdown, and nothing of a throwaway control plane needs saving.
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    signal_on_parent_death(signal.SIGKILL)
 
 
 def free_port() -> int:
