@@ -6,15 +6,24 @@ The concrete ``Cluster`` (client + cache + live reader, built from a kubeconfig)
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from manager.cache.interfaces import Informers, Reader
 from manager.runtime.runnable import Runnable
+from manager.scheme import KindRef
 
 
 class ClusterCache(Informers, Reader, Runnable, Protocol):
     """The shared informer cache: informers for sources, reads for reconcilers, and a runnable
     whose ``started`` event is set once every informer known at start has synced."""
+
+    async def index_field(
+        self, kind: KindRef, field_name: str, extract: Callable[[dict[str, Any]], Iterable[str]]
+    ) -> None:
+        """Index objects of ``kind`` by what ``extract`` returns (``IndexField``); lists can then
+        select on ``field_name`` without a scan."""
+        ...
 
 
 class Cluster(Protocol):
@@ -29,4 +38,8 @@ class Cluster(Protocol):
     @property
     def api_reader(self) -> Any:
         """A client that always reads live from the API server."""
+        ...
+
+    def event_recorder(self, component: str | None = None) -> Any:
+        """The event recorder for ``component`` (``GetEventRecorderFor``)."""
         ...

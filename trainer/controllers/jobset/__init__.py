@@ -48,14 +48,14 @@ async def setup(mgr: Manager, webhook_server: Any | None = None) -> bool:
         log.info("jobset.x-k8s.io/v1alpha2 is not served by the API server; skipping the JobSet controllers")
         return False
     cache = mgr.cache
-    await cache.index_field(JOB_GVK, JOB_OWNER_KEY, job_owner_index)  # type: ignore[attr-defined]
-    await cache.index_field(POD_GVK, POD_JOB_KEY, pod_job_key_index)  # type: ignore[attr-defined]
-    await cache.index_field(POD_GVK, POD_NAME_KEY, pod_name_index)  # type: ignore[attr-defined]
+    await cache.index_field(JOB_GVK, JOB_OWNER_KEY, job_owner_index)
+    await cache.index_field(POD_GVK, POD_JOB_KEY, pod_job_key_index)
+    await cache.index_field(POD_GVK, POD_NAME_KEY, pod_name_index)
     await cache.get_informer(NODE_GVK)  # the leader's Node is read from the cache, as upstream
 
     default_metrics()
     Builder(mgr).for_(JOBSET_GVK).owns(JOB_GVK).owns(SERVICE_GVK).named("jobset").complete(
-        JobSetReconciler(mgr.client, mgr.cluster.event_recorder("jobset"))  # type: ignore[attr-defined]
+        JobSetReconciler(mgr.client, mgr.cluster.event_recorder("jobset"))
     )
     Builder(mgr).for_(POD_GVK).with_event_filter(leader_pod_predicate()).named("pod").complete(
         PodReconciler(mgr.client)
