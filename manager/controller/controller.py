@@ -39,6 +39,7 @@ from manager.controller.reconcile import (
 from manager.controller.source import Source
 from manager.metrics import controller as m
 from manager.metrics.workqueue import PrometheusQueueMetrics
+from manager.restmapper import NoKindMatch
 from manager.workqueue import RateLimiter, RateLimitingQueue, ShutDownError, default_controller_rate_limiter
 
 log = structlog.get_logger("manager.controller")
@@ -228,7 +229,7 @@ class Controller:
             log.error("Reconciler error", error=str(err), terminal=True, exc_info=err)
             return
         except Exception as err:
-            expected = isinstance(err, ReconcileError | ApiError | TimeoutError)
+            expected = isinstance(err, ReconcileError | ApiError | NoKindMatch | TimeoutError)
             if not expected:
                 metrics.panics.inc()
                 if not self.options.recover_panic:

@@ -348,3 +348,20 @@ async def test_routine_api_errors_log_without_a_traceback_bugs_with_one(
     assert [e.get("error_type") for e in errors] == ["Conflict", None]
     assert "exc_info" not in errors[0], "a conflict is routine: no traceback"
     assert isinstance(errors[1]["exc_info"], KeyError), "a probable bug keeps its traceback"
+
+
+async def test_a_kind_the_server_does_not_serve_is_an_error_not_a_panic(
+    mgr: FakeManager, name: str, clock: FakeClock, running: Any, sample: Any
+) -> None:
+    from manager.restmapper import NoKindMatch
+
+    missing = GroupVersionKind("scheduling.x-k8s.io", "v1alpha1", "PodGroup")
+    rec = Recorder(NoKindMatch(missing), None)
+    ctrl = build(mgr, name, clock, rec)
+    async with running(ctrl):
+        mgr.informers.informer(WIDGET).create(widget("a"))
+        await clock.advance(0)
+        await clock.advance(0.005)
+        assert rec.calls == [Request("ns", "a"), Request("ns", "a")], "retried with backoff"
+    assert sample("controller_runtime_reconcile_errors_total", controller=name) == 1
+    assert sample("controller_runtime_reconcile_panics_total", controller=name) == 0
