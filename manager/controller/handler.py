@@ -11,6 +11,7 @@ Handlers are synchronous: they run inside the informer's dispatch and only add k
 
 from __future__ import annotations
 
+import abc
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -39,11 +40,12 @@ class EventHandler(Protocol):
     def generic(self, event: GenericEvent, queue: RequestQueue) -> None: ...
 
 
-class _ByObjects:
+class _ByObjects(abc.ABC):
     """A handler defined by which requests an object maps to; updates use old and new."""
 
+    @abc.abstractmethod
     def requests(self, obj: Object) -> Iterable[Request]:
-        raise NotImplementedError
+        """The requests ``obj`` maps to."""
 
     def _add_all(self, queue: RequestQueue, *objects: Object) -> None:
         seen: set[Request] = set()

@@ -8,6 +8,7 @@ and how a missing one is reported. The reconciler and the webhook look a runtime
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -102,7 +103,7 @@ class Runtime(Protocol):
     ) -> tuple[list[str], list[FieldError]]: ...
 
 
-class _BaseRuntime:
+class _BaseRuntime(abc.ABC):
     """Shared behaviour; subclasses say how the runtime object is fetched and named."""
 
     kind_model: type[TrainingRuntime] | type[ClusterTrainingRuntime]
@@ -112,11 +113,13 @@ class _BaseRuntime:
         self.framework = framework
         self._reader = reader
 
+    @abc.abstractmethod
     def _key(self, trainjob: TrainJob) -> ObjectKey:
-        raise NotImplementedError
+        """Where this kind of runtime lives for ``trainjob``."""
 
+    @abc.abstractmethod
     def _not_found(self, err: Exception) -> str:
-        raise NotImplementedError
+        """Upstream's text for a missing runtime of this kind."""
 
     async def _fetch(self, trainjob: TrainJob) -> TrainingRuntime | ClusterTrainingRuntime:
         obj = await self._reader.get(self.gvk, self._key(trainjob))
@@ -169,8 +172,9 @@ class _BaseRuntime:
     def event_handler_registrars(self) -> list[Watch]:
         return self.framework.watches()
 
+    @abc.abstractmethod
     def _lookup_error(self, trainjob: TrainJob, err: Exception) -> FieldError:
-        raise NotImplementedError
+        """The validation error for a runtime lookup that failed."""
 
     def _warnings(self, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
         return []

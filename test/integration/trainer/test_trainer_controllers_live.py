@@ -71,6 +71,18 @@ async def _exists(client: Any, gvk: GroupVersionKind, name: str, namespace: str 
         raise AssertionError(str(err)) from err
 
 
+async def _edit_trainjob(client: Any, ns: str, **spec: Any) -> Json:
+    """Update TrainJob ``alpha``: ``image`` sets the trainer image, other keys set spec fields."""
+    current = await _get(client, TJ, "alpha", ns)
+    for key, value in spec.items():
+        if key == "image":
+            current["spec"]["trainer"]["image"] = value
+        else:
+            current["spec"][key] = value
+    updated: Json = await client.update(current)
+    return updated
+
+
 def assert_l1_jobset(jobset: Json, tj: Json, *, suspend: bool, image: str) -> None:
     assert jobset["metadata"]["ownerReferences"] == [owner_of(tj)]
     assert jobset["metadata"]["labels"] == {"testingKey": "testingVal"}
@@ -128,14 +140,7 @@ async def test_suspended_edits_propagate_running_edits_do_not(trainer: Any) -> N
     await eventually(lambda: _exists(client, JOBSET, "alpha", ns), timeout=30)
 
     async def edit(**spec: Any) -> Json:
-        current = await _get(client, TJ, "alpha", ns)
-        for key, value in spec.items():
-            if key == "image":
-                current["spec"]["trainer"]["image"] = value
-            else:
-                current["spec"][key] = value
-        updated: Json = await client.update(current)
-        return updated
+        return await _edit_trainjob(client, ns, **spec)
 
     async def jobset_is(*, suspend: bool, image: str) -> None:
         assert_l1_jobset(await _get(client, JOBSET, "alpha", ns), tj, suspend=suspend, image=image)
@@ -166,14 +171,8 @@ async def test_podgroup_is_reapplied_only_while_suspended(trainer: Any) -> None:
     await client.create(l1_trainjob(ns))
     await eventually(lambda: _exists(client, PODGROUP, "alpha", ns), timeout=30)
 
-    async def edit(**spec: Any) -> None:
-        current = await _get(client, TJ, "alpha", ns)
-        for key, value in spec.items():
-            if key == "image":
-                current["spec"]["trainer"]["image"] = value
-            else:
-                current["spec"][key] = value
-        await client.update(current)
+    async def edit(**spec: Any) -> Json:
+        return await _edit_trainjob(client, ns, **spec)
 
     async def tamper() -> None:
         podgroup = {
