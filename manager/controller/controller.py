@@ -229,7 +229,7 @@ class Controller:
             log.error("Reconciler error", error=str(err), terminal=True, exc_info=err)
             return
         except Exception as err:
-            expected = isinstance(err, ReconcileError | ApiError | NoKindMatch | TimeoutError)
+            expected = is_routine(err)
             if not expected:
                 metrics.panics.inc()
                 if not self.options.recover_panic:
@@ -240,7 +240,7 @@ class Controller:
             # A conflict or an API error is routine and retried: its message says it all. A
             # traceback is kept for what is probably a bug.
             if expected:
-                log.error("Reconciler error", error=str(err), error_type=type(err).__name__)
+                log.error("Reconciler error", error=str(err), error_type=_routine_type(err))
             else:
                 log.error("Reconciler error", error=str(err), exc_info=err)
             return
@@ -256,3 +256,38 @@ class Controller:
 
     def __repr__(self) -> str:
         return f"Controller({self.name!r})"
+
+
+_ROUTINE = (ReconcileError, ApiError, NoKindMatch, TimeoutError)
+
+
+def is_routine(err: BaseException) -> bool:
+    """An error retrying is meant for: an API error, a ``ReconcileError``, an unserved kind, a timeout.
+
+    A wrapper raised ``from`` a routine error (``raise JobCreationError(...) from api_error``) is
+    routine too, and so is an ``ExceptionGroup`` of routine errors (several parallel writes
+    refused). Anything else is a probable bug: logged with its traceback, counted as a panic.
+    """
+    return _routine_cause(err) is not None
+
+
+def _routine_cause(err: BaseException) -> BaseException | None:
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, _ROUTINE):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            causes = [_routine_cause(e) for e in current.exceptions]
+            return causes[0] if causes and all(c is not None for c in causes) else None
+        current = current.__cause__
+    return None
+
+
+def _routine_type(err: BaseException) -> str:
+    """The routine error's type, e.g. ``Conflict``; a wrapper names what it wraps: ``JobCreationError(Forbidden)``."""
+    cause = _routine_cause(err)
+    if cause is None or cause is err:
+        return type(err).__name__
+    return f"{type(err).__name__}({type(cause).__name__})"
