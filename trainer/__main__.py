@@ -23,6 +23,7 @@ from manager import log as mlog
 from manager.cluster import Cluster
 from manager.config import ConfigError, RestConfig, get_config
 from manager.health.checks import NotReadyError, flag_checker, ping
+from manager.metrics.filters import with_authentication_and_authorization
 from manager.runtime.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
@@ -166,6 +167,12 @@ def manager_options(cfg: Configuration) -> Options:
     metrics = cfg.metrics.bind_address if cfg.metrics and cfg.metrics.bind_address else ":8443"
     health = cfg.health.health_probe_bind_address if cfg.health else ":8081"
     options = Options(metrics_bind_address=metrics, health_probe_bind_address=health or "")
+    if cfg.metrics is None or cfg.metrics.secure_serving is not False:
+        # HTTPS with a self-signed certificate (upstream passes no cert dir), and every scrape
+        # authenticated and authorised through the API server (divergences.md: upstream serves
+        # HTTPS without the filter)
+        options.metrics_secure_serving = True
+        options.metrics_filter_provider = with_authentication_and_authorization
     le = cfg.leader_election
     if le is not None and le.leader_elect:
         options.leader_election = True
