@@ -281,7 +281,8 @@ def configure(
         _stamp(settings),
     ]
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=shared,
+        # a stdlib record's ``extra={...}`` become key/values, as structlog's keyword arguments
+        foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
         processors=[
             redact,
             _zap_fields(settings),
