@@ -19,6 +19,7 @@ stacktrace level (zap's ``--zap-stacktrace-level``); below it the line keeps the
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import logging
 import sys
 import time
@@ -124,15 +125,21 @@ def encode_time(ns: int, encoding: TimeEncoding, tz: _dt.tzinfo = _dt.UTC) -> An
     if encoding == "nanos":
         return ns
     seconds, nanos = divmod(ns, 1_000_000_000)
-    moment = _dt.datetime.fromtimestamp(seconds, tz)
-    base = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    base, zone, compact_zone = _second(seconds, tz)
     if encoding == "iso8601":  # Go layout 2006-01-02T15:04:05.000Z0700
-        return f"{base}.{nanos // 1_000_000:03d}{_go_zone(moment, colon=False)}"
+        return f"{base}.{nanos // 1_000_000:03d}{compact_zone}"
     if encoding == "rfc3339":  # 2006-01-02T15:04:05Z07:00
-        return f"{base}{_go_zone(moment, colon=True)}"
+        return f"{base}{zone}"
     # RFC3339Nano, 2006-01-02T15:04:05.999999999Z07:00: trailing zeros (and a bare dot) dropped
     fraction = f"{nanos:09d}".rstrip("0")
-    return f"{base}{'.' + fraction if fraction else ''}{_go_zone(moment, colon=True)}"
+    return f"{base}{'.' + fraction if fraction else ''}{zone}"
+
+
+@functools.lru_cache(maxsize=8)
+def _second(seconds: int, tz: _dt.tzinfo) -> tuple[str, str, str]:
+    """The date and time of one second, and its zone (with and without the colon); lines share them."""
+    moment = _dt.datetime.fromtimestamp(seconds, tz)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S"), _go_zone(moment, colon=True), _go_zone(moment, colon=False)
 
 
 def redact(_logger: Any, _method: str, event_dict: EventDict) -> EventDict:
@@ -154,12 +161,16 @@ def _caller(record: logging.LogRecord | None) -> str | None:
     """zap's short caller (``package/file.go:line``): the path relative to the project, else the file."""
     if record is None or not record.pathname:
         return None
-    path = Path(record.pathname)
+    return f"{_short_path(record.pathname)}:{record.lineno}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _short_path(pathname: str) -> str:
+    path = Path(pathname)
     try:
-        shown = path.relative_to(_ROOT).as_posix()
+        return path.relative_to(_ROOT).as_posix()
     except ValueError:
-        shown = f"{path.parent.name}/{path.name}" if path.parent.name else path.name
-    return f"{shown}:{record.lineno}"
+        return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
 
 def _stamp(settings: _Settings) -> Processor:
@@ -244,6 +255,39 @@ def _render_console(_logger: Any, _method: str, event_dict: EventDict) -> str:
     return f"{line}\n{stack}" if stack else line
 
 
+class _ZapFormatter(logging.Formatter):
+    """structlog's ``ProcessorFormatter`` contract, without copying each record.
+
+    A record from structlog (``wrap_for_formatter``) carries its event dict in ``msg``; a stdlib
+    record is turned into one (message, exception, stack) and run through ``foreign_pre_chain``.
+    Then ``processors`` run; the last one returns the line.
+    """
+
+    def __init__(self, foreign_pre_chain: list[Processor], processors: list[Processor]) -> None:
+        super().__init__()
+        self.foreign_pre_chain = foreign_pre_chain
+        self.processors = processors
+
+    def format(self, record: logging.LogRecord) -> str:
+        method: str
+        ed: Any
+        if hasattr(record, "_logger") and isinstance(record.msg, dict):
+            method = str(getattr(record, "_name", record.levelname.lower()))
+            ed = {**record.msg, "_record": record, "_from_structlog": True}
+        else:
+            method = record.levelname.lower()
+            ed = {"event": record.getMessage(), "_record": record, "_from_structlog": False}
+            if record.exc_info:
+                ed["exc_info"] = record.exc_info
+            if record.stack_info:
+                ed["stack_info"] = record.stack_info
+            for proc in self.foreign_pre_chain:
+                ed = proc(None, method, ed)
+        for proc in self.processors:
+            ed = proc(None, method, ed)
+        return str(ed)
+
+
 def configure(
     *,
     level: int | str = logging.INFO,
@@ -280,7 +324,7 @@ def configure(
         structlog.stdlib.add_logger_name,
         _stamp(settings),
     ]
-    formatter = structlog.stdlib.ProcessorFormatter(
+    formatter = _ZapFormatter(
         # a stdlib record's ``extra={...}`` become key/values, as structlog's keyword arguments
         foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
         processors=[

@@ -55,8 +55,12 @@ def test_stdlib_records_go_through_the_same_pipeline() -> None:
     with log.bound(reconcileID="r2"):
         logging.getLogger("manager.cache.reflector").info("watch of %s restarted", "pods")
     logging.getLogger("manager.cache.reflector").debug("below the level")
+    logging.getLogger("manager.cache.reflector").info(
+        "Caches populated", extra={"type": "v1/Pod", "items": 3}
+    )
     logging.getLogger("manager.events").warning("event dropped", extra={"unused": 1})
-    first, second = lines(out)
+    first, populated, second = lines(out)
+    assert (populated["type"], populated["items"]) == ("v1/Pod", 3), "extra= become key/values"
     assert first["logger"] == "manager.cache.reflector" and first["msg"] == "watch of pods restarted"
     assert first["reconcileID"] == "r2" and first["level"] == "info" and "caller" in first
     assert second["level"] == "warn", "zap's name for warning"
