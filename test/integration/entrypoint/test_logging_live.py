@@ -171,6 +171,8 @@ async def test_debug_json_lines_carry_zaps_keys_from_every_module(
         e.get("logger") == "manager.webhook.server" and e["msg"].startswith("webhook server listening")
         for e in entries
     ), sorted(map(str, loggers))
+    (serving,) = [e for e in entries if e["msg"] == "Serving metrics server"]
+    assert serving["secure"] is True, "metrics.secureServing defaults to true"
     jobset = [e for e in entries if e.get("controller") == "jobset"]
     assert any(e["msg"] == "Starting workers" for e in jobset)
     assert any(e["level"] == "debug" for e in entries), "debug lines are shown"
