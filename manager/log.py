@@ -341,6 +341,8 @@ def configure(
     root.addHandler(handler)
     root.setLevel(level)
     _handler = handler
+    # kubernetes_asyncio logs whole response bodies (Secrets included) at debug: never below info
+    logging.getLogger("kubernetes_asyncio").setLevel(max(level, logging.INFO))
     logging.captureWarnings(True)
 
     structlog.configure(

@@ -240,3 +240,14 @@ def test_json_values_that_are_not_json_are_rendered_as_text() -> None:
     log.get_logger("t").info("odd values", path=argparse.Namespace(a=1), kinds={"b", "a"})
     (entry,) = lines(out)
     assert entry["path"] == "Namespace(a=1)" and entry["kinds"] == ["a", "b"]
+
+
+def test_kubernetes_asyncio_response_bodies_never_reach_the_log() -> None:
+    """Its REST client logs whole response bodies (Secret data) at debug; --zap-log-level=debug keeps them out."""
+    out = io.StringIO()
+    log.configure(fmt="json", stream=out, level="debug")
+    logging.getLogger("kubernetes_asyncio.client.rest").debug(
+        "response body: %s", '{"data":{"tls.key":"..."}}'
+    )
+    logging.getLogger("kubernetes_asyncio.client.rest").info("shown")
+    assert [e["msg"] for e in lines(out)] == ["shown"]
