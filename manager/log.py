@@ -18,13 +18,14 @@ stacktrace level (zap's ``--zap-stacktrace-level``); below it the line keeps the
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import functools
 import logging
 import sys
 import time
 import traceback
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -350,6 +351,75 @@ def configure(
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,
+    )
+
+
+def _flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type reporting upstream's text (``invalid log level "x"``) on bad input."""
+
+    def convert(value: str) -> Any:
+        try:
+            return parse(value)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    return convert
+
+
+def bind_flags(parser: argparse.ArgumentParser, *, time_encoding: TimeEncoding = "rfc3339") -> None:
+    """controller-runtime's zap flags (``zap.Options.BindFlags``) with their value sets.
+
+    ``--log-format`` is kept as an alias of ``--zap-encoder``. ``time_encoding`` is the default
+    of ``--zap-time-encoding`` (a program's ``zap.Options{TimeEncoder: ...}``).
+    """
+    parser.add_argument(
+        "--zap-devel",
+        action="store_true",
+        help="development mode defaults: console encoder, debug level, stacktraces from warn",
+    )
+    parser.add_argument("--zap-encoder", type=_flag_type(parse_encoder), default=None, metavar="json|console")
+    parser.add_argument(
+        "--log-format",
+        dest="zap_encoder",
+        type=_flag_type(parse_encoder),
+        metavar="json|console",
+        help="alias of --zap-encoder",
+    )
+    parser.add_argument(
+        "--zap-log-level",
+        type=_flag_type(parse_log_level),
+        default=None,
+        metavar="LEVEL",
+        help="debug, info, error, panic, or an integer verbosity > 0 (debug)",
+    )
+    parser.add_argument(
+        "--zap-stacktrace-level",
+        type=_flag_type(parse_stacktrace_level),
+        default=None,
+        metavar="info|error|panic",
+        help="level at and above which a logged exception carries its traceback",
+    )
+    parser.add_argument(
+        "--zap-time-encoding",
+        type=_flag_type(parse_time_encoding),
+        default=time_encoding,
+        metavar="|".join(TIME_ENCODINGS),
+    )
+
+
+def configure_from_flags(args: argparse.Namespace, stream: Any = None) -> None:
+    """``zap.New(zap.UseFlagOptions(...))``: the flags of ``bind_flags`` over zap's mode defaults."""
+    devel = bool(args.zap_devel)
+    level = (
+        args.zap_log_level if args.zap_log_level is not None else (logging.DEBUG if devel else logging.INFO)
+    )
+    configure(
+        level=level,
+        fmt=args.zap_encoder or ("console" if devel else "json"),
+        stream=stream,
+        stacktrace_level=args.zap_stacktrace_level,
+        time_encoding=args.zap_time_encoding,
+        development=devel,
     )
 
 

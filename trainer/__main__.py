@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +30,7 @@ from webhooks.certs import CertConfig, CertRotator
 
 FIELD_OWNER = "trainer"
 # upstream's main sets zap's TimeEncoder to RFC3339Nano (controller-runtime's own default is RFC3339)
-DEFAULT_TIME_ENCODING = "rfc3339nano"
+DEFAULT_TIME_ENCODING: mlog.TimeEncoding = "rfc3339nano"
 log = mlog.get_logger("setup")
 
 
@@ -43,7 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--enable-http2", action="store_true", help="accepted for parity; HTTP/2 is never served"
     )
-    add_zap_flags(parser)
+    mlog.bind_flags(parser, time_encoding=DEFAULT_TIME_ENCODING)
     parser.add_argument(
         "--controllers",
         default="*",
@@ -56,73 +54,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="directory with tls.crt/tls.key for the webhook server when certManagement is off",
     )
     return parser.parse_args(argv)
-
-
-def _zap_flag(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type that reports upstream's text (``invalid log level "x"``) on bad input."""
-
-    def convert(value: str) -> Any:
-        try:
-            return parse(value)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-
-    return convert
-
-
-def add_zap_flags(parser: argparse.ArgumentParser) -> None:
-    """controller-runtime's zap flags (pkg/log/zap BindFlags), with their value sets."""
-    parser.add_argument(
-        "--zap-devel",
-        action="store_true",
-        help="development mode defaults: console encoder, debug level, stacktraces from warn",
-    )
-    parser.add_argument(
-        "--zap-encoder", type=_zap_flag(mlog.parse_encoder), default=None, metavar="json|console"
-    )
-    parser.add_argument(
-        "--log-format",
-        dest="zap_encoder",
-        type=_zap_flag(mlog.parse_encoder),
-        metavar="json|console",
-        help="alias of --zap-encoder",
-    )
-    parser.add_argument(
-        "--zap-log-level",
-        type=_zap_flag(mlog.parse_log_level),
-        default=None,
-        metavar="LEVEL",
-        help="debug, info, error, panic, or an integer verbosity > 0 (debug)",
-    )
-    parser.add_argument(
-        "--zap-stacktrace-level",
-        type=_zap_flag(mlog.parse_stacktrace_level),
-        default=None,
-        metavar="info|error|panic",
-        help="level at and above which a logged exception carries its traceback",
-    )
-    parser.add_argument(
-        "--zap-time-encoding",
-        type=_zap_flag(mlog.parse_time_encoding),
-        default=DEFAULT_TIME_ENCODING,
-        metavar="|".join(mlog.TIME_ENCODINGS),
-    )
-
-
-def configure_logging(args: argparse.Namespace, stream: Any = None) -> None:
-    """zap.New(UseFlagOptions(...)): flags over the development/production defaults."""
-    devel = bool(args.zap_devel)
-    level = (
-        args.zap_log_level if args.zap_log_level is not None else (logging.DEBUG if devel else logging.INFO)
-    )
-    mlog.configure(
-        level=level,
-        fmt=args.zap_encoder or ("console" if devel else "json"),
-        stream=stream,
-        stacktrace_level=args.zap_stacktrace_level,
-        time_encoding=args.zap_time_encoding,
-        development=devel,
-    )
 
 
 def read_configuration(path: str) -> Configuration:
@@ -269,7 +200,7 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    configure_logging(args)
+    mlog.configure_from_flags(args)
     try:
         cfg = read_configuration(args.config)
     except ConfigurationError as err:

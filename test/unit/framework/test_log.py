@@ -13,7 +13,7 @@ import pytest
 import structlog
 
 from manager import log
-from trainer.__main__ import configure_logging, parse_args
+from trainer.__main__ import parse_args
 
 
 @pytest.fixture(autouse=True)
@@ -124,7 +124,7 @@ def test_a_traceback_only_at_or_above_the_stacktrace_level(stdlib: bool) -> None
 def test_development_defaults_are_zaps() -> None:
     """--zap-devel: console, debug, stacktraces from warn (controller-runtime's addDefaults)."""
     out = io.StringIO()
-    configure_logging(parse_args(["--zap-devel"]), stream=out)
+    log.configure_from_flags(parse_args(["--zap-devel"]), stream=out)
     logger = log.get_logger("dev")
     logger.debug("visible in development")
     try:
@@ -139,7 +139,7 @@ def test_development_defaults_are_zaps() -> None:
 def test_production_defaults_are_zaps() -> None:
     """No flags: JSON, info, stacktraces from error, RFC3339Nano timestamps (upstream's main)."""
     out = io.StringIO()
-    configure_logging(parse_args([]), stream=out)
+    log.configure_from_flags(parse_args([]), stream=out)
     logger = log.get_logger("prod")
     logger.debug("hidden")
     try:
