@@ -136,15 +136,33 @@ async def unregister(kubeconfig: Path) -> list[str]:
         return await installer.remove_run_webhooks(cluster.api_reader, hooks)
 
 
+def _manager_preexec() -> None:
+    # Stopped gracefully if this process dies without stopping it (e.g. SIGKILL).
+    signal_on_parent_death(signal.SIGTERM)
+
+
 def run_manager(kubeconfig: Path, args: list[str]) -> int:
+    """Run the manager in the foreground until it exits or this process is interrupted.
+
+    The manager gets its own process group: a Ctrl-C reaches it once, forwarded from here (a
+    second signal would make it exit at once instead of stopping gracefully).
+    """
     argv = [sys.executable, "-m", "trainer", f"--kubeconfig={kubeconfig}", "--log-format=console", *args]
-    manager = subprocess.Popen(argv, env={**os.environ, "KUBECONFIG": str(kubeconfig)})
+    manager = subprocess.Popen(
+        argv,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        process_group=0,
+        preexec_fn=_manager_preexec,
+    )
     try:
         return manager.wait()
     except KeyboardInterrupt:
-        # The terminal sent SIGINT to the whole foreground group; wait for the graceful stop.
         manager.send_signal(signal.SIGINT)
-        return manager.wait()
+        while True:
+            try:
+                return manager.wait()
+            except KeyboardInterrupt:  # an impatient second Ctrl-C: stop at once
+                manager.send_signal(signal.SIGINT)
 
 
 def _terminate(_signum: int, _frame: object) -> None:
