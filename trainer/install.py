@@ -6,8 +6,8 @@ the CRDs, waits until the API server serves them, then applies the runtimes, ser
 field manager ``trainer-install``. The webhook configurations are left to ``make run``, which
 registers them as URLs to its own process (:func:`register_webhooks`), and to ``make deploy``,
 which installs them pointing at the in-cluster Service. ``uninstall`` deletes what ``install``
-added (runtimes, then CRDs, waiting until they are gone) and any webhook configuration a
-``make run`` left behind.
+added (the TrainJob CRD, the runtimes, the other CRDs, each waited for until it is gone) and any
+webhook configuration a ``make run`` left behind.
 
 The kustomizations are read here with a minimal reader (``resources:`` only, which is all
 ``config/local`` uses), so ``make install`` and ``make run`` need no kubectl; a unit test checks
@@ -30,10 +30,12 @@ import yaml
 
 from manager.client import Client
 from manager.client.errors import ApiError, NotFound
+from manager.client.patch import Patch
 from manager.cluster import Cluster
 from manager.config import ConfigError, get_config
 from manager.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind
+from trainer.api.trainer_constants import ResourceInUseFinalizer
 
 log = structlog.get_logger("install")
 
@@ -43,6 +45,8 @@ FIELD_MANAGER = "trainer-install"
 RUN_FIELD_MANAGER = "trainer-make-run"
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 CRD_GVK = GroupVersionKind("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
+RESOURCE_IN_USE = ResourceInUseFinalizer
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 SUPPORTED_FIELDS = {"apiVersion", "kind", "resources"}
 
@@ -168,7 +172,29 @@ async def _gone(client: Client, doc: Json) -> bool:
     return False
 
 
-async def _delete_and_wait(client: Client, docs: list[Json], timeout: float) -> list[str]:
+async def _release_in_use(client: Client, doc: Json) -> bool:
+    """Drop the ``resource-in-use`` finalizer of a runtime being deleted once no TrainJob can exist.
+
+    That is what the runtime controller does when no TrainJob uses the runtime any more; with
+    the TrainJob CRD gone (deleted first) none can, and no manager may be running to do it.
+    """
+    meta = doc["metadata"]
+    try:
+        live = await client.get(_gvk(doc), meta["name"], meta.get("namespace") or "")
+    except (NotFound, NoKindMatch):
+        return False
+    finalizers = (live.get("metadata") or {}).get("finalizers") or []
+    if not live["metadata"].get("deletionTimestamp") or RESOURCE_IN_USE not in finalizers:
+        return False
+    remaining = [f for f in finalizers if f != RESOURCE_IN_USE]
+    await client.patch(live, Patch.merge({"metadata": {"finalizers": remaining or None}}))
+    log.info("released a runtime no TrainJob can use any more", runtime=_ref(doc))
+    return True
+
+
+async def _delete_and_wait(
+    client: Client, docs: list[Json], timeout: float, *, release_in_use: bool = False
+) -> list[str]:
     deleted = []
     for doc in docs:
         meta = doc["metadata"]
@@ -180,25 +206,33 @@ async def _delete_and_wait(client: Client, docs: list[Json], timeout: float) -> 
     deadline = time.monotonic() + timeout
     for doc in docs:
         while not await _gone(client, doc):
+            if release_in_use:
+                await _release_in_use(client, doc)
             if time.monotonic() > deadline:
-                live = await client.get(
-                    _gvk(doc), doc["metadata"]["name"], doc["metadata"].get("namespace") or ""
-                )
+                meta = doc["metadata"]
+                live = await client.get(_gvk(doc), meta["name"], meta.get("namespace") or "")
                 finalizers = (live.get("metadata") or {}).get("finalizers") or []
                 raise InstallError(
                     f"{_ref(doc)} is still there after {timeout:g}s (finalizers {finalizers}); "
-                    "a finalizer is removed by the manager: is it running?"
+                    "a finalizer is removed by the controller that set it: is it running?"
                 )
             await asyncio.sleep(0.2)
     return deleted
 
 
 async def uninstall(client: Client, docs: list[Json] | None = None, *, timeout: float = 120.0) -> list[str]:
-    """Delete what :func:`install` added and webhooks a ``make run`` left; returns what was deleted."""
+    """Delete what :func:`install` added and webhooks a ``make run`` left; returns what was deleted.
+
+    The TrainJob CRD goes first (its TrainJobs with it, their JobSets by garbage collection), so
+    the runtimes' ``resource-in-use`` finalizers can be released; then the runtimes, then the
+    other CRDs.
+    """
     crds, objects, hooks = split(render() if docs is None else docs)
     deleted = await remove_run_webhooks(client, hooks)
-    deleted += await _delete_and_wait(client, objects, timeout)
-    deleted += await _delete_and_wait(client, crds, timeout)
+    trainjobs = [c for c in crds if c["metadata"]["name"] == TRAINJOB_CRD]
+    deleted += await _delete_and_wait(client, trainjobs, timeout)
+    deleted += await _delete_and_wait(client, objects, timeout, release_in_use=True)
+    deleted += await _delete_and_wait(client, [c for c in crds if c not in trainjobs], timeout)
     return deleted
 
 
