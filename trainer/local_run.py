@@ -106,14 +106,15 @@ async def prepare(kubeconfig: Path, *, webhook_host: str, webhook_port: int, ca_
 
     Returns the webhook configurations registered, for :func:`unregister`.
     """
-    _crds, _objects, hooks = installer.split(installer.render())
+    docs = installer.render()
+    _crds, _objects, hooks = installer.split(docs)
     async with Cluster(await load_kubeconfig(kubeconfig), field_owner=installer.FIELD_MANAGER) as cluster:
         client = cluster.api_reader
         # A configuration left by an earlier run calls a manager that is not running yet: the
         # runtimes could not be applied through it.
         if stale := await installer.remove_run_webhooks(client, hooks):
             _say(f"removed webhook configurations of an earlier run: {', '.join(stale)}")
-        applied = await installer.install(client)
+        applied = await installer.install(client, docs)
         _say(f"installed {len(applied)} CRDs and runtimes (as make install)")
         if not webhook_host:
             _say(

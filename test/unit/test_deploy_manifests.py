@@ -7,6 +7,7 @@ the manager, or JobSet and Pod creation is refused once deployed.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -53,14 +54,19 @@ AGREED: set[tuple[str, str, str]] = {
 }
 
 
-def kustomize(directory: Path) -> list[Json]:
+@functools.cache
+def _render(directory: Path) -> str:
     """`kubectl kustomize DIR` with the kubectl of the asset cache (CI machines may have none)."""
     kubectl = assets.ensure(["kubectl"])["kubectl"]
     out = subprocess.run(
         [str(kubectl), "kustomize", str(directory)], capture_output=True, text=True, check=False
     )
     assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    return out.stdout
+
+
+def kustomize(directory: Path) -> list[Json]:
+    return [d for d in yaml.load_all(_render(directory), Loader=yaml.CSafeLoader) if d]
 
 
 @pytest.fixture(scope="module")
