@@ -84,7 +84,9 @@ def render(directory: Path = LOCAL_DIR) -> list[Json]:
         if target.is_dir():
             docs += render(target)
         elif target.is_file():
-            docs += [d for d in yaml.load_all(target.read_text(), Loader=_Loader) if isinstance(d, dict) and d]
+            docs += [
+                d for d in yaml.load_all(target.read_text(), Loader=_Loader) if isinstance(d, dict) and d
+            ]
         else:
             raise InstallError(f"{path}: resource {entry!r} does not exist")
     return docs
