@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
 
 from manager.envtest import assets
 from manager.testing.fake import FakeClient
-from trainer import install
+from trainer import install, local_run
 from webhooks.certs import MWC_GVK, VWC_GVK
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -226,3 +227,29 @@ async def test_make_run_registers_every_webhook_as_a_url_with_its_ca() -> None:
     with pytest.raises(install.InstallError, match="calls an in-cluster Service"):
         await install.register_webhooks(client, hooks, host="::1", port=1, ca_pem=b"CA")
     assert await install.remove_run_webhooks(client, hooks) == []
+
+
+@pytest.mark.parametrize(
+    ("host", "bind", "ips", "dns"),
+    [
+        ("", "127.0.0.1", ["127.0.0.1"], ["localhost"]),
+        ("172.18.0.1", "172.18.0.1", ["127.0.0.1", "172.18.0.1"], ["localhost"]),
+        ("host.docker.internal", "0.0.0.0", ["127.0.0.1"], ["host.docker.internal", "localhost"]),
+    ],
+)
+def test_make_run_serves_where_webhook_host_says_with_a_certificate_for_it(
+    tmp_path: Path, host: str, bind: str, ips: list[str], dns: list[str]
+) -> None:
+    config_path, cert_dir, ca_pem = local_run.write_local_config(
+        tmp_path, webhook_host=host, webhook_port=19443, metrics_port=18443, health_port=18081
+    )
+    cfg = yaml.safe_load(config_path.read_text())
+    assert cfg["webhook"] == {"host": bind, "port": 19443}
+    assert cfg["certManagement"] == {"enable": False}
+    assert cfg["health"]["healthProbeBindAddress"] == "127.0.0.1:18081"
+    assert cfg["metrics"]["bindAddress"] == "127.0.0.1:18443"
+    cert = x509.load_pem_x509_certificate((cert_dir / "tls.crt").read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sorted(str(ip) for ip in sans.get_values_for_type(x509.IPAddress)) == ips
+    assert sorted(sans.get_values_for_type(x509.DNSName)) == dns
+    assert cert.issuer == x509.load_pem_x509_certificate(ca_pem).subject

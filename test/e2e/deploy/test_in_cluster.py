@@ -228,6 +228,17 @@ async def test_config_default_runs_a_trainjob_through_the_service_with_rotated_c
     _kubectl(cluster, "apply", "--server-side", "-k", str(ROOT / "config" / "default"))
     async with Cluster(await load_kubeconfig(cluster.kubeconfig), field_owner="e2e") as admin:
         client = Client(admin.transport, admin.mapper, field_owner="e2e")
+        # Everything config/default renders now exists (the Deployment's Pod aside, which KWOK
+        # only pretends to run).
+        rendered = yaml.load_all(
+            _kubectl(cluster, "kustomize", str(ROOT / "config" / "default")), Loader=yaml.CSafeLoader
+        )
+        for doc in filter(None, rendered):
+            group, _, version = doc["apiVersion"].rpartition("/")
+            meta = doc["metadata"]
+            await client.get(
+                GroupVersionKind(group, version, doc["kind"]), meta["name"], meta.get("namespace", "")
+            )
         # The only change to the shipped objects: the Service resolves to loopback.
         service = await client.get(SERVICE_GVK, NAME, NS)
         ports = service["spec"]["ports"]
