@@ -5,6 +5,11 @@ then our build cache (``$ENVTEST_ASSETS_DIR``, default
 ``~/.cache/trainer-py/k8s-assets/<versions key>``). Whatever is missing from all three is built
 from Go modules by ``build_binaries.sh`` under a file lock, so concurrent test runs build once.
 A build that fails raises :class:`AssetBuildError` naming the failing step: never a silent skip.
+
+Tools that are not part of a control plane (``helm``) live in the same cache but are built only
+when asked for (``ensure(["helm"])``). Their version is not part of the cache key, so the build
+writes a ``<name>.version`` stamp beside the binary and a cached binary counts only when its
+stamp matches the pinned version.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from manager.envtest.errors import AssetBuildError
 K8S_VERSION = os.environ.get("K8S_VERSION", "v1.34.4")
 ETCD_VERSION = os.environ.get("ETCD_VERSION", "v3.6.16")
 KWOK_VERSION = os.environ.get("KWOK_VERSION", "v0.7.0")
+HELM_VERSION = os.environ.get("HELM_VERSION", "v3.22.0")
 
 #: Which build piece produces which binary.
 PIECES: dict[str, str] = {
@@ -34,7 +40,15 @@ PIECES: dict[str, str] = {
     "kube-scheduler": "kube",
     "kubectl": "kube",
     "kwok": "kwok",
+    "helm": "helm",
 }
+#: Build order of the pieces.
+_PIECE_ORDER = ["etcd", "kube", "kwok", "helm"]
+
+
+def _stamped_version(binary: str) -> str | None:
+    """The pinned version a cached binary's ``<name>.version`` stamp must carry, if any."""
+    return {"helm": HELM_VERSION}.get(binary)
 PLAIN = ("etcd", "kube-apiserver")
 FULL = (*PLAIN, "kube-controller-manager", "kube-scheduler", "kwok")
 
@@ -67,7 +81,13 @@ def find(binary: str) -> Path | None:
         if candidate.is_file():
             return candidate
     candidate = assets_dir() / binary
-    return candidate if candidate.is_file() else None
+    if not candidate.is_file():
+        return None
+    if (pinned := _stamped_version(binary)) is not None:
+        stamp = candidate.with_name(binary + ".version")
+        if not stamp.is_file() or stamp.read_text().strip() != pinned:
+            return None
+    return candidate
 
 
 @contextmanager
@@ -82,7 +102,7 @@ def _build_lock(directory: Path) -> Iterator[None]:
 
 
 def build(pieces: Iterable[str], *, out: Path | None = None, quiet: bool = False) -> float:
-    """Build the named pieces (etcd, kube, kwok) into the cache; returns the seconds it took."""
+    """Build the named pieces (etcd, kube, kwok, helm) into the cache; returns the seconds it took."""
     if shutil.which("go") is None:
         raise AssetBuildError("go toolchain", "`go` is not on PATH; install Go or set KUBEBUILDER_ASSETS")
     out = out or assets_dir()
@@ -91,6 +111,7 @@ def build(pieces: Iterable[str], *, out: Path | None = None, quiet: bool = False
         "K8S_VERSION": K8S_VERSION,
         "ETCD_VERSION": ETCD_VERSION,
         "KWOK_VERSION": KWOK_VERSION,
+        "HELM_VERSION": HELM_VERSION,
     }
     started = time.monotonic()
     proc = subprocess.run(
@@ -119,7 +140,7 @@ def ensure(binaries: Iterable[str]) -> dict[str, Path]:
         with _build_lock(assets_dir()):
             missing = [b for b in wanted if find(b) is None]
             if missing:
-                pieces = sorted({PIECES[b] for b in missing}, key=["etcd", "kube", "kwok"].index)
+                pieces = sorted({PIECES[b] for b in missing}, key=_PIECE_ORDER.index)
                 build(pieces)
     paths: dict[str, Path] = {}
     for binary in wanted:
