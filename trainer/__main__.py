@@ -25,7 +25,7 @@ from manager.runtime.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
 from trainer.components import COMPONENTS, select
-from webhooks.certs import CertConfig, CertRotator
+from webhooks.certs import TRAINER_WEBHOOK_CONFIGURATIONS, CertConfig, CertRotator, WebhookConfiguration
 
 FIELD_OWNER = "trainer"
 log = mlog.get_logger("setup")
@@ -118,8 +118,16 @@ def manager_options(cfg: Configuration) -> Options:
     return options
 
 
-def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) -> None:
+def serve_webhooks(
+    mgr: Manager,
+    webhooks: WebhookServer,
+    cfg: Configuration,
+    configurations: tuple[WebhookConfiguration, ...] = TRAINER_WEBHOOK_CONFIGURATIONS,
+) -> None:
     """Serve the webhooks; with certManagement on, only once the rotator has certificates ready.
+
+    ``configurations`` are the webhook configurations of the components that run: the rotator
+    injects its CA into each of them before the certificates count as ready.
 
     Readiness fails with ``certificates are not ready`` until then (upstream's readyz), and
     afterwards with ``webhook server has not started`` until the server listens.
@@ -136,6 +144,7 @@ def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) ->
             secret_name=certs.webhook_secret_name or CertConfig.secret_name,
             service_name=certs.webhook_service_name or CertConfig.service_name,
             cert_dir=webhooks.cert_dir,
+            webhook_configurations=configurations,
         ),
     )
     rotator.on_ready(lambda: mgr.add_webhook_server(webhooks))
@@ -184,14 +193,16 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
             host = cfg.webhook.host if cfg.webhook and cfg.webhook.host else ""
             webhooks = WebhookServer(host=host, port=port, cert_dir=args.webhook_cert_dir)
         enabled = []
+        configurations: list[WebhookConfiguration] = []
         for component in components:
             if await component.setup(mgr, webhooks):
                 enabled.append(component.name)
+                configurations += component.webhook_configurations
                 log.info("controllers registered", component=component.name)
             else:
                 log.info("component skipped", component=component.name)
         if webhooks is not None and webhooks.paths:
-            serve_webhooks(mgr, webhooks, cfg)
+            serve_webhooks(mgr, webhooks, cfg, tuple(configurations))
         if not enabled:
             log.warning("no controllers are registered: running the empty manager (probes and metrics only)")
         log.info("starting manager", controllers=enabled, leader_election=mgr.options.leader_election)

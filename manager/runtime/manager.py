@@ -19,13 +19,13 @@ import enum
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
 
 from manager._http import HTTPServer, is_disabled
 from manager.clock import REAL_CLOCK, Clock
+from manager.config import service_account_dir
 from manager.controller.builder import Builder
 from manager.controller.controller import Options as ControllerOptions
 from manager.controller.predicate import Predicate
@@ -47,8 +47,6 @@ from manager.runtime.runnable import Runnable, needs_leader_election
 from manager.scheme import KindRef
 
 log = structlog.get_logger("manager")
-
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class LeaderElectionLost(Exception):
@@ -448,7 +446,7 @@ class Manager:
 
 def _in_cluster_namespace() -> str:
     try:
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+        return (service_account_dir() / "namespace").read_text().strip()
     except OSError:
         pass
     namespace = os.environ.get("POD_NAMESPACE", "")
