@@ -63,6 +63,49 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # CRDs are generated from the API models (trainer/api); a unit test fails when they are stale.
+# The Helm chart carries copies of the CRDs and of the shipped runtimes (a chart is installable
+# on its own); they are written here too, and a unit test fails when they differ from config/.
 .PHONY: manifests
 manifests: $(STAMP)
 	$(PY) -m trainer.api.crdgen config/crd/bases
+	$(PY) -m trainer.api.crdgen $(CHART)/crds
+	cp config/runtimes/*.yaml $(CHART)/files/runtimes/ && rm $(CHART)/files/runtimes/kustomization.yaml
+
+# -- Container image and Helm ---------------------------------------------------------------
+# The image: the repo's Dockerfile (wheels built once, non-root, read-only root filesystem).
+# These machines have no container runtime; the targets are for a workstation with Docker/kind.
+IMG ?= trainer-controller-manager-py:latest
+CONTAINER_TOOL ?= docker
+KIND ?= kind
+KIND_CLUSTER ?= kind
+CHART := charts/kubeflow-trainer
+HELM_RELEASE ?= kubeflow-trainer
+HELM_NAMESPACE ?= kubeflow-system
+HELM_ARGS ?=
+# helm: HELM=/path/to/helm, else the asset cache's (built from the Go module proxy on first use).
+HELM ?=
+HELM_FROM_CACHE = $(or $(HELM),$$($(PY) -c 'from manager.envtest import assets; print(assets.ensure(["helm"])["helm"])'))
+
+.PHONY: docker-build kind-load helm helm-install helm-uninstall
+docker-build:
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+kind-load:
+	$(KIND) load docker-image $(IMG) --name $(KIND_CLUSTER)
+
+# Prints the path of the cached helm (building it once).
+helm: $(STAMP)
+	@echo "$(HELM_FROM_CACHE)"
+
+# Installs or upgrades the chart in the cluster of the current KUBECONFIG and waits until the
+# manager is Ready. IMG (repository:tag) sets the image; HELM_ARGS adds helm flags, e.g.
+# HELM_ARGS="--set runtimes.defaultEnabled=true" on a second run once the manager is Ready.
+helm-install: $(STAMP)
+	@img='$(IMG)'; repo="$${img%:*}"; tag="$${img##*:}"; \
+	if [[ "$$repo" == "$$img" || "$$tag" == */* ]]; then repo="$$img"; tag=latest; fi; \
+	set -x; "$(HELM_FROM_CACHE)" upgrade --install $(HELM_RELEASE) $(CHART) \
+	  --namespace $(HELM_NAMESPACE) --create-namespace \
+	  --set-string image.repository="$$repo" --set-string image.tag="$$tag" --wait $(HELM_ARGS)
+
+helm-uninstall: $(STAMP)
+	"$(HELM_FROM_CACHE)" uninstall $(HELM_RELEASE) --namespace $(HELM_NAMESPACE) --wait
