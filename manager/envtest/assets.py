@@ -49,6 +49,8 @@ _PIECE_ORDER = ["etcd", "kube", "kwok", "helm"]
 def _stamped_version(binary: str) -> str | None:
     """The pinned version a cached binary's ``<name>.version`` stamp must carry, if any."""
     return {"helm": HELM_VERSION}.get(binary)
+
+
 PLAIN = ("etcd", "kube-apiserver")
 FULL = (*PLAIN, "kube-controller-manager", "kube-scheduler", "kwok")
 
