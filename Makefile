@@ -8,9 +8,21 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCAL_DIR ?= .local/cluster
 PYTEST_ARGS ?=
+# `make run` ports on 127.0.0.1 (override them to run two at once) and, with KUBECONFIG set,
+# the address the cluster calls the webhooks at (empty: webhooks are not registered).
+WEBHOOK_HOST ?=
+WEBHOOK_PORT ?= 9443
+METRICS_PORT ?= 8443
+HEALTH_PORT ?= 8081
+# The controller-manager image `make deploy` runs (built by `make docker-build`).
+IMG ?= trainer-controller-manager-py:latest
+DEPLOY_TIMEOUT ?= 300s
+# The kubectl of the control-plane asset cache (built once like the other binaries; it has
+# kustomize built in). Override with KUBECTL=kubectl to use your own.
+KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
 .PHONY: venv test test-unit test-integration test-e2e lint run cluster-up cluster-down \
-        build-assets bench bench-framework clean
+        build-assets bench bench-framework clean install uninstall deploy undeploy
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,7 +54,35 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy manager trainer webhooks
 
 run: $(STAMP)
-	$(PY) -m trainer.local_run --dir $(LOCAL_DIR)
+	$(PY) -m trainer.local_run --dir $(LOCAL_DIR) --webhook-host '$(WEBHOOK_HOST)' \
+	  --webhook-port $(WEBHOOK_PORT) --metrics-port $(METRICS_PORT) --health-port $(HEALTH_PORT)
+
+# The CRDs and the shipped ClusterTrainingRuntimes into the cluster of KUBECONFIG (or
+# ~/.kube/config), server-side; `uninstall` deletes them again (and webhook configurations a
+# `make run` left behind).
+install: $(STAMP)
+	$(PY) -m trainer.install install
+
+uninstall: $(STAMP)
+	$(PY) -m trainer.install uninstall
+
+# The whole controller-manager in kubeflow-system (config/default with IMG), then the shipped
+# runtimes once the Deployment is ready: their webhook needs a running manager.
+deploy: $(STAMP)
+	@set -e; kubectl='$(KUBECTL)'; img='$(IMG)'; name="$$img"; tag=latest; \
+	case "$${img##*/}" in *:*) name="$${img%:*}"; tag="$${img##*:}";; esac; \
+	overlay=.local/deploy; mkdir -p "$$overlay"; \
+	printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../config/default\nimages:\n  - name: trainer-controller-manager-py\n    newName: %s\n    newTag: "%s"\n' \
+	  "$$name" "$$tag" > "$$overlay/kustomization.yaml"; \
+	echo "make deploy: config/default with image $$name:$$tag"; \
+	"$$kubectl" apply --server-side -k "$$overlay"; \
+	"$$kubectl" -n kubeflow-system rollout status deployment/kubeflow-trainer-controller-manager --timeout=$(DEPLOY_TIMEOUT); \
+	"$$kubectl" apply --server-side -k config/runtimes
+
+undeploy: $(STAMP)
+	@set -e; kubectl='$(KUBECTL)'; \
+	"$$kubectl" delete --ignore-not-found -k config/runtimes; \
+	"$$kubectl" delete --ignore-not-found -k config/default
 
 cluster-up: $(STAMP)
 	$(PY) -m manager.envtest up --dir $(LOCAL_DIR) --full --crds config/crd

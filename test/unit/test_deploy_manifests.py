@@ -15,6 +15,9 @@ import pytest
 import yaml
 
 from manager.envtest import assets
+from manager.testing.fake import FakeClient
+from trainer import install
+from webhooks.certs import MWC_GVK, VWC_GVK
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "kubeflow-system"
@@ -168,3 +171,52 @@ def test_runtimes_are_not_part_of_config_default(default: list[Json]) -> None:
     runtimes = kustomize(ROOT / "config" / "runtimes")
     assert {d["kind"] for d in runtimes} == {"ClusterTrainingRuntime"}
     assert "torch-distributed" in {d["metadata"]["name"] for d in runtimes}
+
+
+def test_the_builtin_reader_renders_config_local_as_kubectl_does() -> None:
+    """`make install`/`make run` read config/local without kubectl: same objects, same content."""
+    ours = {_key(d): d for d in install.render(ROOT / "config" / "local")}
+    theirs = {_key(d): d for d in kustomize(ROOT / "config" / "local")}
+    assert ours == theirs
+    crds, objects, hooks = install.split(ours.values())
+    assert {d["metadata"]["name"] for d in crds} == CRDS
+    assert {d["kind"] for d in objects} == {"ClusterTrainingRuntime"}
+    assert {d["metadata"]["name"] for d in hooks} == {
+        "validator.trainer.kubeflow.org",
+        "jobset-mutating-webhook-configuration",
+        "jobset-validating-webhook-configuration",
+    }
+
+
+def test_the_builtin_reader_refuses_what_it_cannot_render(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text("resources: [a.yaml]\nnamespace: x\n")
+    with pytest.raises(install.InstallError, match=r"field\(s\) namespace are not supported"):
+        install.render(tmp_path)
+    (tmp_path / "kustomization.yaml").write_text("resources: [missing.yaml]\n")
+    with pytest.raises(install.InstallError, match=r"resource 'missing\.yaml' does not exist"):
+        install.render(tmp_path)
+
+
+async def test_make_run_registers_every_webhook_as_a_url_with_its_ca() -> None:
+    _, _, hooks = install.split(install.render(ROOT / "config" / "local"))
+    client = FakeClient([], cluster_scoped=[MWC_GVK, VWC_GVK])
+    names = await install.register_webhooks(client, hooks, host="172.18.0.1", port=19443, ca_pem=b"CA")
+    assert len(names) == 3
+    for doc in hooks:
+        gvk = MWC_GVK if doc["kind"].startswith("Mutating") else VWC_GVK
+        live = await client.get(gvk, doc["metadata"]["name"])
+        for shipped, hook in zip(doc["webhooks"], live["webhooks"], strict=True):
+            path = shipped["clientConfig"]["service"]["path"]
+            assert hook["clientConfig"] == {"url": f"https://172.18.0.1:19443{path}", "caBundle": "Q0E="}
+            assert hook["rules"] == shipped["rules"]
+    # an earlier run's configurations go away; a deployment's (Service form) are refused, not taken
+    assert sorted(await install.remove_run_webhooks(client, hooks)) == sorted(
+        f"{d['kind']}/{d['metadata']['name']}" for d in hooks
+    )
+    deployed = {k: v for k, v in hooks[0].items() if k != "metadata"} | {
+        "metadata": {"name": hooks[0]["metadata"]["name"]}
+    }
+    await client.create(deployed)
+    with pytest.raises(install.InstallError, match="calls an in-cluster Service"):
+        await install.register_webhooks(client, hooks, host="::1", port=1, ca_pem=b"CA")
+    assert await install.remove_run_webhooks(client, hooks) == []

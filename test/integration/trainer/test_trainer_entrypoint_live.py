@@ -74,7 +74,7 @@ async def live(control_plane: Environment) -> AsyncIterator[Client]:
                     await client.delete_by_name(gvk, name, ns)
 
 
-@pytest.mark.parametrize("controllers", ["*", "-jobset"])
+@pytest.mark.parametrize("controllers", ["*", "*,-jobset"])
 async def test_readiness_waits_for_rotated_certificates(
     control_plane: Environment, live: Client, tmp_path: Path, controllers: str
 ) -> None:
