@@ -114,7 +114,6 @@ manifests: $(STAMP)
 # -- Container image and Helm ---------------------------------------------------------------
 # The image: the repo's Dockerfile (wheels built once, non-root, read-only root filesystem).
 # These machines have no container runtime; the targets are for a workstation with Docker/kind.
-IMG ?= trainer-controller-manager-py:latest
 CONTAINER_TOOL ?= docker
 KIND ?= kind
 KIND_CLUSTER ?= kind
@@ -138,14 +137,20 @@ helm: $(STAMP)
 	@echo "$(HELM_FROM_CACHE)"
 
 # Installs or upgrades the chart in the cluster of the current KUBECONFIG and waits until the
-# manager is Ready. IMG (repository:tag) sets the image; HELM_ARGS adds helm flags, e.g.
-# HELM_ARGS="--set runtimes.defaultEnabled=true" on a second run once the manager is Ready.
+# manager is Ready, then (HELM_RUNTIMES=true, as `make deploy`) enables the shipped runtimes in a
+# second upgrade: their validating webhook needs the running manager. IMG sets the image;
+# HELM_ARGS adds helm flags (e.g. --set manager.replicas=2).
+HELM_RUNTIMES ?= true
 helm-install: $(STAMP)
-	@img='$(IMG)'; repo="$${img%:*}"; tag="$${img##*:}"; \
-	if [[ "$$repo" == "$$img" || "$$tag" == */* ]]; then repo="$$img"; tag=latest; fi; \
-	set -x; "$(HELM_FROM_CACHE)" upgrade --install $(HELM_RELEASE) $(CHART) \
-	  --namespace $(HELM_NAMESPACE) --create-namespace \
-	  --set-string image.repository="$$repo" --set-string image.tag="$$tag" --wait $(HELM_ARGS)
+	@set -e; helm="$(HELM_FROM_CACHE)"; img='$(IMG)'; name="$$img"; tag=latest; \
+	case "$${img##*/}" in *:*) name="$${img%:*}"; tag="$${img##*:}";; esac; \
+	echo "make helm-install: $(CHART) as $(HELM_RELEASE) in $(HELM_NAMESPACE), image $$name:$$tag"; \
+	"$$helm" upgrade --install $(HELM_RELEASE) $(CHART) --namespace $(HELM_NAMESPACE) --create-namespace \
+	  --set-string image.repository="$$name" --set-string image.tag="$$tag" --wait $(HELM_ARGS); \
+	if [ "$(HELM_RUNTIMES)" = true ]; then \
+	  "$$helm" upgrade $(HELM_RELEASE) $(CHART) --namespace $(HELM_NAMESPACE) --reuse-values \
+	    --set runtimes.defaultEnabled=true --wait $(HELM_ARGS); \
+	fi
 
 helm-uninstall: $(STAMP)
 	"$(HELM_FROM_CACHE)" uninstall $(HELM_RELEASE) --namespace $(HELM_NAMESPACE) --wait
