@@ -41,6 +41,7 @@ import yaml
 from deploy_e2e import ROOT, Installed, kubectl, own_cluster
 
 from manager.client import Client, NotFound
+from manager.client.errors import ApiError
 from manager.client.patch import Patch
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
@@ -73,6 +74,28 @@ CONFIGURATIONS = (
     ),
 )
 Json = dict[str, Any]
+
+
+def _trainjob(name: str, runtime: str) -> Json:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {
+            "runtimeRef": {"name": runtime},
+            "trainer": {"numNodes": 2, "command": ["torchrun", "train.py"]},
+        },
+    }
+
+
+def _jobset(name: str) -> Json:
+    pod = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {"template": pod}}}]},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -268,19 +291,25 @@ async def test_config_default_runs_a_trainjob_through_the_service_with_rotated_c
 
             # The runtimes go through the Trainer webhook (through the Service) once it is ready.
             _kubectl(cluster, "apply", "--server-side", "-k", str(ROOT / "config" / "runtimes"))
-
             _kubectl(cluster, "create", "namespace", "team-a")
-            await client.create(
-                {
-                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-                    "kind": "TrainJob",
-                    "metadata": {"name": "mnist", "namespace": "team-a"},
-                    "spec": {
-                        "runtimeRef": {"name": "torch-distributed"},
-                        "trainer": {"numNodes": 2, "command": ["torchrun", "train.py"]},
-                    },
-                }
-            )
+
+            # Each configuration answers through the Service: what only the webhooks can do.
+            with pytest.raises(
+                ApiError,
+                match=r"validator\.trainjob\.trainer\.kubeflow\.org\" denied the request: .*must be created before",
+            ):
+                await client.create(_trainjob("no-runtime", "no-such-runtime"), dry_run=True)
+            defaulted = await client.create(_jobset("probe"), dry_run=True)
+            assert defaulted["spec"]["successPolicy"] == {"operator": "All"}, defaulted["spec"]
+            assert defaulted["spec"]["network"]["enableDNSHostnames"] is True
+            invalid = _jobset("probe")
+            invalid["spec"]["replicatedJobs"][0]["dependsOn"] = [{"name": "x", "status": "Ready"}]
+            with pytest.raises(
+                ApiError, match=r"vjobset\.kb\.io.*DependsOn can't be set for the first ReplicatedJob"
+            ):
+                await client.create(invalid, dry_run=True)
+
+            await client.create(_trainjob("mnist", "torch-distributed"))
 
             async def complete() -> None:
                 status = (await client.get(TRAINJOB_GVK, "mnist", "team-a")).get("status") or {}
