@@ -5,11 +5,6 @@ then our build cache (``$ENVTEST_ASSETS_DIR``, default
 ``~/.cache/trainer-py/k8s-assets/<versions key>``). Whatever is missing from all three is built
 from Go modules by ``build_binaries.sh`` under a file lock, so concurrent test runs build once.
 A build that fails raises :class:`AssetBuildError` naming the failing step: never a silent skip.
-
-Tools that are not part of a control plane (``helm``) live in the same cache but are built only
-when asked for (``ensure(["helm"])``). Their version is not part of the cache key, so the build
-writes a ``<name>.version`` stamp beside the binary and a cached binary counts only when its
-stamp matches the pinned version.
 """
 
 from __future__ import annotations
@@ -47,7 +42,13 @@ _PIECE_ORDER = ["etcd", "kube", "kwok", "helm"]
 
 
 def _stamped_version(binary: str) -> str | None:
-    """The pinned version a cached binary's ``<name>.version`` stamp must carry, if any."""
+    """The pinned version a cached binary's ``<name>.version`` stamp must carry, if any.
+
+    Tools that are not part of a control plane (``helm``) live in the same cache but are built
+    only when asked for (``ensure(["helm"])``, never in PLAIN or FULL). Their version is not part
+    of the cache key, so the build writes a ``<name>.version`` stamp beside the binary, and a
+    cached binary counts only when its stamp matches the pinned version.
+    """
     return {"helm": HELM_VERSION}.get(binary)
 
 
@@ -104,16 +105,16 @@ def _build_lock(directory: Path) -> Iterator[None]:
 
 
 def build(pieces: Iterable[str], *, out: Path | None = None, quiet: bool = False) -> float:
-    """Build the named pieces (etcd, kube, kwok, helm) into the cache; returns the seconds it took."""
+    """Build the named pieces (etcd, kube, kwok) into the cache; returns the seconds it took."""
     if shutil.which("go") is None:
         raise AssetBuildError("go toolchain", "`go` is not on PATH; install Go or set KUBEBUILDER_ASSETS")
     out = out or assets_dir()
     env = {
         **os.environ,
+        "HELM_VERSION": HELM_VERSION,
         "K8S_VERSION": K8S_VERSION,
         "ETCD_VERSION": ETCD_VERSION,
         "KWOK_VERSION": KWOK_VERSION,
-        "HELM_VERSION": HELM_VERSION,
     }
     started = time.monotonic()
     proc = subprocess.run(
