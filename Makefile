@@ -103,6 +103,54 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # CRDs are generated from the API models (trainer/api); a unit test fails when they are stale.
+# The Helm chart carries copies of the CRDs and of the shipped runtimes (a chart is installable
+# on its own); they are written here too, and a unit test fails when they differ from config/.
 .PHONY: manifests
 manifests: $(STAMP)
 	$(PY) -m trainer.api.crdgen config/crd/bases
+	$(PY) -m trainer.api.crdgen $(CHART)/crds
+	cp config/runtimes/*.yaml $(CHART)/files/runtimes/ && rm $(CHART)/files/runtimes/kustomization.yaml
+
+# -- Container image and Helm ---------------------------------------------------------------
+# The image: the repo's Dockerfile (wheels built once, non-root, read-only root filesystem).
+# These machines have no container runtime; the targets are for a workstation with Docker/kind.
+CONTAINER_TOOL ?= docker
+KIND ?= kind
+KIND_CLUSTER ?= kind
+CHART := charts/kubeflow-trainer
+HELM_RELEASE ?= kubeflow-trainer
+HELM_NAMESPACE ?= kubeflow-system
+HELM_ARGS ?=
+# helm: HELM=/path/to/helm, else the asset cache's (built from the Go module proxy on first use).
+HELM ?=
+HELM_FROM_CACHE = $(or $(HELM),$$($(PY) -c 'from manager.envtest import assets; print(assets.ensure(["helm"])["helm"])'))
+
+.PHONY: docker-build kind-load helm helm-install helm-uninstall
+docker-build:
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+kind-load:
+	$(KIND) load docker-image $(IMG) --name $(KIND_CLUSTER)
+
+# Prints the path of the cached helm (building it once).
+helm: $(STAMP)
+	@echo "$(HELM_FROM_CACHE)"
+
+# Installs or upgrades the chart in the cluster of the current KUBECONFIG and waits until the
+# manager is Ready, then (HELM_RUNTIMES=true, as `make deploy`) enables the shipped runtimes in a
+# second upgrade: their validating webhook needs the running manager. IMG sets the image;
+# HELM_ARGS adds helm flags (e.g. --set manager.replicas=2).
+HELM_RUNTIMES ?= true
+helm-install: $(STAMP)
+	@set -e; helm="$(HELM_FROM_CACHE)"; img='$(IMG)'; name="$$img"; tag=latest; \
+	case "$${img##*/}" in *:*) name="$${img%:*}"; tag="$${img##*:}";; esac; \
+	echo "make helm-install: $(CHART) as $(HELM_RELEASE) in $(HELM_NAMESPACE), image $$name:$$tag"; \
+	"$$helm" upgrade --install $(HELM_RELEASE) $(CHART) --namespace $(HELM_NAMESPACE) --create-namespace \
+	  --set-string image.repository="$$name" --set-string image.tag="$$tag" --wait $(HELM_ARGS); \
+	if [ "$(HELM_RUNTIMES)" = true ]; then \
+	  "$$helm" upgrade $(HELM_RELEASE) $(CHART) --namespace $(HELM_NAMESPACE) --reuse-values \
+	    --set runtimes.defaultEnabled=true --wait $(HELM_ARGS); \
+	fi
+
+helm-uninstall: $(STAMP)
+	"$(HELM_FROM_CACHE)" uninstall $(HELM_RELEASE) --namespace $(HELM_NAMESPACE) --wait
