@@ -65,7 +65,7 @@ async def test_missing_training_runtime_is_forbidden_with_upstream_text(trainer:
         await trainer.client.create(trainjob("train-job", trainer.namespace, "invalid"))
     assert str(denied.value) == (
         TJ_DENIED + 'spec.runtimeRef: Invalid value: {"name":"invalid","apiGroup":"trainer.kubeflow.org",'
-        '"kind":"TrainingRuntime"}: trainingruntimes.trainer.kubeflow.org "invalid" not found: '
+        '"kind":"TrainingRuntime"}: TrainingRuntime.trainer.kubeflow.org "invalid" not found: '
         "specified trainingRuntime must be created before the TrainJob is created"
     )
 
