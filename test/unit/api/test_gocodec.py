@@ -296,3 +296,62 @@ def test_trainjob_and_pod_messages_name_their_structs() -> None:
         gocodec.DecodeError, match=r"Go struct field Container\.spec\.containers\.name of type string$"
     ):
         POD.check({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": 1}]}})
+
+
+# -- the models and the Go types describe the same objects --------------------------------------
+
+# Fields the models keep out on purpose: apiVersion/kind are class attributes, selfLink is
+# deprecated, and templates keep only the part of ObjectMeta a CRD preserves.
+_MODEL_GAPS = {
+    "ObjectMeta": {"selfLink"},
+    "EmbeddedObjectMeta": {
+        "generateName", "selfLink", "uid", "resourceVersion", "generation", "creationTimestamp",
+        "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences", "managedFields",
+    },
+}  # fmt: skip
+
+
+def _models_in(annotation: Any) -> list[type]:
+    from trainer.api.base import Model
+
+    found = [m for arg in getattr(annotation, "__args__", ()) for m in _models_in(arg)]
+    if isinstance(annotation, type) and issubclass(annotation, Model):
+        found.append(annotation)
+    return found
+
+
+def _compare(model: type, struct: gocodec.GoStruct, seen: set[type], problems: list[str]) -> None:
+    if model in seen:
+        return
+    seen.add(model)
+    fields = {f.alias or name: f for name, f in model.model_fields.items()}  # type: ignore[attr-defined]
+    # Model names may differ (VolcanoNetworkTopology is Go's NetworkTopologySpec): messages take
+    # the Go names from go-types.json, so only the JSON fields must agree.
+    gaps = _MODEL_GAPS.get(model.__name__, set()) | {"apiVersion", "kind"}
+    problems += [f"{model.__name__}.{k} is not in {struct.name}" for k in fields if k not in struct.fields]
+    problems += [
+        f"{struct.name}.{k} is not in {model.__name__}"
+        for k in struct.fields
+        if k not in fields and k not in gaps
+    ]
+    for key, info in fields.items():
+        if key not in struct.fields:
+            continue
+        t = struct.fields[key].type
+        while t.elem is not None:
+            t = t.elem
+        for nested in _models_in(info.annotation):
+            if t.struct is not None:
+                _compare(nested, t.struct, seen, problems)
+
+
+def test_models_and_go_types_agree() -> None:
+    """A field added to a model but not to go-types.json (or the reverse) would decode unchecked."""
+    from trainer.api import jobset_v1alpha2, trainer_v1alpha1
+
+    problems: list[str] = []
+    _compare(jobset_v1alpha2.JobSet, JOBSET.struct, set(), problems)
+    for kind in ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime"):
+        root = gocodec.codec_for("trainer.kubeflow.org/v1alpha1", kind).struct
+        _compare(getattr(trainer_v1alpha1, kind), root, set(), problems)
+    assert problems == []
