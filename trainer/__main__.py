@@ -199,6 +199,11 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["conformance"]:  # a subcommand: compare with the Go originals
+        from trainer.conformance.cli import main as conformance
+
+        return conformance(argv[1:])
     args = parse_args(argv)
     fmt: Literal["json", "console"] | None = args.log_format or ("console" if args.zap_devel else None)
     mlog.configure(level=_log_level(args.zap_log_level), fmt=fmt)
