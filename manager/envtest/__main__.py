@@ -60,7 +60,8 @@ def _build_go(args: argparse.Namespace) -> int:
         print(f"error: {args.module!r} is not MODULE@VERSION", file=sys.stderr)
         return 2
     path, seconds = assets.ensure_go_main(assets.GoMain(module, version, args.package, args.name))
-    print(f"{path} ({'built in %.0fs' % seconds if seconds else 'cached'})", file=sys.stderr)
+    how = f"built in {seconds:.0f}s" if seconds else "cached"
+    print(f"{path} ({how})", file=sys.stderr)
     print(path)
     return 0
 

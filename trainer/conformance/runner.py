@@ -8,7 +8,7 @@ fresh namespace, the same name on both sides. Two extra document kinds (apiVersi
                     type: merge|json|strategic}``, ``delete: {apiVersion, kind, name}``,
                     ``sleep: SECONDS``; documents after a step are created after it.
 ``WebhookRequest``  an AdmissionReview POSTed straight to both sides' webhook servers (direct
-                    mode): ``path``, ``operation``, ``kind: {group, version, kind}``,
+                    mode): ``path``, ``operation``, ``requestKind: {group, version, kind}``,
                     ``resource: {group, version, resource}``, ``object``, optional ``oldObject``,
                     ``name``. For inputs the API server would refuse before admission.
 
@@ -242,9 +242,9 @@ class Scenario:
             obj["metadata"]["namespace"] = self.namespace
         request = {
             "uid": str(uuid.uuid4()),
-            "kind": doc["kind"],
+            "kind": doc["requestKind"],
             "resource": doc["resource"],
-            "requestKind": doc["kind"],
+            "requestKind": doc["requestKind"],
             "requestResource": doc["resource"],
             "name": doc.get("name", ""),
             "namespace": self.namespace,
