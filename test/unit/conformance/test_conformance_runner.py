@@ -84,7 +84,12 @@ def test_volatile_values_are_normalised_and_pod_names_renamed() -> None:
         ]
     )
     assert list(events.values()) == [
-        {"involvedObject": "Pod/js-rj-0-0-<gen>", "type": "Normal", "reason": "R", "message": "pod js-rj-0-0-<gen> at <time>"}
+        {
+            "involvedObject": "Pod/js-rj-0-0-<gen>",
+            "type": "Normal",
+            "reason": "R",
+            "message": "pod js-rj-0-0-<gen> at <time>",
+        }
     ]
 
 
@@ -95,9 +100,14 @@ def test_ssh_key_material_and_cluster_ips_are_masked() -> None:
         [{"metadata": {"name": "s"}, "type": "kubernetes.io/ssh-auth", "data": {"ssh-privatekey": "QUJD"}}],
     )["Secret/s"]
     assert secret["data"] == {"ssh-privatekey": "<key material>"}
-    svc = norm.objects("Service", [{"metadata": {"name": "a"}, "spec": {"clusterIP": "10.0.0.7", "clusterIPs": ["10.0.0.7"]}}])
+    svc = norm.objects(
+        "Service",
+        [{"metadata": {"name": "a"}, "spec": {"clusterIP": "10.0.0.7", "clusterIPs": ["10.0.0.7"]}}],
+    )
     assert svc["Service/a"]["spec"]["clusterIP"] == "<ip>"
-    headless = norm.objects("Service", [{"metadata": {"name": "b"}, "spec": {"clusterIP": "None", "clusterIPs": ["None"]}}])
+    headless = norm.objects(
+        "Service", [{"metadata": {"name": "b"}, "spec": {"clusterIP": "None", "clusterIPs": ["None"]}}]
+    )
     assert headless["Service/b"]["spec"]["clusterIP"] == "None"
 
 
@@ -116,7 +126,9 @@ def test_compare_prints_json_paths_and_absent_objects() -> None:
     assert compare("s", {"k": {"a": [1, {"b": "c"}]}}, {"k": {"a": [1, {"b": "c"}]}}) == []
 
 
-def test_listed_divergences_excuse_only_their_pattern(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_listed_divergences_excuse_only_their_pattern(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     listed = tmp_path / "d.yaml"
     listed.write_text("divergences:\n- {id: T-1, where: 's: final/TrainJob/* .status.conditions*'}\n")
     diffs = [
@@ -130,7 +142,9 @@ def test_listed_divergences_excuse_only_their_pattern(tmp_path: Path, capsys: py
     out = capsys.readouterr().out
     assert code == 1
     assert "final/JobSet/x .status" in out and "[listed T-1]" in out
-    assert "compared 3 objects and 2 admission answers in 1 scenarios: 1 unlisted differences, 1 listed" in out
+    assert (
+        "compared 3 objects and 2 admission answers in 1 scenarios: 1 unlisted differences, 1 listed" in out
+    )
     assert report([ScenarioResult("s", diffs[:1], 3, 2, [])], listed, show_listed=False) == 0
 
 
