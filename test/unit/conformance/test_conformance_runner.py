@@ -9,7 +9,6 @@ import pytest
 
 from trainer.conformance.cli import DEFAULT_SCENARIOS, report
 from trainer.conformance.diff import (
-    DIVERGENCES_FILE,
     MISSING,
     Difference,
     classify,
