@@ -90,7 +90,8 @@ def _say(message: str) -> None:
 
 
 async def _start_env(workdir: Path, name: str, nodes: int, crds: list[Path]) -> Environment:
-    env = Environment(workdir / f"{name}-cluster", full=True, nodes=nodes, crd_paths=crds)
+    # Nodes 0: etcd and kube-apiserver only (admission and the objects managers write).
+    env = Environment(workdir / f"{name}-cluster", full=nodes > 0, nodes=nodes, crd_paths=crds)
     await env.start()
     return env
 

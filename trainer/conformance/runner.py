@@ -267,12 +267,13 @@ class Scenario:
             answer = json.loads(text).get("response") or {}
         except (json.JSONDecodeError, AttributeError):
             return {"http": http_code, "body": text}
-        result = answer.get("result") or {}
+        result = answer.get("status") or {}  # AdmissionResponse.Result is "status" in JSON
         record: dict[str, Any] = {
             "http": http_code,
             "allowed": answer.get("allowed"),
             "code": result.get("code"),
             "message": result.get("message", ""),
+            "result": {k: v for k, v in result.items() if k not in ("code", "message")},
             "warnings": answer.get("warnings") or [],
             "uidEchoed": answer.get("uid") == request["uid"],
         }
