@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,15 @@ class Kube:
     async def request(
         self, method: str, path: str, body: Any = None, *, content_type: str = "application/json"
     ) -> tuple[int, Any]:
+        """One request; a 429 (e.g. a new CRD's storage still initialising) is retried for ~30 s."""
+        for _ in range(30):
+            status, decoded = await self._request_once(method, path, body, content_type)
+            if status != 429:
+                break
+            await asyncio.sleep(1)
+        return status, decoded
+
+    async def _request_once(self, method: str, path: str, body: Any, content_type: str) -> tuple[int, Any]:
         if self._session is None:
             connector = aiohttp.TCPConnector(ssl=self.config.ssl_context or False)
             self._session = aiohttp.ClientSession(connector=connector)

@@ -236,7 +236,7 @@ class Scenario:
     async def _webhook(self, side: Side, doc: dict[str, Any], norm: Normaliser) -> dict[str, Any]:
         url = side.routes.get(doc["path"])
         if url is None:
-            return {"error": f"no webhook server known for {doc['path']} (give --webhooks-{side.name})"}
+            return {"error": f"no webhook server known for {doc['path']} (give --webhook-{side.name} PATH=URL)"}
         obj = copy.deepcopy(doc.get("object"))
         if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
             obj["metadata"]["namespace"] = self.namespace
@@ -273,7 +273,10 @@ class Scenario:
             "allowed": answer.get("allowed"),
             "code": result.get("code"),
             "message": result.get("message", ""),
-            "result": {k: v for k, v in result.items() if k not in ("code", "message")},
+            # What the API server passes on to the user besides code and message (it fills in
+            # status: Failure itself; an empty metadata is serialisation noise).
+            "reason": result.get("reason", ""),
+            "details": result.get("details"),
             "warnings": answer.get("warnings") or [],
             "uidEchoed": answer.get("uid") == request["uid"],
         }
