@@ -162,8 +162,9 @@ class Normaliser:
         return out
 
     def events(self, items: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """The managers' events as a set of (object, type, reason, message), counts ignored."""
-        seen: dict[str, dict[str, Any]] = {}
+        """The managers' events, keyed by object and reason (counts and repeats ignored): a
+        different message shows as a difference of ``.message``."""
+        distinct: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         for event in items:
             component = (event.get("source") or {}).get("component") or event.get("reportingComponent") or ""
             if component in KUBE_COMPONENTS:
@@ -175,6 +176,13 @@ class Normaliser:
                 "reason": event.get("reason"),
                 "message": self.scalar(event.get("message", "")),
             }
-            key = f"Event/{entry['involvedObject']}/{entry['reason']}/{entry['message']}"
-            seen[key] = entry
-        return seen
+            distinct[(entry["involvedObject"], entry["reason"] or "", entry["type"] or "", entry["message"])] = entry
+        out: dict[str, dict[str, Any]] = {}
+        for key in sorted(distinct):
+            base = f"Event/{key[0]}/{key[1]}"
+            name, n = base, 1
+            while name in out:
+                n += 1
+                name = f"{base}#{n}"
+            out[name] = distinct[key]
+        return out

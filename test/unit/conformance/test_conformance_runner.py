@@ -82,6 +82,7 @@ def test_volatile_values_are_normalised_and_pod_names_renamed() -> None:
             {"source": {"component": "job-controller"}, "involvedObject": {"kind": "Job", "name": "j"}},
         ]
     )
+    assert list(events) == ["Event/Pod/js-rj-0-0-<gen>/R"]
     assert list(events.values()) == [
         {
             "involvedObject": "Pod/js-rj-0-0-<gen>",
