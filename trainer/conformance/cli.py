@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import secrets
 import sys
 import time
@@ -53,6 +54,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--nodes", type=int, default=4, help="KWOK nodes per local cluster (0: no controller-manager, scheduler or KWOK)")
     p.add_argument("--keep-namespaces", action="store_true", help="leave the scenario namespaces behind")
     p.add_argument("--show-listed", action="store_true", help="also print the listed divergences found")
+    p.add_argument("--dump", type=Path, help="write both sides' normalised records here (SCENARIO.ours.json ...)")
     p.add_argument("--build-only", action="store_true", help="build the Go originals and exit")
     args = p.parse_args(argv)
     if bool(args.kubeconfig_ours) != bool(args.kubeconfig_theirs):
@@ -137,6 +139,11 @@ async def run(args: argparse.Namespace) -> list[ScenarioResult]:
             t0 = time.monotonic()
             result = await run_scenario(path, ours, theirs, run_id, settings, keep=args.keep_namespaces)
             print(f"conformance: {path.name} done in {time.monotonic() - t0:.0f}s", file=sys.stderr)
+            if args.dump:
+                args.dump.mkdir(parents=True, exist_ok=True)
+                for side_name, records in (("ours", result.ours), ("theirs", result.theirs)):
+                    target = args.dump / f"{result.name}.{side_name}.json"
+                    target.write_text(json.dumps(records, indent=1, sort_keys=True))
             results.append(result)
     finally:
         await asyncio.gather(ours.stop(), theirs.stop())

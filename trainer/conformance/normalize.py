@@ -72,11 +72,14 @@ def _strings(value: Any, fn: Any) -> Any:
 class Normaliser:
     """Per side and scenario: learns the generated names it saw so references to them match."""
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, nodes: Iterable[str] = ()) -> None:
         self.namespace = namespace
         self.renames: dict[str, str] = {}
+        self.nodes = set(nodes)
 
     def scalar(self, text: str) -> str:
+        if text in self.nodes:  # a node assignment (e.g. a follower pinned to its leader's node)
+            return "<node>"
         for old, new in self.renames.items():
             if old in text:
                 text = text.replace(old, new)

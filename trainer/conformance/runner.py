@@ -63,6 +63,8 @@ class ScenarioResult:
     objects: int
     answers: int
     unsettled: list[str]
+    ours: dict[str, Any] = field(default_factory=dict)
+    theirs: dict[str, Any] = field(default_factory=dict)
 
 
 def load_scenario(path: Path) -> list[dict[str, Any]]:
@@ -138,7 +140,8 @@ class Scenario:
 
     async def run(self, side: Side) -> Outcome:
         out = Outcome()
-        norm = Normaliser(self.namespace)
+        nodes = await side.kube.list("v1", "Node", None) or []
+        norm = Normaliser(self.namespace, [n["metadata"]["name"] for n in nodes])
         code, body = await side.kube.create(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}, None
         )
@@ -312,4 +315,4 @@ async def run_scenario(
     keys = set(a.records) | set(b.records)
     answers = sum(1 for k in keys if k.startswith(("answer/", "webhook/")))
     unsettled = [f"ours:{u}" for u in a.unsettled] + [f"theirs:{u}" for u in b.unsettled]
-    return ScenarioResult(scenario.name, diffs, len(keys) - answers, answers, unsettled)
+    return ScenarioResult(scenario.name, diffs, len(keys) - answers, answers, unsettled, a.records, b.records)
