@@ -1,7 +1,9 @@
 """Both sides of a comparison, each on its own full local control plane (envtest, KWOK nodes).
 
 ``theirs``: the Go jobset and trainer managers as two processes, with upstream's CRDs;
-``ours``: ``python -m trainer`` with this repository's CRDs. On both, leader election is off,
+``ours``: ``python -m trainer`` with this repository's CRDs, without its ``scheduling``
+component (the PodGroup/ElasticQuota status controllers have no counterpart among the Go
+originals run here). On both, leader election is off,
 the webhook configurations of ``config/webhook`` are installed as URL configurations pointing at
 the local webhook servers (as envtest does) with certificates from a harness CA, metrics and
 probes listen on free loopback ports, and the shipped runtimes are applied once the webhooks
@@ -222,6 +224,9 @@ async def start_ours(workdir: Path, nodes: int = 2) -> Side:
                 f"--config={base / 'config.yaml'}",
                 f"--webhook-cert-dir={certs}",
                 "--log-format=console",
+                # The Go side runs no scheduler-plugins controller: PodGroup status is not compared
+                # against one that nobody writes there.
+                "--controllers=*,-scheduling",
             ],
             log=base / "trainer-py.log",
             extra_env={"KUBECONFIG": str(env.kubeconfig)},
