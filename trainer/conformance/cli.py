@@ -51,10 +51,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--divergences", type=Path, default=DIVERGENCES_FILE, help="listed divergences (YAML)")
     p.add_argument("--quiet-seconds", type=float, default=4.0, help="settled after this long without change")
     p.add_argument("--max-seconds", type=float, default=90.0, help="bound on one settle")
-    p.add_argument("--nodes", type=int, default=4, help="KWOK nodes per local cluster (0: no controller-manager, scheduler or KWOK)")
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=4,
+        help="KWOK nodes per local cluster (0: no controller-manager, scheduler or KWOK)",
+    )
     p.add_argument("--keep-namespaces", action="store_true", help="leave the scenario namespaces behind")
     p.add_argument("--show-listed", action="store_true", help="also print the listed divergences found")
-    p.add_argument("--dump", type=Path, help="write both sides' normalised records here (SCENARIO.ours.json ...)")
+    p.add_argument(
+        "--dump", type=Path, help="write both sides' normalised records here (SCENARIO.ours.json ...)"
+    )
     p.add_argument("--build-only", action="store_true", help="build the Go originals and exit")
     args = p.parse_args(argv)
     if bool(args.kubeconfig_ours) != bool(args.kubeconfig_theirs):

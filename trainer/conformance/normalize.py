@@ -179,7 +179,9 @@ class Normaliser:
                 "reason": event.get("reason"),
                 "message": self.scalar(event.get("message", "")),
             }
-            distinct[(entry["involvedObject"], entry["reason"] or "", entry["type"] or "", entry["message"])] = entry
+            distinct[
+                (entry["involvedObject"], entry["reason"] or "", entry["type"] or "", entry["message"])
+            ] = entry
         out: dict[str, dict[str, Any]] = {}
         for key in sorted(distinct):
             base = f"Event/{key[0]}/{key[1]}"

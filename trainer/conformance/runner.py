@@ -239,7 +239,9 @@ class Scenario:
     async def _webhook(self, side: Side, doc: dict[str, Any], norm: Normaliser) -> dict[str, Any]:
         url = side.routes.get(doc["path"])
         if url is None:
-            return {"error": f"no webhook server known for {doc['path']} (give --webhook-{side.name} PATH=URL)"}
+            return {
+                "error": f"no webhook server known for {doc['path']} (give --webhook-{side.name} PATH=URL)"
+            }
         obj = copy.deepcopy(doc.get("object"))
         if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
             obj["metadata"]["namespace"] = self.namespace
