@@ -179,9 +179,8 @@ class Normaliser:
                 "reason": event.get("reason"),
                 "message": self.scalar(event.get("message", "")),
             }
-            distinct[
-                (entry["involvedObject"], entry["reason"] or "", entry["type"] or "", entry["message"])
-            ] = entry
+            key = (str(entry["involvedObject"]), str(entry["reason"] or ""), str(entry["type"] or ""))
+            distinct[(*key, str(entry["message"]))] = entry
         out: dict[str, dict[str, Any]] = {}
         for key in sorted(distinct):
             base = f"Event/{key[0]}/{key[1]}"
