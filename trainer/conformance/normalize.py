@@ -179,8 +179,8 @@ class Normaliser:
                 "reason": event.get("reason"),
                 "message": self.scalar(event.get("message", "")),
             }
-            key = (str(entry["involvedObject"]), str(entry["reason"] or ""), str(entry["type"] or ""))
-            distinct[(*key, str(entry["message"]))] = entry
+            ident = (str(entry["involvedObject"]), str(entry["reason"] or ""), str(entry["type"] or ""))
+            distinct[(*ident, str(entry["message"]))] = entry
         out: dict[str, dict[str, Any]] = {}
         for key in sorted(distinct):
             base = f"Event/{key[0]}/{key[1]}"
