@@ -22,7 +22,8 @@ DEPLOY_TIMEOUT ?= 300s
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
 .PHONY: venv test test-unit test-integration test-e2e lint run cluster-up cluster-down \
-        build-assets bench bench-framework clean install uninstall deploy undeploy
+        build-assets bench bench-framework clean install uninstall deploy undeploy \
+        conformance build-originals
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -89,6 +90,18 @@ cluster-up: $(STAMP)
 
 cluster-down: $(STAMP)
 	$(PY) -m manager.envtest down --dir $(LOCAL_DIR)
+
+# Differential conformance: every scenario of test/conformance/scenarios applied to a local
+# cluster served by this manager and to one served by the Go jobset/trainer managers (built from
+# the Go module proxy on first use, cached beside the control-plane binaries). Exit 1 on any
+# difference not listed in trainer/conformance/divergences.yaml. CONFORMANCE_ARGS passes options
+# (e.g. your own manifest files, --kubeconfig-ours/--kubeconfig-theirs).
+CONFORMANCE_ARGS ?=
+conformance: $(STAMP) build-assets build-originals
+	$(PY) -m trainer conformance $(CONFORMANCE_ARGS)
+
+build-originals: $(STAMP)
+	$(PY) -m trainer conformance --build-only
 
 bench: $(STAMP)
 	$(PY) -m pytest test/bench -m bench -s $(PYTEST_ARGS)

@@ -210,6 +210,11 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["conformance"]:  # a subcommand: compare with the Go originals
+        from trainer.conformance.cli import main as conformance
+
+        return conformance(argv[1:])
     args = parse_args(argv)
     mlog.configure_from_flags(args)
     try:

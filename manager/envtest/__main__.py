@@ -3,6 +3,7 @@
 up --dir DIR [--full] [--nodes N] [--crds PATH ...]   start detached, write DIR/kubeconfig
 down --dir DIR                                          stop it and remove what up wrote
 build [--pieces etcd kube kwok]                         build the binaries into the cache
+build-go MODULE@VERSION PACKAGE NAME                    build a Go main package, cache it
 status --dir DIR                                        print the recorded state
 """
 
@@ -53,6 +54,18 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build_go(args: argparse.Namespace) -> int:
+    module, sep, version = args.module.partition("@")
+    if not sep or not version:
+        print(f"error: {args.module!r} is not MODULE@VERSION", file=sys.stderr)
+        return 2
+    path, seconds = assets.ensure_go_main(assets.GoMain(module, version, args.package, args.name))
+    how = f"built in {seconds:.0f}s" if seconds else "cached"
+    print(f"{path} ({how})", file=sys.stderr)
+    print(path)
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     state = Path(args.dir) / STATE_FILE
     if not state.exists():
@@ -86,6 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         "--pieces", nargs="+", default=["etcd", "kube", "kwok"], choices=["etcd", "kube", "kwok"]
     )
     build.set_defaults(run=_build)
+    build_go = sub.add_parser("build-go", help="build a Go main package at MODULE@VERSION, cache it")
+    build_go.add_argument("module", help="e.g. sigs.k8s.io/jobset@v0.10.1")
+    build_go.add_argument("package", help="import path of the main package inside the module")
+    build_go.add_argument("name", help="name of the binary in the cache")
+    build_go.set_defaults(run=_build_go)
     status = sub.add_parser("status", help="show the recorded state of DIR")
     status.add_argument("--dir", required=True)
     status.set_defaults(run=_status)

@@ -5,6 +5,10 @@ then our build cache (``$ENVTEST_ASSETS_DIR``, default
 ``~/.cache/trainer-py/k8s-assets/<versions key>``). Whatever is missing from all three is built
 from Go modules by ``build_binaries.sh`` under a file lock, so concurrent test runs build once.
 A build that fails raises :class:`AssetBuildError` naming the failing step: never a silent skip.
+
+:func:`ensure_go_main` does the same for any Go main package at an exact module version (a
+program to run beside the control plane, e.g. another implementation to compare against): it is
+built once into ``<cache root>/go-mains/<module>@<version>/`` under the same kind of lock.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from manager.envtest.errors import AssetBuildError
@@ -104,7 +109,13 @@ def _build_lock(directory: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def build(pieces: Iterable[str], *, out: Path | None = None, quiet: bool = False) -> float:
+def build(
+    pieces: Iterable[str],
+    *,
+    out: Path | None = None,
+    quiet: bool = False,
+    extra_env: dict[str, str] | None = None,
+) -> float:
     """Build the named pieces (etcd, kube, kwok) into the cache; returns the seconds it took."""
     if shutil.which("go") is None:
         raise AssetBuildError("go toolchain", "`go` is not on PATH; install Go or set KUBEBUILDER_ASSETS")
@@ -115,6 +126,7 @@ def build(pieces: Iterable[str], *, out: Path | None = None, quiet: bool = False
         "K8S_VERSION": K8S_VERSION,
         "ETCD_VERSION": ETCD_VERSION,
         "KWOK_VERSION": KWOK_VERSION,
+        **(extra_env or {}),
     }
     started = time.monotonic()
     proc = subprocess.run(
@@ -152,3 +164,54 @@ def ensure(binaries: Iterable[str]) -> dict[str, Path]:
             raise AssetBuildError(PIECES[binary], f"{binary} is still missing after the build")
         paths[binary] = path
     return paths
+
+
+@dataclass(frozen=True)
+class GoMain:
+    """A Go main package at an exact module version, built into one binary called ``name``."""
+
+    module: str
+    version: str
+    package: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.module.replace('/', '_')}@{self.version}"
+
+
+def go_mains_dir() -> Path:
+    """Where built Go main packages are cached (``ENVTEST_GO_MAINS_DIR`` overrides it)."""
+    if override := os.environ.get("ENVTEST_GO_MAINS_DIR"):
+        return Path(override)
+    return cache_root() / "go-mains"
+
+
+def find_go_main(main: GoMain) -> Path | None:
+    candidate = go_mains_dir() / main.key / main.name
+    return candidate if candidate.is_file() else None
+
+
+def ensure_go_main(main: GoMain, *, quiet: bool = False) -> tuple[Path, float]:
+    """The path of the built binary and the seconds spent building it now (0 when cached)."""
+    out = go_mains_dir() / main.key
+    if (found := find_go_main(main)) is not None:
+        return found, 0.0
+    with _build_lock(out):
+        if (found := find_go_main(main)) is not None:
+            return found, 0.0
+        seconds = build(
+            ["gomain"],
+            out=out,
+            quiet=quiet,
+            extra_env={
+                "GOMAIN_MODULE": main.module,
+                "GOMAIN_VERSION": main.version,
+                "GOMAIN_PACKAGE": main.package,
+                "GOMAIN_NAME": main.name,
+            },
+        )
+    found = find_go_main(main)
+    if found is None:
+        raise AssetBuildError(f"{main.module}@{main.version}", f"{main.name} is missing after the build")
+    return found, seconds

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries from Go modules into $1 (published atomically).
-# Usage: build_binaries.sh OUT_DIR PIECE...   (pieces: etcd kube kwok)
+# Usage: build_binaries.sh OUT_DIR PIECE...   (pieces: etcd kube kwok gomain)
 # Env: K8S_VERSION, ETCD_VERSION, KWOK_VERSION. Each failing step names itself on stderr.
+# The gomain piece builds any Go main package at an exact module version:
+#   GOMAIN_MODULE (e.g. sigs.k8s.io/jobset), GOMAIN_VERSION (v0.10.1), GOMAIN_PACKAGE (the
+#   import path of the main package, inside the module) and GOMAIN_NAME (the output file).
 set -euo pipefail
 OUT=${1:?usage: build_binaries.sh OUT_DIR PIECE...}; shift
 PIECES=${*:-etcd kube kwok}
@@ -102,13 +105,32 @@ build_kwok() {
   mv "$SCRATCH/kwok/kwok" "$OUT/kwok.tmp" && mv "$OUT/kwok.tmp" "$OUT/kwok"
 }
 
+build_gomain() {
+  local mod=${GOMAIN_MODULE:?} ver=${GOMAIN_VERSION:?} pkg=${GOMAIN_PACKAGE:?} name=${GOMAIN_NAME:?}
+  local dir
+  # `go install pkg@version` reads the module's version list (for deprecation notices), which
+  # the proxy may refuse; downloading the exact version and building inside it does not.
+  step "$mod@$ver: go mod download"
+  dir=$(go mod download -json "$mod@$ver" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])') \
+    || fail "$mod@$ver: go mod download"
+  # A writable copy: the module cache is read-only and -mod=mod may rewrite go.mod/go.sum.
+  mkdir -p "$SCRATCH/gomain" && cp -r "$dir" "$SCRATCH/gomain/src" && chmod -R u+w "$SCRATCH/gomain/src"
+  cd "$SCRATCH/gomain/src"
+  step "$mod@$ver: compile $pkg"
+  GOFLAGS="-mod=mod -modcacherw" go build -trimpath -ldflags "-s -w" -o "$SCRATCH/gomain/$name" "$pkg" \
+    || fail "$mod@$ver: go build $pkg"
+  mv "$SCRATCH/gomain/$name" "$OUT/$name.tmp" && mv "$OUT/$name.tmp" "$OUT/$name"
+  rm -rf "$SCRATCH/gomain"
+}
+
 for piece in $PIECES; do
   case "$piece" in
     helm) build_helm ;;
     etcd) build_etcd ;;
     kube) build_kube ;;
     kwok) build_kwok ;;
-    *) fail "unknown piece '$piece' (want etcd, kube or kwok)" ;;
+    gomain) build_gomain ;;
+    *) fail "unknown piece '$piece' (want etcd, kube, kwok or gomain)" ;;
   esac
 done
 step "done: $(ls "$OUT" | tr '\n' ' ')"

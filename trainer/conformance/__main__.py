@@ -1,0 +1,5 @@
+import sys
+
+from trainer.conformance.cli import main
+
+sys.exit(main())

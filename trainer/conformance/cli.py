@@ -1,0 +1,178 @@
+"""``trainer-controller-manager conformance [PATH ...]``: compare this manager with the Go originals.
+
+With no kubeconfigs, two full local clusters are started (KWOK nodes): one served by this
+manager, one by the Go jobset v0.10.1 and trainer v2.1.0 managers (built from the Go module proxy
+on first use and cached). With ``--kubeconfig-ours/--kubeconfig-theirs`` the runner only applies
+and compares on clusters you already run. Every manifest file is applied in a fresh namespace on
+both; every difference is printed with its JSON path. Exit 0 when every difference is a listed
+divergence, 1 when one is not, 2 when the comparison could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from manager.envtest.errors import EnvtestError
+from trainer.conformance import harness, originals
+from trainer.conformance.diff import DIVERGENCES_FILE, classify, load_divergences
+from trainer.conformance.harness import Side
+from trainer.conformance.runner import ScenarioResult, Settings, run_scenario, scenario_files
+
+DEFAULT_SCENARIOS = harness.ROOT / "test" / "conformance" / "scenarios"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="trainer-controller-manager conformance",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "paths", nargs="*", type=Path, help=f"manifest files or folders (default {DEFAULT_SCENARIOS})"
+    )
+    p.add_argument("--kubeconfig-ours", help="a cluster already served by this manager")
+    p.add_argument("--kubeconfig-theirs", help="a cluster already served by the Go managers")
+    p.add_argument(
+        "--webhook-ours",
+        action="append",
+        default=[],
+        metavar="PATH=URL",
+        help="for WebhookRequest documents on an existing cluster: where a webhook path is served",
+    )
+    p.add_argument("--webhook-theirs", action="append", default=[], metavar="PATH=URL")
+    p.add_argument("--webhook-ca-ours", type=Path, help="CA bundle of our webhook server")
+    p.add_argument("--webhook-ca-theirs", type=Path, help="CA bundle of their webhook servers")
+    p.add_argument("--divergences", type=Path, default=DIVERGENCES_FILE, help="listed divergences (YAML)")
+    p.add_argument("--quiet-seconds", type=float, default=4.0, help="settled after this long without change")
+    p.add_argument("--max-seconds", type=float, default=90.0, help="bound on one settle")
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=4,
+        help="KWOK nodes per local cluster (0: no controller-manager, scheduler or KWOK)",
+    )
+    p.add_argument("--keep-namespaces", action="store_true", help="leave the scenario namespaces behind")
+    p.add_argument("--show-listed", action="store_true", help="also print the listed divergences found")
+    p.add_argument(
+        "--dump", type=Path, help="write both sides' normalised records here (SCENARIO.ours.json ...)"
+    )
+    p.add_argument("--keep-workdir", action="store_true", help="keep the managers' logs and configurations")
+    p.add_argument("--build-only", action="store_true", help="build the Go originals and exit")
+    args = p.parse_args(argv)
+    if bool(args.kubeconfig_ours) != bool(args.kubeconfig_theirs):
+        p.error("--kubeconfig-ours and --kubeconfig-theirs go together")
+    return args
+
+
+def _routes(pairs: list[str]) -> dict[str, str]:
+    routes = {}
+    for pair in pairs:
+        path, sep, url = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"error: --webhook-* wants PATH=URL, got {pair!r}")
+        routes[path] = url
+    return routes
+
+
+async def _sides(args: argparse.Namespace, workdir: Path | None) -> tuple[Side, Side]:
+    if args.kubeconfig_ours:
+        ours = await harness.attach("ours", args.kubeconfig_ours, _routes(args.webhook_ours))
+        theirs = await harness.attach("theirs", args.kubeconfig_theirs, _routes(args.webhook_theirs))
+        if args.webhook_ca_ours:
+            ours.ca_pem = args.webhook_ca_ours.read_bytes()
+        if args.webhook_ca_theirs:
+            theirs.ca_pem = args.webhook_ca_theirs.read_bytes()
+        return ours, theirs
+    assert workdir is not None
+    results = await asyncio.gather(
+        harness.start_ours(workdir, args.nodes),
+        harness.start_theirs(workdir, args.nodes),
+        return_exceptions=True,
+    )
+    started = [r for r in results if isinstance(r, Side)]
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        for side in started:
+            await side.stop()
+        raise errors[0]
+    return results[0], results[1]  # type: ignore[return-value]
+
+
+def report(results: list[ScenarioResult], divergence_file: Path, *, show_listed: bool) -> int:
+    divergences = load_divergences(divergence_file)
+    total_unlisted = total_listed = objects = answers = 0
+    for result in results:
+        unlisted, listed = classify(result.differences, divergences)
+        total_unlisted += len(unlisted)
+        total_listed += len(listed)
+        objects += result.objects
+        answers += result.answers
+        state = "ok" if not unlisted else "DIFFERENT"
+        extra = f", did not settle: {', '.join(result.unsettled)}" if result.unsettled else ""
+        print(
+            f"{state:9} {result.name}: {result.objects} objects, {result.answers} answers, "
+            f"{len(unlisted)} unlisted and {len(listed)} listed differences{extra}"
+        )
+        for diff in unlisted:
+            print("  " + diff.render().replace("\n", "\n  "))
+        if show_listed:
+            for diff, ident in listed:
+                print(f"  [listed {ident}] {diff.where}")
+    print(
+        f"conformance: compared {objects} objects and {answers} admission answers in {len(results)} "
+        f"scenarios: {total_unlisted} unlisted differences, {total_listed} listed divergences"
+    )
+    return 1 if total_unlisted else 0
+
+
+async def run(args: argparse.Namespace) -> list[ScenarioResult]:
+    files = scenario_files(args.paths or [DEFAULT_SCENARIOS])
+    if not files:
+        raise SystemExit("error: no manifest files found")
+    workdir = None if args.kubeconfig_ours else harness.new_workdir()
+    started = time.monotonic()
+    ours, theirs = await _sides(args, workdir)
+    print(f"conformance: both sides ready in {time.monotonic() - started:.0f}s", file=sys.stderr)
+    settings = Settings(quiet_seconds=args.quiet_seconds, max_seconds=args.max_seconds)
+    run_id = secrets.token_hex(3)
+    results = []
+    try:
+        for path in files:
+            t0 = time.monotonic()
+            result = await run_scenario(path, ours, theirs, run_id, settings, keep=args.keep_namespaces)
+            print(f"conformance: {path.name} done in {time.monotonic() - t0:.0f}s", file=sys.stderr)
+            if args.dump:
+                args.dump.mkdir(parents=True, exist_ok=True)
+                for side_name, records in (("ours", result.ours), ("theirs", result.theirs)):
+                    target = args.dump / f"{result.name}.{side_name}.json"
+                    target.write_text(json.dumps(records, indent=1, sort_keys=True))
+            results.append(result)
+    finally:
+        await asyncio.gather(ours.stop(), theirs.stop())
+        if workdir is not None:
+            if args.keep_workdir:
+                print(f"conformance: logs and configurations kept in {workdir}", file=sys.stderr)
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.build_only:
+        for name, (path, seconds) in originals.build_all().items():
+            print(f"{name}: {path} ({f'built in {seconds:.0f}s' if seconds else 'cached'})")
+        return 0
+    try:
+        results = asyncio.run(run(args))
+    except (OSError, RuntimeError, EnvtestError) as err:
+        print(f"conformance: error: {err}", file=sys.stderr)
+        return 2
+    return report(results, args.divergences, show_listed=args.show_listed)

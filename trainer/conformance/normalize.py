@@ -1,0 +1,192 @@
+"""What the controllers made, reduced to what must be equal on both sides.
+
+Volatile values are replaced by placeholders: uids, timestamps, resourceVersions, managedFields,
+generated name suffixes, cluster IPs, node assignments, random key material; the namespace (the
+same name on both sides) reads ``<ns>``. Each object is keyed ``Kind/name`` (pods by their
+normalised name, ``#n`` when several share one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
+GENERATED = re.compile(r"^(?P<base>.+)-[bcdfghjklmnpqrstvwxz2456789]{5}$")
+IPV4 = re.compile(r"^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$")
+
+#: (apiVersion, kind) collected in each scenario namespace.
+COLLECTED: tuple[tuple[str, str], ...] = (
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+    ("batch/v1", "Job"),
+    ("v1", "Service"),
+    ("v1", "Pod"),
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+    ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
+    ("v1", "Event"),
+)
+
+METADATA_DROP = {
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "managedFields",
+    "selfLink",
+    "deletionGracePeriodSeconds",
+}
+#: Components whose events are the control plane's, not the managers' under comparison.
+KUBE_COMPONENTS = {
+    "job-controller",
+    "default-scheduler",
+    "scheduler-plugins-scheduler",
+    "volcano",
+    "kubelet",
+    "kwok",
+    "endpoint-controller",
+    "endpoint-slice-controller",
+    "endpointslice-controller",
+    "taint-eviction-controller",
+    "ttl-after-finished-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+}
+KEY_MATERIAL = re.compile(r"ssh|rsa|ecdsa|ed25519|authorized_keys|private|tls\.key|tls\.crt|ca\.crt")
+
+
+def _strings(value: Any, fn: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strings(v, fn) for v in value]
+    if isinstance(value, str):
+        return fn(value)
+    return value
+
+
+class Normaliser:
+    """Per side and scenario: learns the generated names it saw so references to them match."""
+
+    def __init__(self, namespace: str, nodes: Iterable[str] = ()) -> None:
+        self.namespace = namespace
+        self.renames: dict[str, str] = {}
+        self.nodes = set(nodes)
+
+    def scalar(self, text: str) -> str:
+        if text in self.nodes:  # a node assignment (e.g. a follower pinned to its leader's node)
+            return "<node>"
+        for old, new in self.renames.items():
+            if old in text:
+                text = text.replace(old, new)
+        text = UUID.sub("<uid>", text)
+        text = TIME.sub("<time>", text)
+        return text.replace(self.namespace, "<ns>") if self.namespace else text
+
+    def _metadata(self, meta: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in meta.items() if k not in METADATA_DROP}
+        if "deletionTimestamp" in out:
+            out["deletionTimestamp"] = "<set>"
+        if "ownerReferences" in out:
+            out["ownerReferences"] = [
+                {k: v for k, v in ref.items() if k != "uid"} for ref in out["ownerReferences"]
+            ]
+        annotations = out.get("annotations") or {}
+        annotations.pop("kubectl.kubernetes.io/last-applied-configuration", None)
+        return out
+
+    def _pod(self, pod: dict[str, Any]) -> dict[str, Any]:
+        spec = dict(pod.get("spec") or {})
+        for key in ("nodeName", "serviceAccount"):
+            spec.pop(key, None)
+        spec["volumes"] = [v for v in spec.get("volumes", []) if not v["name"].startswith("kube-api-access-")]
+        for group in ("containers", "initContainers"):
+            spec[group] = [
+                {
+                    **c,
+                    "volumeMounts": [
+                        m for m in c.get("volumeMounts", []) if not m["name"].startswith("kube-api-access-")
+                    ],
+                }
+                for c in spec.get(group, [])
+            ]
+        status = pod.get("status") or {}
+        return {"metadata": pod["metadata"], "spec": spec, "status": {"phase": status.get("phase")}}
+
+    def _service(self, svc: dict[str, Any]) -> dict[str, Any]:
+        spec = dict(svc.get("spec") or {})
+        if spec.get("clusterIP") not in (None, "None"):
+            spec["clusterIP"] = "<ip>"
+        spec["clusterIPs"] = [ip if ip == "None" else "<ip>" for ip in spec.get("clusterIPs", [])]
+        return {**svc, "spec": spec}
+
+    def _secret(self, secret: dict[str, Any]) -> dict[str, Any]:
+        data = dict(secret.get("data") or {})
+        random_type = secret.get("type") in ("kubernetes.io/ssh-auth", "kubernetes.io/tls")
+        for key in data:
+            if random_type or KEY_MATERIAL.search(key):
+                data[key] = "<key material>"
+        return {**secret, "data": data}
+
+    def objects(self, kind: str, items: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        items = list(items)
+        if kind == "Pod":
+            for pod in items:
+                name = pod["metadata"]["name"]
+                if pod["metadata"].get("generateName") and (m := GENERATED.match(name)):
+                    self.renames[name] = m["base"] + "-<gen>"
+        out: dict[str, dict[str, Any]] = {}
+        ordered = sorted(
+            items, key=lambda o: (o["metadata"]["name"], o["metadata"].get("creationTimestamp", ""))
+        )
+        for obj in ordered:
+            if kind == "ConfigMap" and obj["metadata"]["name"] == "kube-root-ca.crt":
+                continue
+            if kind == "Secret" and obj.get("type") == "kubernetes.io/service-account-token":
+                continue
+            obj = {**obj, "metadata": self._metadata(obj.get("metadata", {}))}
+            if kind == "Pod":
+                obj = self._pod(obj)
+            elif kind == "Service":
+                obj = self._service(obj)
+            elif kind == "Secret":
+                obj = self._secret(obj)
+            obj = _strings(obj, self.scalar)
+            base = f"{kind}/{obj['metadata']['name']}"
+            key, n = base, 1
+            while key in out:
+                n += 1
+                key = f"{base}#{n}"
+            out[key] = obj
+        return out
+
+    def events(self, items: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The managers' events, keyed by object and reason (counts and repeats ignored): a
+        different message shows as a difference of ``.message``."""
+        distinct: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        for event in items:
+            component = (event.get("source") or {}).get("component") or event.get("reportingComponent") or ""
+            if component in KUBE_COMPONENTS:
+                continue
+            involved = event.get("involvedObject") or {}
+            entry = {
+                "involvedObject": f"{involved.get('kind')}/{self.scalar(involved.get('name', ''))}",
+                "type": event.get("type"),
+                "reason": event.get("reason"),
+                "message": self.scalar(event.get("message", "")),
+            }
+            ident = (str(entry["involvedObject"]), str(entry["reason"] or ""), str(entry["type"] or ""))
+            distinct[(*ident, str(entry["message"]))] = entry
+        out: dict[str, dict[str, Any]] = {}
+        for key in sorted(distinct):
+            base = f"Event/{key[0]}/{key[1]}"
+            name, n = base, 1
+            while name in out:
+                n += 1
+                name = f"{base}#{n}"
+            out[name] = distinct[key]
+        return out

@@ -1,0 +1,321 @@
+"""Apply each manifest file to both sides, let both settle, compare what came out.
+
+A manifest file is plain Kubernetes YAML (any number of documents); namespaced objects go to a
+fresh namespace, the same name on both sides. Two extra document kinds (apiVersion
+``conformance.trainer.kubeflow.org/v1alpha1``) let a scenario do more than create:
+
+``Step``            ``settle: true`` (settle, snapshot), ``patch: {apiVersion, kind, name, patch,
+                    type: merge|json|strategic}``, ``delete: {apiVersion, kind, name}``,
+                    ``sleep: SECONDS``; documents after a step are created after it.
+``WebhookRequest``  an AdmissionReview POSTed straight to both sides' webhook servers (direct
+                    mode): ``path``, ``operation``, ``requestKind: {group, version, kind}``,
+                    ``resource: {group, version, resource}``, ``object``, optional ``oldObject``,
+                    ``name``. For inputs the API server would refuse before admission.
+
+Compared: the answer to every create/patch (allowed, HTTP code, message), every WebhookRequest's
+answer (allowed, code, message, warnings and the object after its patch), and after each settle
+the objects listed in ``normalize.COLLECTED`` plus the managers' events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import hashlib
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from trainer.conformance.diff import Difference, compare
+from trainer.conformance.harness import Side
+from trainer.conformance.normalize import COLLECTED, Normaliser
+
+CONFORMANCE_API = "conformance.trainer.kubeflow.org/v1alpha1"
+
+
+@dataclass
+class Settings:
+    quiet_seconds: float = 4.0  # settled: no change in the compared objects for this long
+    max_seconds: float = 90.0  # bound on one settle
+    poll_seconds: float = 1.0
+
+
+@dataclass
+class Outcome:
+    """What one side produced for one scenario: keyed, normalised records."""
+
+    records: dict[str, Any] = field(default_factory=dict)
+    unsettled: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    differences: list[Difference]
+    objects: int
+    answers: int
+    unsettled: list[str]
+    ours: dict[str, Any] = field(default_factory=dict)
+    theirs: dict[str, Any] = field(default_factory=dict)
+
+
+def load_scenario(path: Path) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    return [d for d in docs if not str(d.get("apiVersion", "")).startswith("kustomize.config.k8s.io/")]
+
+
+def scenario_files(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml"))
+        else:
+            files.append(path)
+    return files
+
+
+def namespace_for(path: Path, run_id: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", path.stem.lower()).strip("-")[:40].strip("-")
+    return f"c-{slug}-{run_id}"
+
+
+def _answer(code: int, body: Any) -> dict[str, Any]:
+    """What a user sees of an API answer: allowed or not, the HTTP code, the message."""
+    allowed = code < 400
+    message = ""
+    if not allowed and isinstance(body, dict):
+        message = body.get("message", "")
+    elif not allowed:
+        message = str(body)
+    return {"allowed": allowed, "code": code, "message": message}
+
+
+def _apply_json_patch(obj: Any, ops: list[dict[str, Any]]) -> Any:
+    """RFC 6902 add/remove/replace (what admission webhooks answer) applied to a copy."""
+    doc = copy.deepcopy(obj)
+
+    def parts(pointer: str) -> list[str]:
+        return [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
+
+    for op in ops:
+        segs = parts(op["path"])
+        if not segs:
+            doc = copy.deepcopy(op.get("value"))
+            continue
+        parent = doc
+        for seg in segs[:-1]:
+            parent = parent[int(seg)] if isinstance(parent, list) else parent[seg]
+        last = segs[-1]
+        kind = op["op"]
+        if isinstance(parent, list):
+            index = len(parent) if last == "-" else int(last)
+            if kind == "add":
+                parent.insert(index, copy.deepcopy(op["value"]))
+            elif kind == "remove":
+                parent.pop(index)
+            elif kind == "replace":
+                parent[index] = copy.deepcopy(op["value"])
+        elif kind in ("add", "replace"):
+            parent[last] = copy.deepcopy(op["value"])
+        elif kind == "remove":
+            parent.pop(last, None)
+    return doc
+
+
+class Scenario:
+    def __init__(self, path: Path, namespace: str, settings: Settings) -> None:
+        self.path = path
+        self.name = path.stem
+        self.namespace = namespace
+        self.settings = settings
+        self.docs = load_scenario(path)
+
+    async def run(self, side: Side) -> Outcome:
+        out = Outcome()
+        nodes = await side.kube.list("v1", "Node", None) or []
+        norm = Normaliser(self.namespace, [n["metadata"]["name"] for n in nodes])
+        code, body = await side.kube.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}, None
+        )
+        if code >= 300:
+            raise RuntimeError(f"{side.name}: creating namespace {self.namespace} answered {code}: {body}")
+        snapshot = 0
+        for i, doc in enumerate(self.docs):
+            kind = doc.get("kind")
+            if doc.get("apiVersion") == CONFORMANCE_API and kind == "Step":
+                if doc.get("settle"):
+                    snapshot += 1
+                    await self._settle(side, norm, out, f"settle-{snapshot}")
+                if "sleep" in doc:
+                    await asyncio.sleep(float(doc["sleep"]))
+                if patch := doc.get("patch"):
+                    code, body = await side.kube.patch(
+                        patch["apiVersion"],
+                        patch["kind"],
+                        patch["name"],
+                        self.namespace,
+                        patch["patch"],
+                        patch.get("type", "merge"),
+                    )
+                    out.records[f"answer/{i}/patch {patch['kind']}/{patch['name']}"] = _answer(code, body)
+                if delete := doc.get("delete"):
+                    code, body = await side.kube.delete(
+                        delete["apiVersion"], delete["kind"], delete["name"], self.namespace
+                    )
+                    out.records[f"answer/{i}/delete {delete['kind']}/{delete['name']}"] = _answer(code, body)
+            elif doc.get("apiVersion") == CONFORMANCE_API and kind == "WebhookRequest":
+                key = f"webhook/{i}/{doc.get('name') or doc['path']}"
+                out.records[key] = await self._webhook(side, doc, norm)
+            else:
+                obj = copy.deepcopy(doc)
+                meta = obj.setdefault("metadata", {})
+                resource = await side.kube.resource(obj.get("apiVersion", ""), kind or "")
+                namespaced = resource[1] if resource else True
+                if namespaced:
+                    meta["namespace"] = self.namespace
+                code, body = await side.kube.create(obj, self.namespace if namespaced else None)
+                name = meta.get("name") or meta.get("generateName", "")
+                out.records[f"answer/{i}/create {kind}/{name}"] = _answer(code, body)
+        await self._settle(side, norm, out, "final")
+        for key, value in list(out.records.items()):
+            out.records[key] = _normalise_answer(value, norm)
+        return out
+
+    async def cleanup(self, side: Side) -> None:
+        await side.kube.request("DELETE", f"/api/v1/namespaces/{self.namespace}")
+        # Cluster-scoped objects a scenario made are removed too.
+        for doc in self.docs:
+            if doc.get("apiVersion") == CONFORMANCE_API or "metadata" not in doc:
+                continue
+            resource = await side.kube.resource(doc["apiVersion"], doc["kind"])
+            if resource and not resource[1]:
+                await side.kube.delete(doc["apiVersion"], doc["kind"], doc["metadata"]["name"], None)
+
+    async def _collect(self, side: Side, norm: Normaliser) -> dict[str, Any]:
+        snapshot: dict[str, Any] = {}
+        events: list[dict[str, Any]] = []
+        ordered = sorted(COLLECTED, key=lambda ak: ak[1] != "Pod")  # pods first: their names
+        for api_version, kind in ordered:
+            items = await side.kube.list(api_version, kind, self.namespace)
+            if items is None:
+                continue
+            if kind == "Event":
+                events = items
+                continue
+            group = api_version.split("/")[0] if "/" in api_version else ""
+            label = f"{kind}.{group}" if kind == "PodGroup" else kind
+            snapshot.update(norm.objects(label, items))
+        snapshot.update(norm.events(events))
+        return snapshot
+
+    async def _settle(self, side: Side, norm: Normaliser, out: Outcome, label: str) -> None:
+        """Poll until the normalised snapshot stays unchanged for quiet_seconds (bounded)."""
+        started = time.monotonic()
+        last_digest, stable_since = "", time.monotonic()
+        snapshot: dict[str, Any] = {}
+        while True:
+            snapshot = await self._collect(side, norm)
+            digest = hashlib.sha256(json.dumps(snapshot, sort_keys=True).encode()).hexdigest()
+            now = time.monotonic()
+            if digest != last_digest:
+                last_digest, stable_since = digest, now
+            elif now - stable_since >= self.settings.quiet_seconds:
+                break
+            if now - started > self.settings.max_seconds:
+                out.unsettled.append(label)
+                break
+            await asyncio.sleep(self.settings.poll_seconds)
+        for key, obj in snapshot.items():
+            out.records[f"{label}/{key}"] = obj
+
+    async def _webhook(self, side: Side, doc: dict[str, Any], norm: Normaliser) -> dict[str, Any]:
+        url = side.routes.get(doc["path"])
+        if url is None:
+            return {
+                "error": f"no webhook server known for {doc['path']} (give --webhook-{side.name} PATH=URL)"
+            }
+        obj = copy.deepcopy(doc.get("object"))
+        if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+            obj["metadata"]["namespace"] = self.namespace
+        request = {
+            "uid": str(uuid.uuid4()),
+            "kind": doc["requestKind"],
+            "resource": doc["resource"],
+            "requestKind": doc["requestKind"],
+            "requestResource": doc["resource"],
+            "name": doc.get("name", ""),
+            "namespace": self.namespace,
+            "operation": doc.get("operation", "CREATE"),
+            "userInfo": {"username": "conformance", "groups": ["system:masters"]},
+            "object": obj,
+            "oldObject": doc.get("oldObject"),
+            "dryRun": False,
+            "options": None,
+        }
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+        connector = aiohttp.TCPConnector(ssl=side.webhook_ssl())
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            session.post(url, json=review, timeout=aiohttp.ClientTimeout(total=30)) as response,
+        ):
+            text = await response.text()
+            http_code = response.status
+        try:
+            answer = json.loads(text).get("response") or {}
+        except (json.JSONDecodeError, AttributeError):
+            return {"http": http_code, "body": text}
+        result = answer.get("status") or {}  # AdmissionResponse.Result is "status" in JSON
+        record: dict[str, Any] = {
+            "http": http_code,
+            "allowed": answer.get("allowed"),
+            # The API server ignores the result of an allowed answer (Go sends code 200 there).
+            "code": None if answer.get("allowed") else result.get("code"),
+            "message": result.get("message", ""),
+            # What the API server passes on to the user besides code and message (it fills in
+            # status: Failure itself; an empty metadata is serialisation noise).
+            "reason": result.get("reason", ""),
+            "details": result.get("details"),
+            "warnings": answer.get("warnings") or [],
+            "uidEchoed": answer.get("uid") == request["uid"],
+        }
+        if answer.get("patch"):
+            ops = json.loads(base64.b64decode(answer["patch"]))
+            try:
+                record["patched"] = _apply_json_patch(obj, ops)
+            except (KeyError, IndexError, ValueError, TypeError) as err:
+                record["patched"] = f"<patch does not apply: {err}>"
+        return record
+
+
+def _normalise_answer(value: Any, norm: Normaliser) -> Any:
+    if isinstance(value, dict):
+        return {k: _normalise_answer(v, norm) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalise_answer(v, norm) for v in value]
+    if isinstance(value, str):
+        return norm.scalar(value)
+    return value
+
+
+async def run_scenario(
+    path: Path, ours: Side, theirs: Side, run_id: str, settings: Settings, *, keep: bool = False
+) -> ScenarioResult:
+    scenario = Scenario(path, namespace_for(path, run_id), settings)
+    try:
+        a, b = await asyncio.gather(scenario.run(ours), scenario.run(theirs))
+    finally:
+        if not keep:
+            await asyncio.gather(scenario.cleanup(ours), scenario.cleanup(theirs), return_exceptions=True)
+    diffs = compare(scenario.name, a.records, b.records)
+    keys = set(a.records) | set(b.records)
+    answers = sum(1 for k in keys if k.startswith(("answer/", "webhook/")))
+    unsettled = [f"ours:{u}" for u in a.unsettled] + [f"theirs:{u}" for u in b.unsettled]
+    return ScenarioResult(scenario.name, diffs, len(keys) - answers, answers, unsettled, a.records, b.records)
