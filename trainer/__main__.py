@@ -23,6 +23,7 @@ from manager.config import ConfigError, RestConfig, get_config
 from manager.health.checks import NotReadyError, flag_checker, ping
 from manager.runtime.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
+from trainer import features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
 from trainer.components import COMPONENTS, select
 from webhooks.certs import CertConfig, CertRotator
@@ -51,6 +52,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--webhook-cert-dir",
         default=str(DEFAULT_CERT_DIR),
         help="directory with tls.crt/tls.key for the webhook server when certManagement is off",
+    )
+    parser.add_argument(
+        "--feature-gates",
+        default="",
+        help="comma-separated Name=true|false pairs; override the Configuration's featureGates",
     )
     return parser.parse_args(argv)
 
@@ -206,6 +212,14 @@ def main(argv: list[str] | None = None) -> int:
         cfg = read_configuration(args.config)
     except ConfigurationError as err:
         log.error("unable to load the configuration", error=str(err))
+        return 1
+    try:
+        features.reset()
+        features.set_from_map(cfg.feature_gates or {})
+        if args.feature_gates:
+            features.set_from_map(features.parse_flag(args.feature_gates))
+    except features.FeatureGateError as err:
+        log.error("unable to set feature gates", error=str(err))
         return 1
     return asyncio.run(run(args, cfg))
 
