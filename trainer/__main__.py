@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
@@ -21,6 +21,7 @@ from manager import log as mlog
 from manager.cluster import Cluster
 from manager.config import ConfigError, RestConfig, get_config
 from manager.health.checks import NotReadyError, flag_checker, ping
+from manager.metrics.filters import with_authentication_and_authorization
 from manager.runtime.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import features
@@ -29,6 +30,8 @@ from trainer.components import COMPONENTS, select
 from webhooks.certs import CertConfig, CertRotator
 
 FIELD_OWNER = "trainer"
+# upstream's main sets zap's TimeEncoder to RFC3339Nano (controller-runtime's own default is RFC3339)
+DEFAULT_TIME_ENCODING: mlog.TimeEncoding = "rfc3339nano"
 log = mlog.get_logger("setup")
 
 
@@ -39,9 +42,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--enable-http2", action="store_true", help="accepted for parity; HTTP/2 is never served"
     )
-    parser.add_argument("--zap-log-level", default="info", help="debug, info, error, or a verbosity number")
-    parser.add_argument("--zap-devel", action="store_true", help="development logging (console format)")
-    parser.add_argument("--log-format", choices=["json", "console"], default=None)
+    mlog.bind_flags(parser, time_encoding=DEFAULT_TIME_ENCODING)
     parser.add_argument(
         "--controllers",
         default="*",
@@ -59,13 +60,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="comma-separated Name=true|false pairs; override the Configuration's featureGates",
     )
     return parser.parse_args(argv)
-
-
-def _log_level(value: str) -> str:
-    # zap levels are names or negative verbosity numbers; any verbosity > 0 means debug.
-    if value.lstrip("-").isdigit():
-        return "debug" if abs(int(value)) > 0 else "info"
-    return {"debug": "debug", "info": "info", "warn": "warning", "error": "error"}.get(value, "info")
 
 
 def read_configuration(path: str) -> Configuration:
@@ -110,6 +104,12 @@ def manager_options(cfg: Configuration) -> Options:
     metrics = cfg.metrics.bind_address if cfg.metrics and cfg.metrics.bind_address else ":8443"
     health = cfg.health.health_probe_bind_address if cfg.health else ":8081"
     options = Options(metrics_bind_address=metrics, health_probe_bind_address=health or "")
+    if cfg.metrics is None or cfg.metrics.secure_serving is not False:
+        # HTTPS with a self-signed certificate (upstream passes no cert dir), and every scrape
+        # authenticated and authorised through the API server (divergences.md: upstream serves
+        # HTTPS without the filter)
+        options.metrics_secure_serving = True
+        options.metrics_filter_provider = with_authentication_and_authorization
     le = cfg.leader_election
     if le is not None and le.leader_elect:
         options.leader_election = True
@@ -206,8 +206,7 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    fmt: Literal["json", "console"] | None = args.log_format or ("console" if args.zap_devel else None)
-    mlog.configure(level=_log_level(args.zap_log_level), fmt=fmt)
+    mlog.configure_from_flags(args)
     try:
         cfg = read_configuration(args.config)
     except ConfigurationError as err:
