@@ -124,7 +124,9 @@ def manager_options(cfg: Configuration) -> Options:
     return options
 
 
-def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) -> None:
+def serve_webhooks(
+    mgr: Manager, webhooks: WebhookServer, cfg: Configuration, also: tuple[Any, ...] = ()
+) -> None:
     """Serve the webhooks; with certManagement on, only once the rotator has certificates ready.
 
     Readiness fails with ``certificates are not ready`` until then (upstream's readyz), and
@@ -134,6 +136,8 @@ def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) ->
     started = flag_checker(webhooks.started_checker(), "webhook server has not started")
     if certs is None or not certs.enable:
         mgr.add_webhook_server(webhooks)
+        for server in also:
+            mgr.add(server)
         mgr.add_readyz_check("webhook", started)
         return
     rotator = CertRotator(
@@ -145,6 +149,12 @@ def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) ->
         ),
     )
     rotator.on_ready(lambda: mgr.add_webhook_server(webhooks))
+
+    def add_also() -> None:  # servers on the same certificates (the TrainJob status server)
+        for server in also:
+            mgr.add(server)
+
+    rotator.on_ready(add_also)
     mgr.add(rotator)
     server_started = webhooks.started_checker()
 
@@ -167,6 +177,39 @@ def apply_client_connection(rest: RestConfig, cfg: Configuration) -> None:
         return
     rest.qps = float(conn.qps) or None
     rest.burst = int(conn.burst if conn.burst is not None else 100)
+
+
+def status_server(
+    mgr: Manager, webhooks: WebhookServer | None, cfg: Configuration, enabled: list[str]
+) -> tuple[Any, ...]:
+    """With the TrainJobStatus gate on (and the trainer component running): the status server."""
+    if not features.enabled(features.TrainJobStatus) or webhooks is None or "trainer" not in enabled:
+        return ()
+    from trainer.api.config_v1alpha1 import status_server_defaults
+    from trainer.runtime.plugins import trainjobstatus
+    from trainer.statusserver import setup_status_server
+    from webhooks.certs import service_namespace
+
+    settings = status_server_defaults(cfg)
+    certs = cfg.cert_management
+    trainjobstatus.configure(
+        trainjobstatus.StatusServerSettings(
+            service_name=(certs.webhook_service_name if certs else None) or CertConfig.service_name,
+            namespace=service_namespace(),
+            port=int(settings.port or 10443),
+            secret_name=(certs.webhook_secret_name if certs else None) or CertConfig.secret_name,
+        )
+    )
+    server = setup_status_server(
+        mgr,
+        port=int(settings.port or 10443),
+        qps=float(settings.qps or 0),
+        burst=int(settings.burst or 0),
+        cert_dir=webhooks.cert_dir,
+        host=webhooks.host,
+    )
+    log.info("TrainJobStatus feature gate on: serving the status server", port=settings.port)
+    return (server,)
 
 
 async def run(args: argparse.Namespace, cfg: Configuration) -> int:
@@ -196,8 +239,9 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
                 log.info("controllers registered", component=component.name)
             else:
                 log.info("component skipped", component=component.name)
+        status_servers = status_server(mgr, webhooks, cfg, enabled)
         if webhooks is not None and webhooks.paths:
-            serve_webhooks(mgr, webhooks, cfg)
+            serve_webhooks(mgr, webhooks, cfg, status_servers)
         if not enabled:
             log.warning("no controllers are registered: running the empty manager (probes and metrics only)")
         log.info("starting manager", controllers=enabled, leader_election=mgr.options.leader_election)
