@@ -260,7 +260,7 @@ class ProgressHandler:
         self.auth = auth
         self.get_pod = get_pod
         self.apply = apply
-        self.limiter = limiter or RateLimiter()
+        self.limiter = limiter if limiter is not None else RateLimiter()
 
     async def _authorize(self, token: str, namespace: str, name: str) -> tuple[int, str] | None:
         try:
@@ -399,12 +399,10 @@ class StatusServer:
         return self._certwatcher.context
 
     async def start(self, started: asyncio.Event) -> None:
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=5)
         await runner.setup()
         try:
-            site = web.TCPSite(
-                runner, self.host or None, self.port, ssl_context=self._context(), shutdown_timeout=5
-            )
+            site = web.TCPSite(runner, self.host or None, self.port, ssl_context=self._context())
             await site.start()
             sockets = getattr(site._server, "sockets", None) or []
             self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
