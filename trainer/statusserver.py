@@ -24,7 +24,7 @@ Each request, in this order:
 4. The body must be JSON of that shape (64 KiB at most): any other field, type or range is a 400
    whose message names the field (upstream answers 422 "Invalid payload").
 5. A missing TrainJob is 404; a TrainJob CRD without ``status.trainerStatus`` (the v2.1 CRD:
-   apply ``config/crd/progress``) is a 500 saying so rather than a silent no-op.
+   apply ``config/progress/crd``) is a 500 saying so rather than a silent no-op.
 
 Errors are ``metav1.Status`` JSON objects, as upstream's ``badRequest``.
 """
@@ -326,7 +326,7 @@ class ProgressHandler:
         if "trainerStatus" not in ((result.get("status") or {}) if isinstance(result, dict) else {}):
             message = (
                 "the TrainJob CRD has no status.trainerStatus: install the TrainJobStatus CRD "
-                "(config/crd/progress)"
+                "(config/progress/crd)"
             )
             log.error(message, namespace=namespace, name=name)
             return 500, status_body(500, "InternalError", message)

@@ -2,7 +2,7 @@
 
 Kept out of ``trainer_v1alpha1.TrainJobStatus`` on purpose: with the gate off the shipped CRD
 and the API are Trainer v2.1.0's. ``crdgen --feature-gates TrainJobStatus=true`` adds this
-schema (and the Progress/ETA printer columns) to the TrainJob CRD in ``config/crd/progress``.
+schema (and the Progress/ETA printer columns) to the TrainJob CRD in ``config/progress/crd``.
 Field names, bounds and the CEL rule are upstream v2.2's.
 """
 

@@ -644,9 +644,9 @@ def test_elastic_quota_schema() -> None:
 
 
 def test_trainjob_status_gate_crd_variant_is_committed_and_adds_only_trainer_status() -> None:
-    """config/crd/progress is generated (stale = fail); it differs from bases only by the gate's parts."""
+    """config/progress/crd is generated (stale = fail); it differs from bases only by the gate's parts."""
     variant = crdgen.generate(frozenset({"TrainJobStatus"}))
-    progress_dir = ROOT / "config" / "crd" / "progress"
+    progress_dir = ROOT / "config" / "progress" / "crd"
     on_disk = {p.name: p.read_text() for p in progress_dir.glob("*.yaml")}
     assert on_disk == variant, "run `make manifests`"
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

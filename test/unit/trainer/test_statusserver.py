@@ -276,7 +276,7 @@ async def test_missing_trainjob_is_404_and_old_crd_is_a_clear_500() -> None:
     api.trainjobs = {"job1"}
     api.crd_has_trainer_status = False
     code, answer = await make(api).handle(NS, "job1", "Bearer tok-job1-node-0-0", body(progressPercentage=1))
-    assert code == 500 and "config/crd/progress" in answer["message"]
+    assert code == 500 and "config/progress/crd" in answer["message"]
 
 
 async def test_api_server_rejection_is_400_other_errors_500() -> None:
