@@ -3,7 +3,9 @@
 One request is one TrainJob. The reconcile method follows the spec's numbered steps, one
 function each: get the TrainJob, remove ``Failed``, reconcile the objects (server-side apply
 with field manager ``trainer``), set the Suspended condition, take the status from the runtime's
-status plugin, and write the status only when it changed. Reads go through the cache; the only
+status plugin, and write the status only when it changed. A finished TrainJob (``Complete`` or
+``Failed`` True) keeps its conditions and is never re-applied, so a JobSet deleted by hand or
+by its TTL is not recreated (upstream v2.1.0 recreates it; docs/divergences.md). Reads go through the cache; the only
 writes are the applies the runtime asks for and a status PUT when something changed, so a
 running TrainJob whose JobSet is steady costs no API writes.
 
@@ -41,7 +43,7 @@ from trainer.runtime.objects import TRAINJOB_GVK
 from trainer.runtime.plugins.base import Watch
 from trainer.runtime.plugins.watches import by_controller_owner
 from trainer.runtime.registry import Runtime, runtime_key
-from trainer.runtime.status import now_rfc3339
+from trainer.runtime.status import is_finished, now_rfc3339
 
 Json = dict[str, Any]
 log = structlog.get_logger("trainer.trainjob")
@@ -121,13 +123,15 @@ class TrainJobReconciler:
         status: Json = copy.deepcopy(original_status)
         errors: list[str] = []
 
+        finished = is_finished(status)
         previous_failed = find_condition(status, tc.TrainJobFailed)
-        remove_failed_condition(status)
+        if not finished:
+            remove_failed_condition(status)
         trainjob["status"] = status
         runtime = self.lookup_runtime(trainjob)
         if runtime is None:
             errors.append(self.mark_unsupported_runtime(trainjob, status, previous_failed))
-        elif (err := await self.reconcile_objects(runtime, trainjob)) is not None:
+        elif not finished and (err := await self.reconcile_objects(runtime, trainjob)) is not None:
             errors.append(err)
         set_suspended_condition(trainjob, status, self.now)
         if runtime is not None:
