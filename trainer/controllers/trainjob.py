@@ -36,6 +36,7 @@ from trainer.controllers.conditions import (
     set_failed_unsupported,
     set_suspended_condition,
 )
+from trainer.controllers.lifecycle_metrics import TrainJobLifecycleMetrics, default_lifecycle_metrics
 from trainer.controllers.readers import no_kind_match_error
 from trainer.controllers.watches import AsyncMapHandler, kind_served
 from trainer.runtime.errors import RuntimeFailure
@@ -237,16 +238,18 @@ async def setup_trainjob_controller(
     reader: Reader,
     watchers: Sequence[TrainJobWatcher],
     recorder: Recorder,
+    lifecycle: TrainJobLifecycleMetrics | None = None,
 ) -> TrainJobReconciler:
     """Register the controller: TrainJobs, owned objects and every runtime's extra watches.
 
     A watch whose CRD is missing is skipped with the plugin's message (the JobSet watch is
-    registered anyway, as upstream does).
+    registered anyway, as upstream does). The TrainJob watch also feeds the lifecycle metrics
+    (``lifecycle``, the manager registry's by default).
     """
     reconciler = TrainJobReconciler(mgr.client, runtimes, recorder)
-    builder = (
-        Builder(mgr).named(CONTROLLER_NAME).for_(TRAINJOB_GVK, predicates=[notifying_predicate(watchers)])
-    )
+    lifecycle = lifecycle or default_lifecycle_metrics()
+    predicates = [notifying_predicate(watchers), lifecycle.predicate()]
+    builder = Builder(mgr).named(CONTROLLER_NAME).for_(TRAINJOB_GVK, predicates=predicates)
     registrars = [watch for runtime in runtimes.values() for watch in runtime.event_handler_registrars()]
     for watch in _unique_by_kind(registrars):
         if watch.requires_crd is not None and not await kind_served(mgr.client, watch.requires_crd):

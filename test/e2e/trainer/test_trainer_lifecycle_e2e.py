@@ -1,4 +1,4 @@
-"""TrainJob lifecycle on the full local cluster: finished stays finished (issue 15).
+"""TrainJob lifecycle on the full local cluster (issue 15): finished stays finished, lifecycle metrics.
 
 The manager runs as a subprocess (`python -m trainer`) with its webhooks and metrics served, on
 a TrainingRuntime of the test namespace whose trainer pods can never be scheduled (a node
@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from test_trainer_e2e import webhook_configurations
 
 from manager.client import Client, NotFound
@@ -206,3 +207,38 @@ async def test_running_trainjob_whose_jobset_is_deleted_gets_it_back(
 
     await eventually(recreated, timeout=60, message="the running TrainJob never got its JobSet back")
     assert "Failed" not in conditions_of(await client.get(TJ, "running", ns))
+
+
+async def scrape(product: Product, name: str, labels: dict[str, str]) -> float:
+    async with product.http.get(product.metrics_url) as r:
+        assert r.status == 200
+        text = await r.text()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+async def test_a_scrape_shows_the_lifecycle_metrics_move(product: Product, full_namespace: str) -> None:
+    client, ns = product.client, full_namespace
+    labels = {"namespace": ns, "runtime_kind": "TrainingRuntime", "runtime": "runs"}
+    names = ("created", "started", "completed")
+    before = {n: await scrape(product, f"trainer_trainjobs_{n}_total", labels) for n in names}
+    assert before == dict.fromkeys(names, 0.0)  # a fresh namespace: no series yet
+    await client.create(pending_runtime(ns, "runs", schedulable=True))
+    await client.create(trainjob(ns, "metered", "runs"))
+
+    async def moved() -> None:
+        now = {n: await scrape(product, f"trainer_trainjobs_{n}_total", labels) for n in names}
+        assert now == dict.fromkeys(names, 1.0), now
+
+    await eventually(moved, timeout=120, message="the lifecycle counters never moved")
+    assert conditions_of(await client.get(TJ, "metered", ns)).get("Complete") == "True"
+    assert await scrape(product, "trainer_trainjob_time_to_start_seconds_count", labels) == 1
+    assert (
+        await scrape(product, "trainer_trainjob_run_time_seconds_count", {**labels, "result": "Complete"})
+        == 1
+    )
+    await asyncio.sleep(2)  # more status writes and resyncs: still counted once
+    assert await scrape(product, "trainer_trainjobs_completed_total", labels) == 1
