@@ -66,3 +66,4 @@ clean:
 .PHONY: manifests
 manifests: $(STAMP)
 	$(PY) -m trainer.api.crdgen config/crd/bases
+	$(PY) -m trainer.api.crdgen --feature-gates=TrainJobStatus=true config/progress/crd

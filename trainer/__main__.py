@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
@@ -21,13 +21,17 @@ from manager import log as mlog
 from manager.cluster import Cluster
 from manager.config import ConfigError, RestConfig, get_config
 from manager.health.checks import NotReadyError, flag_checker, ping
+from manager.metrics.filters import with_authentication_and_authorization
 from manager.runtime.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
+from trainer import features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
 from trainer.components import COMPONENTS, select
 from webhooks.certs import CertConfig, CertRotator
 
 FIELD_OWNER = "trainer"
+# upstream's main sets zap's TimeEncoder to RFC3339Nano (controller-runtime's own default is RFC3339)
+DEFAULT_TIME_ENCODING: mlog.TimeEncoding = "rfc3339nano"
 log = mlog.get_logger("setup")
 
 
@@ -38,9 +42,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--enable-http2", action="store_true", help="accepted for parity; HTTP/2 is never served"
     )
-    parser.add_argument("--zap-log-level", default="info", help="debug, info, error, or a verbosity number")
-    parser.add_argument("--zap-devel", action="store_true", help="development logging (console format)")
-    parser.add_argument("--log-format", choices=["json", "console"], default=None)
+    mlog.bind_flags(parser, time_encoding=DEFAULT_TIME_ENCODING)
     parser.add_argument(
         "--controllers",
         default="*",
@@ -52,14 +54,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=str(DEFAULT_CERT_DIR),
         help="directory with tls.crt/tls.key for the webhook server when certManagement is off",
     )
+    parser.add_argument(
+        "--feature-gates",
+        default="",
+        help="comma-separated Name=true|false pairs; override the Configuration's featureGates",
+    )
     return parser.parse_args(argv)
-
-
-def _log_level(value: str) -> str:
-    # zap levels are names or negative verbosity numbers; any verbosity > 0 means debug.
-    if value.lstrip("-").isdigit():
-        return "debug" if abs(int(value)) > 0 else "info"
-    return {"debug": "debug", "info": "info", "warn": "warning", "error": "error"}.get(value, "info")
 
 
 def read_configuration(path: str) -> Configuration:
@@ -104,6 +104,12 @@ def manager_options(cfg: Configuration) -> Options:
     metrics = cfg.metrics.bind_address if cfg.metrics and cfg.metrics.bind_address else ":8443"
     health = cfg.health.health_probe_bind_address if cfg.health else ":8081"
     options = Options(metrics_bind_address=metrics, health_probe_bind_address=health or "")
+    if cfg.metrics is None or cfg.metrics.secure_serving is not False:
+        # HTTPS with a self-signed certificate (upstream passes no cert dir), and every scrape
+        # authenticated and authorised through the API server (divergences.md: upstream serves
+        # HTTPS without the filter)
+        options.metrics_secure_serving = True
+        options.metrics_filter_provider = with_authentication_and_authorization
     le = cfg.leader_election
     if le is not None and le.leader_elect:
         options.leader_election = True
@@ -118,7 +124,9 @@ def manager_options(cfg: Configuration) -> Options:
     return options
 
 
-def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) -> None:
+def serve_webhooks(
+    mgr: Manager, webhooks: WebhookServer, cfg: Configuration, also: tuple[Any, ...] = ()
+) -> None:
     """Serve the webhooks; with certManagement on, only once the rotator has certificates ready.
 
     Readiness fails with ``certificates are not ready`` until then (upstream's readyz), and
@@ -128,6 +136,8 @@ def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) ->
     started = flag_checker(webhooks.started_checker(), "webhook server has not started")
     if certs is None or not certs.enable:
         mgr.add_webhook_server(webhooks)
+        for server in also:
+            mgr.add(server)
         mgr.add_readyz_check("webhook", started)
         return
     rotator = CertRotator(
@@ -139,6 +149,12 @@ def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) ->
         ),
     )
     rotator.on_ready(lambda: mgr.add_webhook_server(webhooks))
+
+    def add_also() -> None:  # servers on the same certificates (the TrainJob status server)
+        for server in also:
+            mgr.add(server)
+
+    rotator.on_ready(add_also)
     mgr.add(rotator)
     server_started = webhooks.started_checker()
 
@@ -161,6 +177,39 @@ def apply_client_connection(rest: RestConfig, cfg: Configuration) -> None:
         return
     rest.qps = float(conn.qps) or None
     rest.burst = int(conn.burst if conn.burst is not None else 100)
+
+
+def status_server(
+    mgr: Manager, webhooks: WebhookServer | None, cfg: Configuration, enabled: list[str]
+) -> tuple[Any, ...]:
+    """With the TrainJobStatus gate on (and the trainer component running): the status server."""
+    if not features.enabled(features.TrainJobStatus) or webhooks is None or "trainer" not in enabled:
+        return ()
+    from trainer.api.config_v1alpha1 import status_server_defaults
+    from trainer.runtime.plugins import trainjobstatus
+    from trainer.statusserver import setup_status_server
+    from webhooks.certs import service_namespace
+
+    settings = status_server_defaults(cfg)
+    certs = cfg.cert_management
+    trainjobstatus.configure(
+        trainjobstatus.StatusServerSettings(
+            service_name=(certs.webhook_service_name if certs else None) or CertConfig.service_name,
+            namespace=service_namespace(),
+            port=int(settings.port or 10443),
+            secret_name=(certs.webhook_secret_name if certs else None) or CertConfig.secret_name,
+        )
+    )
+    server = setup_status_server(
+        mgr,
+        port=int(settings.port or 10443),
+        qps=float(settings.qps or 0),
+        burst=int(settings.burst or 0),
+        cert_dir=webhooks.cert_dir,
+        host=webhooks.host,
+    )
+    log.info("TrainJobStatus feature gate on: serving the status server", port=settings.port)
+    return (server,)
 
 
 async def run(args: argparse.Namespace, cfg: Configuration) -> int:
@@ -190,8 +239,9 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
                 log.info("controllers registered", component=component.name)
             else:
                 log.info("component skipped", component=component.name)
+        status_servers = status_server(mgr, webhooks, cfg, enabled)
         if webhooks is not None and webhooks.paths:
-            serve_webhooks(mgr, webhooks, cfg)
+            serve_webhooks(mgr, webhooks, cfg, status_servers)
         if not enabled:
             log.warning("no controllers are registered: running the empty manager (probes and metrics only)")
         log.info("starting manager", controllers=enabled, leader_election=mgr.options.leader_election)
@@ -200,12 +250,19 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    fmt: Literal["json", "console"] | None = args.log_format or ("console" if args.zap_devel else None)
-    mlog.configure(level=_log_level(args.zap_log_level), fmt=fmt)
+    mlog.configure_from_flags(args)
     try:
         cfg = read_configuration(args.config)
     except ConfigurationError as err:
         log.error("unable to load the configuration", error=str(err))
+        return 1
+    try:
+        features.reset()
+        features.set_from_map(cfg.feature_gates or {})
+        if args.feature_gates:
+            features.set_from_map(features.parse_flag(args.feature_gates))
+    except features.FeatureGateError as err:
+        log.error("unable to set feature gates", error=str(err))
         return 1
     return asyncio.run(run(args, cfg))
 

@@ -41,7 +41,7 @@ from manager.leaderelection.elector import (
     new_identity,
 )
 from manager.leaderelection.lease import LeaseLock
-from manager.metrics.server import metrics_server
+from manager.metrics.server import FilterProvider, metrics_server
 from manager.runtime.cluster import Cluster, ClusterCache
 from manager.runtime.runnable import Runnable, needs_leader_election
 from manager.scheme import KindRef
@@ -80,9 +80,12 @@ class Options:
 
     metrics_bind_address: str = ":8080"
     metrics_secure_serving: bool = False
-    """HTTPS for /metrics (Trainer's shipped config turns it on, on :8443), without an authn/authz filter."""
+    """HTTPS for /metrics (Trainer's shipped config turns it on, on :8443)."""
     metrics_cert_dir: str | None = None
     """``tls.crt``/``tls.key`` for secure metrics; without them a self-signed pair is generated at start."""
+    metrics_filter_provider: FilterProvider | None = None
+    """Called with the manager's uncached client; the filter wraps every metrics handler
+    (``manager.metrics.filters.with_authentication_and_authorization``: TokenReview + SubjectAccessReview)."""
     health_probe_bind_address: str = ""  # disabled; the deployment enables ":8081"
     liveness_endpoint_name: str = "/healthz"
     debug_bind_address: str = ""
@@ -353,8 +356,16 @@ class Manager:
     def _setup_servers(self) -> None:
         opts = self.options
         if not is_disabled(opts.metrics_bind_address):
+            metrics_filter = (
+                opts.metrics_filter_provider(self.cluster.api_reader)
+                if opts.metrics_filter_provider
+                else None
+            )
             self.metrics_server = metrics_server(
-                opts.metrics_bind_address, secure=opts.metrics_secure_serving, cert_dir=opts.metrics_cert_dir
+                opts.metrics_bind_address,
+                secure=opts.metrics_secure_serving,
+                cert_dir=opts.metrics_cert_dir,
+                filter=metrics_filter,
             )
             self.add(self.metrics_server)
         if not is_disabled(opts.health_probe_bind_address):

@@ -16,6 +16,10 @@ DefaultWebhookServiceName = "kubeflow-trainer-controller-manager"
 DefaultWebhookSecretName = "kubeflow-trainer-webhook-cert"
 DefaultClientConnectionQPS = 50.0
 DefaultClientConnectionBurst = 100
+# Upstream v2.2 statusServer defaults (the TrainJobStatus endpoint).
+DefaultStatusServerPort = 10443
+DefaultStatusServerQPS = 5.0
+DefaultStatusServerBurst = 10
 
 DecodeErrorPrefix = "failed to decode config file: "
 ReadErrorPrefix = "failed to read config file: "

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from trainer import features
 from trainer.runtime.plugins.base import Plugin, PluginContext
 from trainer.runtime.plugins.coscheduling import CoScheduling
 from trainer.runtime.plugins.jobset import JobSet
 from trainer.runtime.plugins.mpi import MPI
 from trainer.runtime.plugins.plainml import PlainML
 from trainer.runtime.plugins.torch import Torch
+from trainer.runtime.plugins.trainjobstatus import TrainJobStatus
 from trainer.runtime.plugins.volcano import Volcano
 
 __all__ = ["PluginFactory", "Registry", "new_registry"]
@@ -26,12 +28,19 @@ Registry = dict[str, PluginFactory]
 
 
 def new_registry() -> Registry:
-    """Every plugin by its registry name; dict order is run order."""
-    return {
+    """Every plugin by its registry name; dict order is run order.
+
+    With the TrainJobStatus gate on, its plugin runs before JobSet, so the ConfigMap its pods
+    mount is applied before the JobSet.
+    """
+    registry: Registry = {
         CoScheduling.name: CoScheduling,
         Volcano.name: Volcano,
         MPI.name: MPI,
         PlainML.name: lambda _context: PlainML(),
         Torch.name: lambda _context: Torch(),
-        JobSet.name: JobSet,
     }
+    if features.enabled(features.TrainJobStatus):
+        registry[TrainJobStatus.name] = TrainJobStatus
+    registry[JobSet.name] = JobSet
+    return registry
