@@ -67,3 +67,4 @@ clean:
 manifests: $(STAMP)
 	$(PY) -m trainer.api.crdgen config/crd/bases
 	$(PY) -m trainer.api.crdgen --feature-gates=TrainJobStatus=true config/progress/crd
+	$(PY) -m trainer.api.crdgen --feature-gates=TrainJobState=true config/state/crd

@@ -29,6 +29,7 @@ from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
 from manager.events import EventType
 from manager.restmapper import NoKindMatch
+from trainer import features
 from trainer.api import trainer_constants as tc
 from trainer.controllers.conditions import (
     find_condition,
@@ -38,6 +39,7 @@ from trainer.controllers.conditions import (
 )
 from trainer.controllers.lifecycle_metrics import TrainJobLifecycleMetrics, default_lifecycle_metrics
 from trainer.controllers.readers import no_kind_match_error
+from trainer.controllers.state import derive_state
 from trainer.controllers.watches import AsyncMapHandler, kind_served
 from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.objects import TRAINJOB_GVK
@@ -139,6 +141,7 @@ class TrainJobReconciler:
             status, err = await self.trainjob_status(runtime, trainjob, status)
             if err is not None:
                 errors.append(err)
+        set_state(trainjob, status)
         if (err := await self.update_status_if_changed(trainjob, original_status, status)) is not None:
             errors.append(err)
 
@@ -215,6 +218,18 @@ class TrainJobReconciler:
         except ApiError as err:
             return str(err)
         return None
+
+
+def set_state(trainjob: Json, status: Json) -> None:
+    """With the TrainJobState gate, ``status.state`` is the derived state (trainer/controllers/state.py).
+
+    With the gate off the field is never written (and a value left from a time the gate was on is
+    removed, so it cannot go stale): the status is Trainer v2.1.0's.
+    """
+    if features.enabled(features.TrainJobState):
+        status["state"] = derive_state({**trainjob, "status": status})
+    else:
+        status.pop("state", None)
 
 
 def _runtime_key_of(trainjob: Json) -> str:

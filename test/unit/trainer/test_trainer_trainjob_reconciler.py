@@ -254,3 +254,35 @@ async def test_apply_of_an_unserved_kind_is_reported_like_any_apply_error() -> N
         await reconciler.reconcile(REQ)
     [event] = recorder.events
     assert event.reason == "TrainJobResourcesCreationFailed"
+
+
+async def test_state_is_written_only_with_the_trainjob_state_gate() -> None:
+    from trainer import features
+
+    reconciler, client, _ = setup(node_runtime(), trainjob(suspend=True))
+    await reconciler.reconcile(REQ)
+    assert "state" not in (await stored_trainjob(client))["status"]  # gate off: v2.1's status
+    with features.override(features.TrainJobState, True):
+        await reconciler.reconcile(REQ)
+        assert (await stored_trainjob(client))["status"]["state"] == "Suspended"
+        current = await stored_trainjob(client)
+        current["spec"]["suspend"] = False
+        await client.update(current)
+        await reconciler.reconcile(REQ)
+        resumed = (await stored_trainjob(client))["status"]
+        # upstream's column (last condition's type) would still read Suspended here
+        assert [c["type"] for c in resumed["conditions"]] == ["Suspended"]
+        assert resumed["state"] == "Pending"
+        jobset = await client.get(JOBSET_GVK, "test-job", "default")
+        jobs = [{"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}]
+        jobset["status"] = {"replicatedJobsStatus": jobs}
+        await client.status.update(jobset)
+        await reconciler.reconcile(REQ)
+        assert (await stored_trainjob(client))["status"]["state"] == "Running"
+        jobset = await client.get(JOBSET_GVK, "test-job", "default")
+        jobset["status"] = {"conditions": [FAILED_JOBS], "replicatedJobsStatus": jobs}
+        await client.status.update(jobset)
+        await reconciler.reconcile(REQ)
+        assert (await stored_trainjob(client))["status"]["state"] == "Failed"
+    await reconciler.reconcile(REQ)  # gate off again: the field goes, it cannot go stale
+    assert "state" not in (await stored_trainjob(client))["status"]
