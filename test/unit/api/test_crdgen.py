@@ -697,7 +697,9 @@ def test_trainjob_state_gate_crd_variant_is_committed_and_changes_only_the_state
     assert columns == {**default_columns, "State": ".status.state"}
     # both gates: one CRD with both changes
     both = yaml.load(
-        crdgen.generate(frozenset({"TrainJobState", "TrainJobStatus"}))["trainer.kubeflow.org_trainjobs.yaml"],
+        crdgen.generate(frozenset({"TrainJobState", "TrainJobStatus"}))[
+            "trainer.kubeflow.org_trainjobs.yaml"
+        ],
         Loader=loader,
     )
     both_version = both["spec"]["versions"][0]
