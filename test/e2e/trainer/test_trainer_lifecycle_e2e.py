@@ -10,6 +10,8 @@ controller fails the Job, the manager's JobSet controller fails the JobSet).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -24,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_trainer_e2e import webhook_configurations
 
 from manager.client import Client, NotFound
+from manager.client.errors import Conflict
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
@@ -49,6 +52,31 @@ class Product:
 @pytest.fixture
 async def product(full_cluster: Environment, full_namespace: str, tmp_path: Path) -> AsyncIterator[Product]:
     """The manager as a subprocess (webhooks for the test namespace, metrics on a free port)."""
+    async with running_manager(full_cluster, full_namespace, tmp_path, {}) as product:
+        yield product
+
+
+@pytest.fixture
+async def state_product(
+    full_cluster: Environment, full_namespace: str, tmp_path: Path
+) -> AsyncIterator[Product]:
+    """The manager with the TrainJobState gate and its CRD variant (the default CRD put back after)."""
+    await full_cluster.install_crds([ROOT / "config" / "state" / "crd"])
+    try:
+        async with running_manager(
+            full_cluster, full_namespace, tmp_path, {"TrainJobState": True}
+        ) as product:
+            yield product
+    finally:
+        await full_cluster.install_crds(
+            [ROOT / "config" / "crd" / "bases" / "trainer.kubeflow.org_trainjobs.yaml"]
+        )
+
+
+@contextlib.asynccontextmanager
+async def running_manager(
+    full_cluster: Environment, full_namespace: str, tmp_path: Path, gates: dict[str, bool]
+) -> AsyncIterator[Product]:
     ca = TinyCA("trainer-e2e-webhook-ca")
     ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
         tmp_path / "tls.crt", tmp_path / "tls.key"
@@ -61,6 +89,7 @@ async def product(full_cluster: Environment, full_namespace: str, tmp_path: Path
         "metrics": {"bindAddress": metrics, "secureServing": False},
         "webhook": {"port": port, "host": "127.0.0.1"},
         "certManagement": {"enable": False},
+        **({"featureGates": gates} if gates else {}),
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     log_path = tmp_path / "manager.log"  # a file, not a pipe: a full pipe would block the manager
@@ -242,3 +271,91 @@ async def test_a_scrape_shows_the_lifecycle_metrics_move(product: Product, full_
     )
     await asyncio.sleep(2)  # more status writes and resyncs: still counted once
     assert await scrape(product, "trainer_trainjobs_completed_total", labels) == 1
+
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+async def printed_states(cluster: Environment, ns: str) -> dict[str, str]:
+    """``kubectl get trainjob``'s NAME -> STATE, read from the API server's Table output."""
+    connector = aiohttp.TCPConnector(ssl=cluster.ssl_context())
+    async with (
+        aiohttp.ClientSession(connector=connector) as http,
+        http.get(
+            f"{cluster.url}/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs",
+            headers={"Accept": TABLE},
+        ) as r,
+    ):
+        assert r.status == 200, await r.text()
+        table = await r.json()
+    assert table["kind"] == "Table"
+    names = [c["name"] for c in table["columnDefinitions"]]
+    assert names[:2] == ["Name", "State"], names
+    return {row["cells"][0]: row["cells"][1] for row in table["rows"]}
+
+
+async def test_the_state_column_tells_the_truth(
+    state_product: Product, full_cluster: Environment, full_namespace: str
+) -> None:
+    client, ns = state_product.client, full_namespace
+    steps = pending_runtime(ns, "steps")
+    # a first step that runs (KWOK completes it) before a second that never gets a node
+    first = copy.deepcopy(steps["spec"]["template"]["spec"]["replicatedJobs"][0])
+    first["name"] = "prepare"
+    first["template"]["metadata"] = {}
+    first["template"]["spec"]["template"]["spec"].pop("nodeSelector")
+    steps["spec"]["template"]["spec"]["replicatedJobs"].insert(0, first)
+    await client.create(steps)
+    await client.create(pending_runtime(ns, "runs", schedulable=True))
+    await client.create(pending_runtime(ns, "fails", deadline=3))
+    await client.create(trainjob(ns, "steps", "steps", suspend=True))
+    await client.create(trainjob(ns, "waits", "steps"))
+
+    async def printed(name: str, state: str) -> None:
+        assert (await printed_states(full_cluster, ns)).get(name) == state
+
+    await eventually(lambda: printed("steps", "Suspended"), timeout=60)
+    for _ in range(2):  # resume, suspend again, resume again
+        await edit_suspend(client, ns, "steps", False)
+        await eventually(lambda: printed("steps", "Running"), timeout=90)
+        conditions = (await client.get(TJ, "steps", ns))["status"]["conditions"]
+        assert conditions[-1]["type"] == "Suspended"  # what upstream's column shows
+        await edit_suspend(client, ns, "steps", True)
+        await eventually(lambda: printed("steps", "Suspended"), timeout=60)
+    await edit_suspend(client, ns, "steps", False)
+    await eventually(lambda: printed("steps", "Running"), timeout=90)
+
+    await client.create(trainjob(ns, "done", "runs"))
+    await client.create(trainjob(ns, "failing", "fails"))
+    await eventually(lambda: printed("done", "Complete"), timeout=120)
+    await eventually(lambda: printed("failing", "Failed"), timeout=120)
+    # the second step of "waits" never gets a node, but its first step ran
+    states = await printed_states(full_cluster, ns)
+    assert states == {"steps": "Running", "waits": "Running", "done": "Complete", "failing": "Failed"}
+
+
+async def test_a_trainjob_whose_pods_wait_for_resources_is_pending(
+    state_product: Product, full_cluster: Environment, full_namespace: str
+) -> None:
+    client, ns = state_product.client, full_namespace
+    await client.create(pending_runtime(ns, "pending"))
+    await client.create(trainjob(ns, "queued", "pending"))
+    await eventually(lambda: jobset_of(client, "queued", ns), timeout=60)
+
+    async def pending() -> None:
+        assert (await printed_states(full_cluster, ns)) == {"queued": "Pending"}
+        assert (await client.get(TJ, "queued", ns))["status"]["state"] == "Pending"
+
+    await eventually(pending, timeout=60)
+
+
+async def edit_suspend(client: Client, ns: str, name: str, suspend: bool) -> None:
+    for _ in range(5):
+        current = await client.get(TJ, name, ns)
+        current["spec"]["suspend"] = suspend
+        try:
+            await client.update(current)
+            return
+        except Conflict:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"could not set suspend={suspend} on {name}")
