@@ -41,12 +41,12 @@ from trainer.controllers.lifecycle_metrics import TrainJobLifecycleMetrics, defa
 from trainer.controllers.readers import no_kind_match_error
 from trainer.controllers.state import derive_state
 from trainer.controllers.watches import AsyncMapHandler, kind_served
-from trainer.runtime.errors import RuntimeFailure
+from trainer.runtime.errors import PluginFailure, RuntimeFailure
 from trainer.runtime.objects import TRAINJOB_GVK
 from trainer.runtime.plugins.base import Watch
 from trainer.runtime.plugins.watches import by_controller_owner
 from trainer.runtime.registry import Runtime, runtime_key
-from trainer.runtime.status import is_finished, now_rfc3339
+from trainer.runtime.status import is_finished, now_rfc3339, set_status_condition
 
 Json = dict[str, Any]
 log = structlog.get_logger("trainer.trainjob")
@@ -67,6 +67,8 @@ CONTROLLER_NAME = "trainjob_controller"
 RECORDER_NAME = "trainer-trainjob-controller"
 FIELD_MANAGER = tc.FieldManager
 EVENT_MESSAGE_LIMIT = 950
+RUNTIME_PLUGIN_FAILED_REASON = "RuntimePluginFailed"
+"""Failed reason when a third-party runtime plugin raised (only such plugins can cause it)."""
 
 
 class Recorder(Protocol):
@@ -183,6 +185,23 @@ class TrainJobReconciler:
         try:
             for obj in await runtime.new_objects(trainjob):
                 await self.client.apply(obj, field_owner=FIELD_MANAGER, force=True)
+        except PluginFailure as failure:
+            # A third-party plugin raised: this TrainJob fails with a condition naming it (so it
+            # is not retried forever); the manager and every other TrainJob carry on.
+            log.error("runtime plugin failed", plugin=failure.plugin, error=failure.message)
+            set_status_condition(
+                trainjob.setdefault("status", {}),
+                tc.TrainJobFailed,
+                {"status": "True", "reason": RUNTIME_PLUGIN_FAILED_REASON, "message": failure.message},
+                self.now,
+            )
+            await self.recorder.event(
+                trainjob,
+                "Warning",
+                tc.TrainJobResourcesCreationFailedReason,
+                creation_failed_message(failure.message),
+            )
+            return None
         except (RuntimeFailure, ApiError, NoKindMatch) as err:
             text = str(err) if not isinstance(err, NoKindMatch) else str(no_kind_match_error(err.gvk))
             log.error("failed to reconcile TrainJob resources", error=text)
