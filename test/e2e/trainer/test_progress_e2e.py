@@ -128,9 +128,17 @@ async def progress_product(
         await full_cluster.install_webhooks(
             [tmp_path / "webhooks.yaml"], host="127.0.0.1", port=port, ca_bundle=ca.cert_pem
         )
-        await full_cluster.apply_manifests(
-            [ROOT / "config" / "runtimes" / "torch-distributed.yaml"], field_manager="e2e"
-        )
+        # The shipped torch runtime as a TrainingRuntime of the test namespace whose pods name
+        # their ServiceAccount: this local API server runs without the ServiceAccount admission
+        # plugin (envtest's default), which in a real cluster sets ``default`` on every pod, and
+        # a projected token needs one.
+        runtime = yaml.safe_load((ROOT / "config" / "runtimes" / "torch-distributed.yaml").read_text())
+        runtime["kind"] = "TrainingRuntime"
+        runtime["metadata"] = {"name": "torch-progress", "namespace": full_namespace}
+        for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+            rjob["template"]["spec"]["template"]["spec"]["serviceAccountName"] = "default"
+        (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(runtime))
+        await full_cluster.apply_manifests([tmp_path / "runtime.yaml"], field_manager="e2e")
         rest = await load_kubeconfig(full_cluster.kubeconfig)
         async with Cluster(rest, field_owner="e2e") as cluster:
             yield Client(cluster.transport, cluster.mapper, field_owner="e2e"), status_port
@@ -155,7 +163,10 @@ async def trainer_pod(client: Client, ns: str, trainjob: str) -> Json:
         pods = await client.list(
             POD, namespace=ns, label_selector={"jobset.sigs.k8s.io/jobset-name": trainjob}
         )
-        assert pods, f"no pod of {trainjob} yet"
+        if not pods:
+            events = await client.list(GroupVersionKind("", "v1", "Event"), namespace=ns)
+            seen = [f"{e['involvedObject']['name']}: {e.get('reason')}: {e.get('message')}" for e in events]
+            raise AssertionError(f"no pod of {trainjob} yet; events: {seen[-6:]}")
         return dict(pods[0])
 
     return await eventually(found, timeout=90)
@@ -262,8 +273,7 @@ async def test_sdk_update_lands_and_is_authorised_per_trainjob(
                 "apiVersion": "trainer.kubeflow.org/v1alpha1",
                 "kind": "TrainJob",
                 "metadata": {"name": name, "namespace": ns},
-                # long enough that KWOK keeps the pod running while the test reports
-                "spec": {"runtimeRef": {"name": "torch-distributed"}},
+                "spec": {"runtimeRef": {"name": "torch-progress", "kind": "TrainingRuntime"}},
             }
         )
     pod_a = await trainer_pod(client, ns, "progress-a")

@@ -44,3 +44,14 @@ def test_override_restores():
     with features.override("TrainJobStatus", True):
         assert features.enabled("TrainJobStatus")
     assert not features.enabled("TrainJobStatus")
+
+
+def test_entry_point_refuses_an_unknown_gate(tmp_path):
+    """`trainer-controller-manager` exits 1 naming the gate, from the file or the flag."""
+    from trainer.__main__ import main
+
+    assert main(["--feature-gates=Bogus=true"]) == 1
+    config = tmp_path / "config.yaml"
+    config.write_text("featureGates:\n  Bogus: true\n")
+    assert main([f"--config={config}"]) == 1
+    assert not features.enabled("TrainJobStatus")

@@ -454,3 +454,13 @@ def test_plugin_is_registered_only_with_the_gate_on() -> None:
     with features.override(features.TrainJobStatus, True):
         names = list(new_registry())
     assert names.index("TrainJobStatus") == names.index("JobSet") - 1
+
+
+def test_gate_off_means_no_status_server_and_no_injection() -> None:
+    """With TrainJobStatus off (the default) the manager builds no status server at all."""
+    from trainer.__main__ import status_server
+    from trainer.api.config_v1alpha1 import load
+
+    features.reset()
+    assert status_server(object(), object(), load({}), ["trainer"]) == ()  # type: ignore[arg-type]
+    assert "TrainJobStatus" not in new_registry()
