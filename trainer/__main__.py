@@ -27,6 +27,8 @@ from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
 from trainer.components import COMPONENTS, select
+from trainer.runtime.plugins import BUILTIN as BUILTIN_PLUGINS
+from trainer.runtime.plugins import external as external_plugins
 from webhooks.certs import TRAINER_WEBHOOK_CONFIGURATIONS, CertConfig, CertRotator, WebhookConfiguration
 
 FIELD_OWNER = "trainer"
@@ -279,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
             features.set_from_map(features.parse_flag(args.feature_gates))
     except features.FeatureGateError as err:
         log.error("unable to set feature gates", error=str(err))
+        return 1
+    try:  # third-party runtime plugins (docs/plugins.md)
+        external_plugins.configure(cfg.runtime_plugins or [], BUILTIN_PLUGINS)
+    except external_plugins.PluginConfigError as err:
+        log.error("unable to load the runtime plugins", error=str(err))
         return 1
     return asyncio.run(run(args, cfg))
 

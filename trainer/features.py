@@ -19,6 +19,11 @@ from dataclasses import dataclass
 # trainer pods, and the gate-on CRD variant with ``status.trainerStatus`` and printer columns.
 TrainJobStatus = "TrainJobStatus"
 
+# The controller writes one derived state (Pending, Suspended, Running, Complete, Failed) to
+# ``status.state`` and the gate-on CRD variant's ``State`` printer column reads it instead of
+# the last condition's type (issue 15; upstream #2713, #3666). Helper "state".
+TrainJobState = "TrainJobState"
+
 
 @dataclass(frozen=True)
 class FeatureSpec:
@@ -28,6 +33,7 @@ class FeatureSpec:
 
 KNOWN: Mapping[str, FeatureSpec] = {
     TrainJobStatus: FeatureSpec(default=False, pre_release="Alpha"),
+    TrainJobState: FeatureSpec(default=False, pre_release="Alpha"),
 }
 
 _overrides: dict[str, bool] = {}

@@ -83,6 +83,9 @@ class Configuration(KindModel):
     # Upstream v2.2 fields (read only with the TrainJobStatus gate on; see trainer.features).
     status_server: StatusServer | None = None
     feature_gates: dict[str, Bool] | None = None
+    # Third-party runtime plugins to run, in order (entry-point group trainer.runtime.plugins;
+    # docs/plugins.md). Not in upstream.
+    runtime_plugins: list[Str] | None = None
 
 
 class ConfigurationError(ValueError):

@@ -409,8 +409,33 @@ def render(kind: type[KindModel]) -> str:
     return _dump(crd(kind))
 
 
-#: Feature gates that change CRDs, and the CRD variant each produces.
-GATED_VARIANTS = ("TrainJobStatus",)
+def with_trainjob_state(document: Schema) -> Schema:
+    """The TrainJobState gate's TrainJob CRD: ``status.state`` and a ``State`` column reading it.
+
+    Upstream's column (the last condition's type) shows ``Suspended`` for a resumed TrainJob and
+    nothing for a running one; the controller writes the derived state (trainer/controllers/state.py).
+    """
+    from trainer.controllers.state import STATES
+
+    out: Schema = json.loads(json.dumps(document))
+    version = out["spec"]["versions"][0]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    status.setdefault("properties", {})["state"] = {
+        "description": (
+            "state is the TrainJob's lifecycle state derived from its conditions and its JobSet: "
+            "Pending, Suspended, Running, Complete or Failed (TrainJobState feature gate)."
+        ),
+        "enum": list(STATES),
+        "type": "string",
+    }
+    for column in version.get("additionalPrinterColumns") or []:
+        if column.get("name") == "State":
+            column["jsonPath"] = ".status.state"
+    return out
+
+
+#: Feature gates that change CRDs, in the order their changes are applied.
+GATED_VARIANTS = ("TrainJobStatus", "TrainJobState")
 
 
 def generate(gates: frozenset[str] = frozenset()) -> dict[str, str]:
@@ -420,10 +445,12 @@ def generate(gates: frozenset[str] = frozenset()) -> dict[str, str]:
     unknown = sorted(gates - set(GATED_VARIANTS))
     if unknown:
         raise ValueError(f"no CRD variant for feature gate(s): {', '.join(unknown)}")
-    out: dict[str, str] = {}
+    document = crd(TrainJob)
     if "TrainJobStatus" in gates:
-        out[file_name(TrainJob)] = _dump(with_trainjob_status(crd(TrainJob)))
-    return out
+        document = with_trainjob_status(document)
+    if "TrainJobState" in gates:
+        document = with_trainjob_state(document)
+    return {file_name(TrainJob): _dump(document)}
 
 
 def write(directory: Path = DEFAULT_DIR, gates: frozenset[str] = frozenset()) -> list[Path]:

@@ -675,3 +675,36 @@ def test_trainjob_status_gate_crd_variant_is_committed_and_adds_only_trainer_sta
     assert names == [*default_names[:-1], "Progress", "ETA", default_names[-1]]
     with pytest.raises(ValueError, match="no CRD variant for feature gate"):
         crdgen.generate(frozenset({"Nope"}))
+
+
+def test_trainjob_state_gate_crd_variant_is_committed_and_changes_only_the_state_column() -> None:
+    """config/state/crd is generated (stale = fail): ``status.state`` and ``State`` reading it."""
+    variant = crdgen.generate(frozenset({"TrainJobState"}))
+    on_disk = {p.name: p.read_text() for p in (ROOT / "config" / "state" / "crd").glob("*.yaml")}
+    assert on_disk == variant, "run `make manifests`"
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    gated = yaml.load(variant["trainer.kubeflow.org_trainjobs.yaml"], Loader=loader)
+    default = load("trainer.kubeflow.org_trainjobs.yaml")
+    gated_version, default_version = gated["spec"]["versions"][0], default["spec"]["versions"][0]
+    status = gated_version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    state = status.pop("state")
+    assert state["type"] == "string"
+    assert state["enum"] == ["Pending", "Suspended", "Running", "Complete", "Failed"]
+    assert gated_version["schema"] == default_version["schema"]
+    columns = {c["name"]: c["jsonPath"] for c in gated_version["additionalPrinterColumns"]}
+    default_columns = {c["name"]: c["jsonPath"] for c in default_version["additionalPrinterColumns"]}
+    assert default_columns["State"] == ".status.conditions[-1:].type"  # upstream's, gate off
+    assert columns == {**default_columns, "State": ".status.state"}
+    # both gates: one CRD with both changes
+    both = yaml.load(
+        crdgen.generate(frozenset({"TrainJobState", "TrainJobStatus"}))[
+            "trainer.kubeflow.org_trainjobs.yaml"
+        ],
+        Loader=loader,
+    )
+    both_version = both["spec"]["versions"][0]
+    assert {"state", "trainerStatus"} <= set(
+        both_version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    )
+    names = [c["name"] for c in both_version["additionalPrinterColumns"]]
+    assert names == ["State", "Progress", "ETA", "Age"]

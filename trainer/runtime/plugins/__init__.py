@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainer import features
+from trainer.runtime.plugins import external
 from trainer.runtime.plugins.base import Plugin, PluginContext
 from trainer.runtime.plugins.coscheduling import CoScheduling
 from trainer.runtime.plugins.jobset import JobSet
@@ -21,7 +22,7 @@ from trainer.runtime.plugins.torch import Torch
 from trainer.runtime.plugins.trainjobstatus import TrainJobStatus
 from trainer.runtime.plugins.volcano import Volcano
 
-__all__ = ["PluginFactory", "Registry", "new_registry"]
+__all__ = ["BUILTIN", "PluginFactory", "Registry", "new_registry"]
 
 PluginFactory = Callable[[PluginContext], Plugin]
 Registry = dict[str, PluginFactory]
@@ -42,5 +43,12 @@ def new_registry() -> Registry:
     }
     if features.enabled(features.TrainJobStatus):
         registry[TrainJobStatus.name] = TrainJobStatus
+    # third-party plugins the Configuration enables (runtimePlugins), in its order (external.py)
+    for name, factory in external.enabled_factories():
+        registry[name] = factory
     registry[JobSet.name] = JobSet
     return registry
+
+
+#: Built-in plugin names (a runtimePlugins entry may not reuse one).
+BUILTIN = ("CoScheduling", "Volcano", "MPI", "PlainML", "Torch", "TrainJobStatus", "JobSet")
