@@ -27,6 +27,7 @@ from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
 from manager.events import EventType
 from manager.restmapper import NoKindMatch
+from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.controllers.conditions import (
     find_condition,
@@ -62,6 +63,9 @@ CONTROLLER_NAME = "trainjob_controller"
 RECORDER_NAME = "trainer-trainjob-controller"
 FIELD_MANAGER = tc.FieldManager
 EVENT_MESSAGE_LIMIT = 950
+
+
+_TRAINJOB_CODEC = gocodec.codec_for("trainer.kubeflow.org/v1alpha1", "TrainJob")
 
 
 class Recorder(Protocol):
@@ -206,7 +210,8 @@ class TrainJobReconciler:
         else:  # the CRD requires a present status to have a property: clear it instead
             trainjob.pop("status", None)
         try:
-            await self.client.status.update(trainjob, field_owner=FIELD_MANAGER)
+            # Upstream's typed Status().Update: the whole struct as Go re-encodes it.
+            await self.client.status.update(_TRAINJOB_CODEC.encode(trainjob), field_owner=FIELD_MANAGER)
         except ApiError as err:
             return str(err)
         return None
