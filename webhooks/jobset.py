@@ -273,7 +273,12 @@ def validate_update(old: Object, new: Object) -> list[str]:
     errs: list[str] = []
     if immutable_rjobs or _semantic(new_rjobs) != _semantic(old_rjobs):
         errs.append(
-            v.invalid("spec.replicatedJobs", new_spec.get("replicatedJobs"), "field is immutable", go_type=_RJOBS_TYPE)
+            v.invalid(
+                "spec.replicatedJobs",
+                new_spec.get("replicatedJobs"),
+                "field is immutable",
+                go_type=_RJOBS_TYPE,
+            )
         )
     if munged.get("managedBy") != old_spec.get("managedBy"):
         errs.append(v.invalid("spec.managedBy", munged.get("managedBy"), "field is immutable"))

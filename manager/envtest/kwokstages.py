@@ -130,7 +130,9 @@ def pod_stages(run_seconds: float, jitter_seconds: float = 0.0) -> list[dict[str
             "metadata": {"name": "pod-delete"},
             "spec": {
                 "resourceRef": _POD,
-                "selector": {"matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]},
+                "selector": {
+                    "matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]
+                },
                 "next": {"finalizers": {"empty": True}, "delete": True},
             },
         },

@@ -396,7 +396,7 @@ def _empty(value: Any, t: GoType) -> bool:
     if t.kind == "bool":
         return value is False
     if t.kind in _INT_RANGES or t.kind in _FLOATS:
-        return value == 0
+        return bool(value == 0)
     return False
 
 
@@ -433,7 +433,11 @@ def marshal(value: Any, t: GoType) -> str:
         if t.kind == "slice" and isinstance(value, list):
             return "[" + ",".join(marshal(item, t.elem) for item in value) + "]"
         if t.kind == "map" and isinstance(value, dict):
-            return "{" + ",".join(f"{_go_string(str(k))}:{marshal(value[k], t.elem)}" for k in sorted(value)) + "}"
+            return (
+                "{"
+                + ",".join(f"{_go_string(str(k))}:{marshal(value[k], t.elem)}" for k in sorted(value))
+                + "}"
+            )
         return _untyped(value)
     if t.kind == "custom":
         if value is None:

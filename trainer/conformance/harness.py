@@ -139,7 +139,9 @@ async def _finish(side: Side, env: Environment, hook_ports: dict[Path, int]) -> 
     await env.apply_manifests(_runtime_files(), field_manager="conformance")
 
 
-async def start_theirs(workdir: Path, nodes: int = 2, pod_run_seconds: float | None = POD_RUN_SECONDS) -> Side:
+async def start_theirs(
+    workdir: Path, nodes: int = 2, pod_run_seconds: float | None = POD_RUN_SECONDS
+) -> Side:
     """The Go jobset v0.10.1 and trainer v2.1.0 managers (built on first use)."""
     built = originals.build_all()
     for binary, (_path, seconds) in built.items():
