@@ -205,13 +205,15 @@ class TrainJobReconciler:
         """Step 7: PUT the status subresource (resourceVersion-checked) only when it changed."""
         if status == original:
             return None
-        if status:
-            trainjob["status"] = status
-        else:  # the CRD requires a present status to have a property: clear it instead
-            trainjob.pop("status", None)
+        # Upstream's typed Status().Update: the whole struct as Go re-encodes it ...
+        trainjob["status"] = status
+        _TRAINJOB_CODEC.encode(trainjob)
+        if not trainjob["status"]:
+            # ... except an empty status, which Go sends as {} and the CRD (minProperties: 1)
+            # rejects (T-11): the PUT without it clears the status instead.
+            trainjob.pop("status")
         try:
-            # Upstream's typed Status().Update: the whole struct as Go re-encodes it.
-            await self.client.status.update(_TRAINJOB_CODEC.encode(trainjob), field_owner=FIELD_MANAGER)
+            await self.client.status.update(trainjob, field_owner=FIELD_MANAGER)
         except ApiError as err:
             return str(err)
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -223,3 +224,24 @@ async def test_apply_of_an_unserved_kind_is_reported_like_any_apply_error() -> N
         await reconciler.reconcile(REQ)
     [event] = recorder.events
     assert event.reason == "TrainJobResourcesCreationFailed"
+
+
+def recording_status_updates(client: FakeClient) -> list[Json]:
+    sent: list[Json] = []
+    update = client.status.update
+
+    async def recording_update(obj: Any, **kwargs: Any) -> Any:
+        sent.append(copy.deepcopy(obj))
+        return await update(obj, **kwargs)
+
+    client.status.update = recording_update  # type: ignore[method-assign]
+    return sent
+
+
+async def test_an_empty_status_is_left_out_of_the_go_encoded_put() -> None:
+    # Go would send status: {} (rejected by the CRD's minProperties: 1, T-11); the PUT omits it.
+    reconciler, client, _ = setup(node_runtime(), trainjob(status={"conditions": [FAILED_JOBS]}))
+    sent = recording_status_updates(client)
+    await reconciler.reconcile(REQ)
+    (body,) = sent
+    assert "status" not in body
