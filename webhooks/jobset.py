@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from manager.webhook import Handler, defaulting_handler, validating_handler
+from trainer.api import gocodec
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset import apivalidation as v
 from webhooks import typed
@@ -254,6 +255,9 @@ def _semantic(value: Any) -> Any:
     return value
 
 
+_RJOBS_TYPE = gocodec.field_type("jobset.x-k8s.io/v1alpha2", "JobSet", "spec.replicatedJobs")
+
+
 def validate_update(old: Object, new: Object) -> list[str]:
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     munged = copy.deepcopy(new_spec)
@@ -268,7 +272,14 @@ def validate_update(old: Object, new: Object) -> list[str]:
                 _copy_kueue_fields(rjob, old_rjobs[index])
     errs: list[str] = []
     if immutable_rjobs or _semantic(new_rjobs) != _semantic(old_rjobs):
-        errs.append(v.invalid("spec.replicatedJobs", new_spec.get("replicatedJobs"), "field is immutable"))
+        errs.append(
+            v.invalid(
+                "spec.replicatedJobs",
+                new_spec.get("replicatedJobs"),
+                "field is immutable",
+                go_type=_RJOBS_TYPE,
+            )
+        )
     if munged.get("managedBy") != old_spec.get("managedBy"):
         errs.append(v.invalid("spec.managedBy", munged.get("managedBy"), "field is immutable"))
     return errs

@@ -31,7 +31,14 @@ def _up(args: argparse.Namespace) -> int:
             return 1
         stop_detached(directory)
     started = time.monotonic()
-    env = Environment(directory, full=args.full, nodes=args.nodes, crd_paths=args.crds, detached=True)
+    env = Environment(
+        directory,
+        full=args.full,
+        nodes=args.nodes,
+        crd_paths=args.crds,
+        detached=True,
+        pod_run_seconds=args.pod_run_seconds,
+    )
     asyncio.run(env.start())
     mode = "full" if args.full else "plain"
     print(f"{mode} control plane ready in {time.monotonic() - started:.1f}s at {env.url}", file=sys.stderr)
@@ -90,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--full", action="store_true", help="add controller-manager, scheduler and KWOK")
     up.add_argument("--nodes", type=int, default=2, help="fake KWOK nodes in full mode")
     up.add_argument("--crds", nargs="*", default=[], help="CRD files or directories to install")
+    up.add_argument(
+        "--pod-run-seconds",
+        type=float,
+        default=None,
+        help="full mode: a Job's pod stays Running this long before KWOK makes it succeed "
+        "(default: KWOK's own stages, about at once; env ENVTEST_POD_RUN_SECONDS)",
+    )
     up.set_defaults(run=_up)
     down = sub.add_parser("down", help="stop the control plane started in DIR")
     down.add_argument("--dir", required=True)

@@ -25,7 +25,7 @@ from typing import Any
 import aiohttp
 import yaml
 
-from manager.envtest import assets
+from manager.envtest import assets, kwokstages
 from manager.envtest.certs import KeyPair, TinyCA, key_pem, public_key_pem
 from manager.envtest.errors import EnvtestError, StartError
 from manager.envtest.process import Process, free_port, pid_alive, pid_executable, stop_pid, wait_http
@@ -34,6 +34,8 @@ STATE_FILE = "envtest.json"
 KUBECONFIG_FILE = "kubeconfig"
 SECONDARY_SCHEDULER_PROFILES = ("scheduler-plugins-scheduler", "volcano")
 _START_ATTEMPTS = 3
+POD_RUN_SECONDS_ENV = "ENVTEST_POD_RUN_SECONDS"
+"""Environment variable: the default of ``Environment(pod_run_seconds=...)`` (KWOK pod run time)."""
 
 
 def _timeout(name: str, default: float) -> float:
@@ -72,8 +74,18 @@ class Environment:
         crd_paths: Iterable[Path | str] = (),
         detached: bool = False,
         keep_dir: bool = False,
+        pod_run_seconds: float | None = None,
+        pod_run_jitter_seconds: float = 0.0,
     ) -> None:
         self.full = full
+        if pod_run_seconds is None and os.environ.get(POD_RUN_SECONDS_ENV):
+            pod_run_seconds = float(os.environ[POD_RUN_SECONDS_ENV])
+        if pod_run_seconds is not None:
+            kwokstages.pod_stages(pod_run_seconds, pod_run_jitter_seconds)  # a bad value fails here
+        self.pod_run_seconds = pod_run_seconds
+        """With KWOK: how long a Job's pod stays Running before it succeeds (None: KWOK's default,
+        about at once); ``pod_run_jitter_seconds`` adds a random part up to that much."""
+        self.pod_run_jitter_seconds = pod_run_jitter_seconds
         self.node_count = nodes if full else 0
         self.crd_paths = [Path(p) for p in crd_paths]
         self.detached = detached
@@ -362,17 +374,20 @@ class Environment:
             ],
         )
 
-        kwok = self._spawn(
-            "kwok",
-            [
-                str(binaries["kwok"]),
-                f"--kubeconfig={self.kubeconfig}",
-                "--manage-all-nodes=true",
-                "--cidr=10.244.0.1/16",
-                "--node-ip=10.243.0.1",
-                "--node-lease-duration-seconds=40",
-            ],
-        )
+        kwok_args = [
+            str(binaries["kwok"]),
+            f"--kubeconfig={self.kubeconfig}",
+            "--manage-all-nodes=true",
+            "--cidr=10.244.0.1/16",
+            "--node-ip=10.243.0.1",
+            "--node-lease-duration-seconds=40",
+        ]
+        if self.pod_run_seconds is not None:
+            kwok_config = self._file("kwok-stages.yaml")
+            stages = kwokstages.pod_stages(self.pod_run_seconds, self.pod_run_jitter_seconds)
+            kwok_config.write_text(yaml.safe_dump_all(stages, sort_keys=False))
+            kwok_args.append(f"--config={kwok_config}")
+        kwok = self._spawn("kwok", kwok_args)
         await wait_http(kcm, f"https://127.0.0.1:{kcm_port}/healthz", context=insecure, timeout=60)
         await wait_http(sched, f"https://127.0.0.1:{sched_port}/healthz", context=insecure, timeout=60)
         await self._create_fake_nodes(kwok)

@@ -33,7 +33,7 @@ from typing import Any
 
 from trainer.api.quantity import Quantity, QuantityError
 
-__all__ = ["Codec", "DecodeError", "GoStruct", "GoType", "codec", "codec_for"]
+__all__ = ["Codec", "DecodeError", "GoStruct", "GoType", "codec", "codec_for", "marshal"]
 
 TYPES_FILE = "go-types.json"
 QUANTITY = "k8s.io/apimachinery/pkg/api/resource.Quantity"
@@ -98,6 +98,7 @@ class GoField:
     json: str
     type: GoType
     always: bool  # written by json.Marshal even when zero
+    omitzero: bool = False
 
 
 @dataclass
@@ -130,7 +131,9 @@ def _structs() -> dict[str, GoStruct]:
     structs = {key: GoStruct(key, node["name"], go_zero=node["zero"]) for key, node in raw.items()}
     for key, node in raw.items():
         for f in node["fields"]:
-            structs[key].fields[f["json"]] = GoField(f["json"], _describe(f["type"], structs), _always(f))
+            structs[key].fields[f["json"]] = GoField(
+                f["json"], _describe(f["type"], structs), _always(f), bool(f.get("omitzero"))
+            )
     return structs
 
 
@@ -343,6 +346,127 @@ def _encode_struct(obj: dict[str, Any], s: GoStruct) -> dict[str, Any]:
         elif f.always:
             obj[key] = _zero(f.type)
     return obj
+
+
+# -- json.Marshal text ----------------------------------------------------------------------------
+
+_HTML_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def _go_string(text: str) -> str:
+    """encoding/json's string: HTML-safe escapes, non-ASCII left as it is."""
+    out = json.dumps(text, ensure_ascii=False)
+    for char, escape in _HTML_ESCAPES.items():
+        out = out.replace(char, escape)
+    return out
+
+
+def _go_number(value: int | float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if value == int(value) and abs(value) < 1e21:
+        return str(int(value))
+    text = repr(value)
+    return text.replace("e+0", "e+").replace("e-0", "e-")
+
+
+def _untyped(value: Any) -> str:
+    """An ``interface{}`` value: map keys sorted, as encoding/json writes ``map[string]any``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return _go_number(value)
+    if isinstance(value, str):
+        return _go_string(value)
+    if isinstance(value, list):
+        return "[" + ",".join(_untyped(item) for item in value) + "]"
+    return "{" + ",".join(f"{_go_string(str(k))}:{_untyped(value[k])}" for k in sorted(value)) + "}"
+
+
+def _empty(value: Any, t: GoType) -> bool:
+    """encoding/json's ``isEmptyValue`` (what ``omitempty`` drops); structs are never empty."""
+    if value is None:
+        return True
+    if t.kind in ("ptr", "interface"):
+        return False
+    if t.kind in ("slice", "map", "string"):
+        return len(value) == 0
+    if t.kind == "bool":
+        return value is False
+    if t.kind in _INT_RANGES or t.kind in _FLOATS:
+        return bool(value == 0)
+    return False
+
+
+def marshal(value: Any, t: GoType) -> str:
+    """The text ``json.Marshal`` writes for ``value`` decoded into the Go type ``t``.
+
+    Struct fields come in declaration order, fields Go always writes with their zero value,
+    ``omitempty`` fields dropped when empty, unknown fields dropped (the struct has no place for
+    them), map keys sorted, strings HTML-escaped. This is what apimachinery's
+    ``field.Invalid(...).Error()`` embeds for a value that is not a simple type.
+    """
+    if t.kind == "ptr":
+        assert t.elem is not None
+        return "null" if value is None else marshal(value, t.elem)
+    if t.kind == "struct":
+        assert t.struct is not None
+        if value is not None and not isinstance(value, dict):
+            return _untyped(value)
+        obj = value or {}
+        parts = []
+        for key, f in t.struct.fields.items():
+            item = obj.get(key)
+            if not f.always:
+                if f.omitzero and (item is None or item == {} or _empty(item, f.type)):
+                    continue
+                if not f.omitzero and _empty(item, f.type):
+                    continue
+            parts.append(f"{_go_string(key)}:{marshal(item, f.type)}")
+        return "{" + ",".join(parts) + "}"
+    if t.kind in ("slice", "map"):
+        assert t.elem is not None
+        if value is None:
+            return "null"
+        if t.kind == "slice" and isinstance(value, list):
+            return "[" + ",".join(marshal(item, t.elem) for item in value) + "]"
+        if t.kind == "map" and isinstance(value, dict):
+            return (
+                "{"
+                + ",".join(f"{_go_string(str(k))}:{marshal(value[k], t.elem)}" for k in sorted(value))
+                + "}"
+            )
+        return _untyped(value)
+    if t.kind == "custom":
+        if value is None:
+            return _untyped(_zero(t))
+        if t.ref == QUANTITY:
+            try:
+                return _go_string(str(_encode(value, t)))
+            except QuantityError:
+                return _untyped(value)
+        if t.ref == TIME and isinstance(value, str):
+            return _untyped(_format_time(value))
+        return _untyped(value)
+    if value is None:
+        return _untyped(_zero(t))
+    return _untyped(value)
+
+
+def field_type(api_version: str, kind: str, path: str) -> GoType:
+    """The Go type at a dotted JSON path of a root kind (``spec.replicatedJobs``); slices are
+    looked through, so ``spec.replicatedJobs.template`` names the element's field."""
+    t = GoType("struct", "", ROOTS[(api_version, kind)], struct=_structs()[ROOTS[(api_version, kind)]])
+    for name in path.split("."):
+        while t.kind in ("ptr", "slice", "map"):
+            assert t.elem is not None
+            t = t.elem
+        if t.struct is None or name not in t.struct.fields:
+            raise KeyError(f"{path}: no field {name!r} in {t.go or t.ref}")
+        t = t.struct.fields[name].type
+    return t
 
 
 # -- the codec ------------------------------------------------------------------------------------

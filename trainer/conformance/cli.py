@@ -58,6 +58,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=4,
         help="KWOK nodes per local cluster (0: no controller-manager, scheduler or KWOK)",
     )
+    p.add_argument(
+        "--pod-run-seconds",
+        type=float,
+        default=harness.POD_RUN_SECONDS,
+        help="local clusters: how long KWOK keeps a Job's pod Running before it succeeds "
+        f"(default {harness.POD_RUN_SECONDS:g}; must stay below --quiet-seconds)",
+    )
     p.add_argument("--keep-namespaces", action="store_true", help="leave the scenario namespaces behind")
     p.add_argument("--show-listed", action="store_true", help="also print the listed divergences found")
     p.add_argument(
@@ -66,6 +73,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--keep-workdir", action="store_true", help="keep the managers' logs and configurations")
     p.add_argument("--build-only", action="store_true", help="build the Go originals and exit")
     args = p.parse_args(argv)
+    if args.pod_run_seconds < 0 or args.pod_run_seconds >= args.quiet_seconds:
+        p.error("--pod-run-seconds must be at least 0 and below --quiet-seconds")
     if bool(args.kubeconfig_ours) != bool(args.kubeconfig_theirs):
         p.error("--kubeconfig-ours and --kubeconfig-theirs go together")
     return args
@@ -92,8 +101,8 @@ async def _sides(args: argparse.Namespace, workdir: Path | None) -> tuple[Side, 
         return ours, theirs
     assert workdir is not None
     results = await asyncio.gather(
-        harness.start_ours(workdir, args.nodes),
-        harness.start_theirs(workdir, args.nodes),
+        harness.start_ours(workdir, args.nodes, args.pod_run_seconds),
+        harness.start_theirs(workdir, args.nodes, args.pod_run_seconds),
         return_exceptions=True,
     )
     started = [r for r in results if isinstance(r, Side)]

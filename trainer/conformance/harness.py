@@ -91,9 +91,24 @@ def _say(message: str) -> None:
     print(f"conformance: {message}", file=sys.stderr, flush=True)
 
 
-async def _start_env(workdir: Path, name: str, nodes: int, crds: list[Path]) -> Environment:
+POD_RUN_SECONDS = 2.0
+"""How long KWOK keeps a Job's pod Running before it succeeds, on both sides. A fixed run time
+(no jitter) makes what a controller can see between start and completion the same on both
+sides (every replica of an InOrder step started before the first finishes); it stays below the
+settle quiet time, so a scenario is not declared settled while its pods still run."""
+
+
+async def _start_env(
+    workdir: Path, name: str, nodes: int, crds: list[Path], pod_run_seconds: float | None = POD_RUN_SECONDS
+) -> Environment:
     # Nodes 0: etcd and kube-apiserver only (admission and the objects managers write).
-    env = Environment(workdir / f"{name}-cluster", full=nodes > 0, nodes=nodes, crd_paths=crds)
+    env = Environment(
+        workdir / f"{name}-cluster",
+        full=nodes > 0,
+        nodes=nodes,
+        crd_paths=crds,
+        pod_run_seconds=pod_run_seconds,
+    )
     await env.start()
     return env
 
@@ -124,13 +139,17 @@ async def _finish(side: Side, env: Environment, hook_ports: dict[Path, int]) -> 
     await env.apply_manifests(_runtime_files(), field_manager="conformance")
 
 
-async def start_theirs(workdir: Path, nodes: int = 2) -> Side:
+async def start_theirs(
+    workdir: Path, nodes: int = 2, pod_run_seconds: float | None = POD_RUN_SECONDS
+) -> Side:
     """The Go jobset v0.10.1 and trainer v2.1.0 managers (built on first use)."""
     built = originals.build_all()
     for binary, (_path, seconds) in built.items():
         if seconds:
             _say(f"built {binary} in {seconds:.0f}s")
-    env = await _start_env(workdir, "theirs", nodes, [*originals.upstream_crds(), *THIRD_PARTY_CRDS])
+    env = await _start_env(
+        workdir, "theirs", nodes, [*originals.upstream_crds(), *THIRD_PARTY_CRDS], pod_run_seconds
+    )
     side = Side("theirs", await Kube.from_kubeconfig(env.kubeconfig), env=env)
     try:
         ca = TinyCA("conformance-theirs-webhook-ca")
@@ -194,9 +213,9 @@ async def start_theirs(workdir: Path, nodes: int = 2) -> Side:
     return side
 
 
-async def start_ours(workdir: Path, nodes: int = 2) -> Side:
+async def start_ours(workdir: Path, nodes: int = 2, pod_run_seconds: float | None = POD_RUN_SECONDS) -> Side:
     """This repository's manager (``python -m trainer``), with this repository's CRDs."""
-    env = await _start_env(workdir, "ours", nodes, [CRD_DIR])
+    env = await _start_env(workdir, "ours", nodes, [CRD_DIR], pod_run_seconds)
     side = Side("ours", await Kube.from_kubeconfig(env.kubeconfig), env=env)
     try:
         ca = TinyCA("conformance-ours-webhook-ca")

@@ -25,6 +25,7 @@ from manager.controller.handler import Funcs, RequestQueue
 from manager.controller.reconcile import Request, Result
 from manager.controller_util import add_finalizer, contains_finalizer, remove_finalizer
 from manager.scheme import GroupVersionKind
+from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.runtime import indexes
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK
@@ -88,14 +89,23 @@ class RuntimeReconciler:
         trainjobs = await self.list_referencing_trainjobs(runtime)
         if not contains_finalizer(runtime, tc.ResourceInUseFinalizer) and trainjobs:
             add_finalizer(runtime, tc.ResourceInUseFinalizer)
-            await self.client.update(runtime)
+            await self.client.update(self.typed(runtime))
         elif (
             (runtime.get("metadata") or {}).get("deletionTimestamp")
             and not trainjobs
             and remove_finalizer(runtime, tc.ResourceInUseFinalizer)
         ):
-            await self.client.update(runtime)
+            await self.client.update(self.typed(runtime))
         return None
+
+    def typed(self, runtime: Json) -> Json:
+        """The runtime as upstream's typed ``client.Update`` sends it: Go's re-encoded struct.
+
+        Upstream writes the whole decoded object back, so fields Go always writes
+        (``metadata: {}`` of pod templates, ``resources: {}``, ``name: ""``...) are stored with
+        their zero values and, the spec having changed, ``generation`` goes to 2.
+        """
+        return gocodec.codec_for(self.kind.gvk.api_version, self.kind.gvk.kind).encode(runtime)
 
     async def get_runtime(self, req: Request) -> Json | None:
         try:

@@ -30,6 +30,7 @@ from manager.controller.reconcile import ReconcileError, Request, Result
 from manager.events import EventType
 from manager.restmapper import NoKindMatch
 from trainer import features
+from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.controllers.conditions import (
     find_condition,
@@ -69,6 +70,9 @@ FIELD_MANAGER = tc.FieldManager
 EVENT_MESSAGE_LIMIT = 950
 RUNTIME_PLUGIN_FAILED_REASON = "RuntimePluginFailed"
 """Failed reason when a third-party runtime plugin raised (only such plugins can cause it)."""
+
+
+_TRAINJOB_CODEC = gocodec.codec_for("trainer.kubeflow.org/v1alpha1", "TrainJob")
 
 
 class Recorder(Protocol):
@@ -228,10 +232,13 @@ class TrainJobReconciler:
         """Step 7: PUT the status subresource (resourceVersion-checked) only when it changed."""
         if status == original:
             return None
-        if status:
-            trainjob["status"] = status
-        else:  # the CRD requires a present status to have a property: clear it instead
-            trainjob.pop("status", None)
+        # Upstream's typed Status().Update: the whole struct as Go re-encodes it ...
+        trainjob["status"] = status
+        _TRAINJOB_CODEC.encode(trainjob)
+        if not trainjob["status"]:
+            # ... except an empty status, which Go sends as {} and the CRD (minProperties: 1)
+            # rejects (T-11): the PUT without it clears the status instead.
+            trainjob.pop("status")
         try:
             await self.client.status.update(trainjob, field_owner=FIELD_MANAGER)
         except ApiError as err:

@@ -526,6 +526,11 @@ async def _runtime_finalizer_lifecycle(trainer: Any, gvk: GroupVersionKind, name
         assert await _finalizers(client, gvk, name, runtime_ns) == [FINALIZER]
 
     await eventually(has_finalizer, timeout=30)
+    # The finalizer write is upstream's typed Update of the whole runtime: the stored runtime
+    # now has Go's zero fields (the JobSet template's metadata) and, its spec changed, generation 2.
+    stored = await _get(client, gvk, name, runtime_ns)
+    assert stored["metadata"]["generation"] == 2
+    assert stored["spec"]["template"]["metadata"] == {}
 
     await client.delete_by_name(TJ, "alpha", ns)
 

@@ -449,3 +449,25 @@ async def test_creates_and_deletes_run_in_parallel_at_most_50() -> None:
     client.peak = 0
     await rec.delete_jobs([client.stored("Job", n) for n in client.names("Job")])  # type: ignore[misc]
     assert client.names("Job") == [] and client.peak == 50
+
+
+async def test_status_update_sends_the_jobset_as_go_reencodes_it() -> None:
+    # Upstream's r.Status().Update(ctx, js) PUTs the whole typed struct: every field Go always
+    # writes is in the body (here the Job templates' metadata and the pod templates' metadata).
+    client = RecordingClient(two_rjobs())
+    sent: list[Object] = []
+    update = client.status.update
+
+    async def recording_update(obj: Any, **kwargs: Any) -> Any:
+        sent.append(obj)
+        return await update(obj, **kwargs)
+
+    client.status.update = recording_update  # type: ignore[method-assign]
+    rec, _, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert len(sent) == 1
+    body = sent[0]
+    for replicated in body["spec"]["replicatedJobs"]:
+        assert replicated["template"]["metadata"] == {}
+        assert replicated["template"]["spec"]["template"]["metadata"] == {}
+    assert body["status"]["restarts"] == 0

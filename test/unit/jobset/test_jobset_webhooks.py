@@ -432,3 +432,44 @@ def test_defaulting_tolerates_null_template_parts() -> None:
         "completionMode": "Indexed",
         "template": {"spec": {"restartPolicy": "OnFailure"}},
     }
+
+
+def test_immutable_replicated_jobs_value_is_written_as_go_marshals_the_typed_slice() -> None:
+    # field.Invalid embeds json.Marshal of []ReplicatedJob: struct field order (name, template,
+    # replicas), Go's zero fields (metadata: {}, resources: {}), map keys sorted, quantities canonical.
+    old = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": "default"},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "replicas": 1,
+                    "name": "a",
+                    "template": {
+                        "spec": {
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [
+                                        {
+                                            "image": "busybox",
+                                            "name": "c",
+                                            "resources": {"limits": {"memory": "1024Mi", "cpu": "1000m"}},
+                                        }
+                                    ],
+                                }
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    new = copy.deepcopy(old)
+    new["spec"]["replicatedJobs"][0]["replicas"] = 2
+    assert validate_update(old, new) == [
+        'spec.replicatedJobs: Invalid value: [{"name":"a","template":{"metadata":{},"spec":{"template":'
+        '{"metadata":{},"spec":{"containers":[{"name":"c","image":"busybox","resources":{"limits":'
+        '{"cpu":"1","memory":"1Gi"}}}],"restartPolicy":"Never"}}}},"replicas":2}]: field is immutable'
+    ]

@@ -234,7 +234,7 @@ async def test_f93_suspended_trainjob_rebuilds_pod_group() -> None:
 async def test_f94_read_error() -> None:
     # spec: trainer F94
     info = gang_info({"volcano": {}})
-    with pytest.raises(RuntimeFailure, match=r"^error when getting existing PodGroup: boom$"):
+    with pytest.raises(RuntimeFailure, match=r"^boom$"):
         await volcano(info, tj_model(), FakeReader(errors={"PodGroup": InternalError("boom")}))
     assert info.scheduler.pod_annotations == {"scheduling.k8s.io/group-name": "test-job"}
 

@@ -230,3 +230,33 @@ async def test_channel_never_blocks_the_informer() -> None:
         reconciler.notify_trainjob_update(None, _tj("TrainingRuntime"))
     assert reconciler.channel.qsize() == 50
     await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("kind_name", list(KINDS))
+async def test_finalizer_write_stores_the_runtime_as_go_reencodes_it(kind_name: str) -> None:
+    # Upstream's client.Update sends the whole typed struct back: the fields Go always writes
+    # (pod template metadata, container resources, the JobSet template's metadata) are stored
+    # with their zero values, which changes the spec (and so the generation) of the runtime.
+    namespace = KINDS[kind_name][1]
+    rjobs = [
+        {
+            "name": "node",
+            "template": {
+                "spec": {"template": {"spec": {"containers": [{"name": "node", "image": "busybox"}]}}}
+            },
+        }
+    ]
+    objects = [
+        runtime("runtime", namespace=namespace, rjobs=rjobs),
+        trainjob("tj", runtime_name="runtime", kind=kind_name),
+    ]
+    stored, _ = await _reconcile(kind_name, objects)
+    assert stored["metadata"]["finalizers"] == [FINALIZER]
+    template = stored["spec"]["template"]
+    assert template["metadata"] == {}
+    rjob = template["spec"]["replicatedJobs"][0]
+    assert rjob["template"]["metadata"] == {}
+    pod_template = rjob["template"]["spec"]["template"]
+    assert pod_template["metadata"] == {}
+    assert pod_template["spec"]["containers"][0]["resources"] == {}
+    assert pod_template["spec"]["containers"][0]["name"] == "node"

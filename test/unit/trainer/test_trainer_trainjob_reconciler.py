@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -286,3 +287,28 @@ async def test_state_is_written_only_with_the_trainjob_state_gate() -> None:
         assert (await stored_trainjob(client))["status"]["state"] == "Failed"
     await reconciler.reconcile(REQ)  # gate off again: the field goes, it cannot go stale
     assert "state" not in (await stored_trainjob(client))["status"]
+
+
+def recording_status_updates(client: FakeClient) -> list[Json]:
+    sent: list[Json] = []
+    update = client.status.update
+
+    async def recording_update(obj: Any, **kwargs: Any) -> Any:
+        sent.append(copy.deepcopy(obj))
+        return await update(obj, **kwargs)
+
+    client.status.update = recording_update  # type: ignore[method-assign]
+    return sent
+
+
+async def test_an_empty_status_is_left_out_of_the_go_encoded_put() -> None:
+    # Go would send status: {} (rejected by the CRD's minProperties: 1, T-11); the PUT omits it.
+    # (A status holding only a state written while the TrainJobState gate was on empties once the
+    # gate is off; a Failed TrainJob no longer loses its condition: finished stays finished.)
+    reconciler, client, _ = setup(node_runtime(), trainjob(status={"state": "Pending"}))
+    sent = recording_status_updates(client)
+    stored = await stored_trainjob(client)
+    assert await reconciler.update_status_if_changed(stored, {"state": "Pending"}, {}) is None
+    (body,) = sent
+    assert "status" not in body
+    assert "status" not in await stored_trainjob(client)

@@ -10,6 +10,8 @@ import json
 import re
 from typing import Any
 
+from trainer.api import gocodec
+
 DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
 DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
@@ -81,9 +83,13 @@ def _value_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def invalid(path: str, value: Any, detail: str) -> str:
-    """``field.Invalid(path, value, detail).Error()``."""
-    return f"{path}: Invalid value: {_value_text(value)}: {detail}"
+def invalid(path: str, value: Any, detail: str, *, go_type: gocodec.GoType | None = None) -> str:
+    """``field.Invalid(path, value, detail).Error()``; with ``go_type`` a complex value is
+    written as ``json.Marshal`` of the typed Go value (field order, zero fields), as Go does."""
+    text = _value_text(value)
+    if go_type is not None and isinstance(value, dict | list):
+        text = gocodec.marshal(value, go_type)
+    return f"{path}: Invalid value: {text}: {detail}"
 
 
 def required(path: str) -> str:

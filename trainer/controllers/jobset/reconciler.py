@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from manager import Request, Result
 from manager.client.errors import ApiError, Conflict, NotFound
 from manager.scheme import GroupVersionKind
+from trainer.api import gocodec
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset import jobs as J
 from trainer.controllers.jobset import policies as P
@@ -33,6 +34,9 @@ JOBSET_GVK = GroupVersionKind(c.GROUP, c.VERSION, c.KIND)
 JOB_GVK = GroupVersionKind("batch", "v1", "Job")
 SERVICE_GVK = GroupVersionKind("", "v1", "Service")
 JOB_OWNER_KEY = ".metadata.controller"
+
+
+_JOBSET_CODEC = gocodec.codec_for("jobset.x-k8s.io/v1alpha2", "JobSet")
 
 
 class Recorder(Protocol):
@@ -117,7 +121,8 @@ class JobSetReconciler:
         if not status.get("terminalState"):
             status.pop("terminalState", None)
         try:
-            await self.client.status.update(js)
+            # Upstream's typed Status().Update: the whole struct as Go re-encodes it.
+            await self.client.status.update(_JOBSET_CODEC.encode(js))
         except Conflict:
             log.debug("status conflict on JobSet %s, requeueing", J.name_of(js))
             raise

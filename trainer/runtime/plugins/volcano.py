@@ -101,7 +101,7 @@ class Volcano:
         except NotFound:
             exists = False
         except ApiError as err:
-            raise RuntimeFailure(f"error when getting existing PodGroup: {err}") from err
+            raise RuntimeFailure(str(err)) from err  # upstream returns the read error as it is
         if exists and not trainjob.spec.suspend:
             return []
         spec: Json = {

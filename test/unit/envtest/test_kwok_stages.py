@@ -1,0 +1,59 @@
+"""The KWOK pod stages envtest writes when a pod run time is asked for."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from manager.envtest import Environment, kwokstages
+from manager.envtest.environment import POD_RUN_SECONDS_ENV
+
+
+def _by_name(run: float, jitter: float = 0.0) -> dict[str, dict]:
+    return {s["metadata"]["name"]: s for s in kwokstages.pod_stages(run, jitter)}
+
+
+def test_all_three_pod_transitions_are_given_because_one_pod_stage_replaces_kwoks_defaults() -> None:
+    stages = _by_name(2.5)
+    assert sorted(stages) == ["pod-complete", "pod-delete", "pod-ready"]
+    for stage in stages.values():
+        assert stage["apiVersion"] == "kwok.x-k8s.io/v1alpha1"
+        assert stage["kind"] == "Stage"
+        assert stage["spec"]["resourceRef"] == {"apiGroup": "v1", "kind": "Pod"}
+
+
+def test_job_pods_succeed_after_the_run_time_without_jitter_by_default() -> None:
+    complete = _by_name(2.5)["pod-complete"]["spec"]
+    assert complete["delay"] == {"durationMilliseconds": 2500}
+    selectors = complete["selector"]["matchExpressions"]
+    assert {"key": ".status.phase", "operator": "In", "values": ["Running"]} in selectors
+    assert {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]} in selectors
+    assert "phase: Succeeded" in complete["next"]["statusTemplate"]
+    ready = _by_name(2.5)["pod-ready"]["spec"]
+    assert "delay" not in ready
+    assert "phase: Running" in ready["next"]["statusTemplate"]
+
+
+def test_jitter_is_an_upper_bound_on_top_of_the_run_time() -> None:
+    # KWOK draws the delay uniformly between durationMilliseconds and jitterDurationMilliseconds.
+    assert _by_name(1, 3)["pod-complete"]["spec"]["delay"] == {
+        "durationMilliseconds": 1000,
+        "jitterDurationMilliseconds": 4000,
+    }
+
+
+def test_stages_survive_a_yaml_round_trip() -> None:
+    text = yaml.safe_dump_all(kwokstages.pod_stages(2), sort_keys=False)
+    assert list(yaml.safe_load_all(text)) == kwokstages.pod_stages(2)
+
+
+def test_a_negative_run_time_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="must not be negative"):
+        Environment(full=True, pod_run_seconds=-1)
+
+
+def test_run_time_defaults_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(POD_RUN_SECONDS_ENV, "3")
+    assert Environment(full=True).pod_run_seconds == 3.0
+    monkeypatch.delenv(POD_RUN_SECONDS_ENV)
+    assert Environment(full=True).pod_run_seconds is None
