@@ -225,7 +225,11 @@ class Cache:
         if obj is None:
             raise NotFound(
                 f'{informer.mapping.plural} "{key.name}" not found',
-                status={"reason": "NotFound", "code": 404},
+                status={
+                    "reason": "NotFound",
+                    "code": 404,
+                    "details": {"name": key.name, "group": gvk.group, "kind": informer.mapping.plural},
+                },
                 code=404,
             )
         return self._out(obj)
