@@ -8,9 +8,22 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCAL_DIR ?= .local/cluster
 PYTEST_ARGS ?=
+# `make run` ports on 127.0.0.1 (override them to run two at once) and, with KUBECONFIG set,
+# the address the cluster calls the webhooks at (empty: webhooks are not registered).
+WEBHOOK_HOST ?=
+WEBHOOK_PORT ?= 9443
+METRICS_PORT ?= 8443
+HEALTH_PORT ?= 8081
+# The controller-manager image `make deploy` runs (built by `make docker-build`).
+IMG ?= trainer-controller-manager-py:latest
+DEPLOY_TIMEOUT ?= 300s
+# The kubectl of the control-plane asset cache (built once like the other binaries; it has
+# kustomize built in). Override with KUBECTL=kubectl to use your own.
+KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
 .PHONY: venv test test-unit test-integration test-e2e lint run cluster-up cluster-down \
-        build-assets bench bench-framework clean conformance build-originals
+        build-assets bench bench-framework clean install uninstall deploy undeploy \
+        conformance build-originals
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,7 +55,35 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy manager trainer webhooks
 
 run: $(STAMP)
-	$(PY) -m trainer.local_run --dir $(LOCAL_DIR)
+	$(PY) -m trainer.local_run --dir $(LOCAL_DIR) --webhook-host '$(WEBHOOK_HOST)' \
+	  --webhook-port $(WEBHOOK_PORT) --metrics-port $(METRICS_PORT) --health-port $(HEALTH_PORT)
+
+# The CRDs and the shipped ClusterTrainingRuntimes into the cluster of KUBECONFIG (or
+# ~/.kube/config), server-side; `uninstall` deletes them again (and webhook configurations a
+# `make run` left behind).
+install: $(STAMP)
+	$(PY) -m trainer.install install
+
+uninstall: $(STAMP)
+	$(PY) -m trainer.install uninstall
+
+# The whole controller-manager in kubeflow-system (config/default with IMG), then the shipped
+# runtimes once the Deployment is ready: their webhook needs a running manager.
+deploy: $(STAMP)
+	@set -e; kubectl='$(KUBECTL)'; img='$(IMG)'; name="$$img"; tag=latest; \
+	case "$${img##*/}" in *:*) name="$${img%:*}"; tag="$${img##*:}";; esac; \
+	overlay=.local/deploy; mkdir -p "$$overlay"; \
+	printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../config/default\nimages:\n  - name: trainer-controller-manager-py\n    newName: %s\n    newTag: "%s"\n' \
+	  "$$name" "$$tag" > "$$overlay/kustomization.yaml"; \
+	echo "make deploy: config/default with image $$name:$$tag"; \
+	"$$kubectl" apply --server-side -k "$$overlay"; \
+	"$$kubectl" -n kubeflow-system rollout status deployment/kubeflow-trainer-controller-manager --timeout=$(DEPLOY_TIMEOUT); \
+	"$$kubectl" apply --server-side -k config/runtimes
+
+undeploy: $(STAMP)
+	@set -e; kubectl='$(KUBECTL)'; \
+	"$$kubectl" delete --ignore-not-found -k config/runtimes; \
+	"$$kubectl" delete --ignore-not-found -k config/default
 
 cluster-up: $(STAMP)
 	$(PY) -m manager.envtest up --dir $(LOCAL_DIR) --full --crds config/crd
@@ -75,6 +116,54 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # CRDs are generated from the API models (trainer/api); a unit test fails when they are stale.
+# The Helm chart carries copies of the CRDs and of the shipped runtimes (a chart is installable
+# on its own); they are written here too, and a unit test fails when they differ from config/.
 .PHONY: manifests
 manifests: $(STAMP)
 	$(PY) -m trainer.api.crdgen config/crd/bases
+	$(PY) -m trainer.api.crdgen $(CHART)/crds
+	cp config/runtimes/*.yaml $(CHART)/files/runtimes/ && rm $(CHART)/files/runtimes/kustomization.yaml
+
+# -- Container image and Helm ---------------------------------------------------------------
+# The image: the repo's Dockerfile (wheels built once, non-root, read-only root filesystem).
+# These machines have no container runtime; the targets are for a workstation with Docker/kind.
+CONTAINER_TOOL ?= docker
+KIND ?= kind
+KIND_CLUSTER ?= kind
+CHART := charts/kubeflow-trainer
+HELM_RELEASE ?= kubeflow-trainer
+HELM_NAMESPACE ?= kubeflow-system
+HELM_ARGS ?=
+# helm: HELM=/path/to/helm, else the asset cache's (built from the Go module proxy on first use).
+HELM ?=
+HELM_FROM_CACHE = $(or $(HELM),$$($(PY) -c 'from manager.envtest import assets; print(assets.ensure(["helm"])["helm"])'))
+
+.PHONY: docker-build kind-load helm helm-install helm-uninstall
+docker-build:
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+kind-load:
+	$(KIND) load docker-image $(IMG) --name $(KIND_CLUSTER)
+
+# Prints the path of the cached helm (building it once).
+helm: $(STAMP)
+	@echo "$(HELM_FROM_CACHE)"
+
+# Installs or upgrades the chart in the cluster of the current KUBECONFIG and waits until the
+# manager is Ready, then (HELM_RUNTIMES=true, as `make deploy`) enables the shipped runtimes in a
+# second upgrade: their validating webhook needs the running manager. IMG sets the image;
+# HELM_ARGS adds helm flags (e.g. --set manager.replicas=2).
+HELM_RUNTIMES ?= true
+helm-install: $(STAMP)
+	@set -e; helm="$(HELM_FROM_CACHE)"; img='$(IMG)'; name="$$img"; tag=latest; \
+	case "$${img##*/}" in *:*) name="$${img%:*}"; tag="$${img##*:}";; esac; \
+	echo "make helm-install: $(CHART) as $(HELM_RELEASE) in $(HELM_NAMESPACE), image $$name:$$tag"; \
+	"$$helm" upgrade --install $(HELM_RELEASE) $(CHART) --namespace $(HELM_NAMESPACE) --create-namespace \
+	  --set-string image.repository="$$name" --set-string image.tag="$$tag" --wait $(HELM_ARGS); \
+	if [ "$(HELM_RUNTIMES)" = true ]; then \
+	  "$$helm" upgrade $(HELM_RELEASE) $(CHART) --namespace $(HELM_NAMESPACE) --reuse-values \
+	    --set runtimes.defaultEnabled=true --wait $(HELM_ARGS); \
+	fi
+
+helm-uninstall: $(STAMP)
+	"$(HELM_FROM_CACHE)" uninstall $(HELM_RELEASE) --namespace $(HELM_NAMESPACE) --wait

@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import ssl
 
+import structlog
 from aiohttp import web
+
+log = structlog.get_logger("manager.http")
 
 
 def is_disabled(bind_address: str) -> bool:
@@ -50,6 +53,13 @@ class HTTPServer:
             addresses = runner.addresses
             if addresses:
                 self.port = int(addresses[0][1])
+            # controller-runtime: "Serving metrics server" bindAddress=... secure=...
+            log.info(
+                f"Serving {self.name} server",
+                bindAddress=self.bind_address,
+                port=self.port,
+                secure=self.ssl_context is not None,
+            )
             started.set()
             await asyncio.Event().wait()
         finally:

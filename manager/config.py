@@ -5,6 +5,11 @@ service account); this module turns the result into a ``RestConfig`` the framewo
 client uses. Precedence mirrors controller-runtime's ``GetConfig``: an explicit path, then
 ``KUBECONFIG``, then in-cluster, then ``~/.kube/config``.
 
+In-cluster config reads the pod's service-account mount
+(``/var/run/secrets/kubernetes.io/serviceaccount``: ``token``, ``ca.crt``, ``namespace``); the
+environment variable ``KUBERNETES_SERVICE_ACCOUNT_DIR`` points it at another directory (ours, not
+Kubernetes': tests run the manager "in cluster" outside a Pod with it).
+
 Client-side rate limiting is off by default (``qps=None``), as controller-runtime sets QPS=-1
 and relies on API Priority and Fairness.
 """
@@ -23,6 +28,14 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 TokenSource = Callable[[], Awaitable[str | None]]
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICE_ACCOUNT_DIR_ENV = "KUBERNETES_SERVICE_ACCOUNT_DIR"
+
+
+def service_account_dir() -> Path:
+    """Where the pod's service account is mounted (``KUBERNETES_SERVICE_ACCOUNT_DIR`` overrides it)."""
+    return Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR)
 
 
 class ConfigError(Exception):
@@ -131,13 +144,16 @@ async def load_kubeconfig(
 
 
 def load_incluster(token_file: str | None = None, cert_file: str | None = None) -> RestConfig:
-    """Load the pod's service account credentials (token re-read as it rotates)."""
+    """Load the pod's service account credentials (token re-read as it rotates).
+
+    Files default to ``token`` and ``ca.crt`` in :func:`service_account_dir`.
+    """
     cfg = k8s_client.Configuration()
-    kwargs: dict[str, Any] = {}
-    if token_file:
-        kwargs["token_filename"] = token_file
-    if cert_file:
-        kwargs["cert_filename"] = cert_file
+    directory = service_account_dir()
+    kwargs: dict[str, Any] = {
+        "token_filename": token_file or str(directory / "token"),
+        "cert_filename": cert_file or str(directory / "ca.crt"),
+    }
     try:
         k8s_config.load_incluster_config(client_configuration=cfg, **kwargs)  # type: ignore[no-untyped-call]
     except k8s_config.ConfigException as err:

@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
@@ -21,13 +21,16 @@ from manager import log as mlog
 from manager.cluster import Cluster
 from manager.config import ConfigError, RestConfig, get_config
 from manager.health.checks import NotReadyError, flag_checker, ping
+from manager.metrics.filters import with_authentication_and_authorization
 from manager.runtime.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
 from trainer.components import COMPONENTS, select
-from webhooks.certs import CertConfig, CertRotator
+from webhooks.certs import TRAINER_WEBHOOK_CONFIGURATIONS, CertConfig, CertRotator, WebhookConfiguration
 
 FIELD_OWNER = "trainer"
+# upstream's main sets zap's TimeEncoder to RFC3339Nano (controller-runtime's own default is RFC3339)
+DEFAULT_TIME_ENCODING: mlog.TimeEncoding = "rfc3339nano"
 log = mlog.get_logger("setup")
 
 
@@ -38,9 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--enable-http2", action="store_true", help="accepted for parity; HTTP/2 is never served"
     )
-    parser.add_argument("--zap-log-level", default="info", help="debug, info, error, or a verbosity number")
-    parser.add_argument("--zap-devel", action="store_true", help="development logging (console format)")
-    parser.add_argument("--log-format", choices=["json", "console"], default=None)
+    mlog.bind_flags(parser, time_encoding=DEFAULT_TIME_ENCODING)
     parser.add_argument(
         "--controllers",
         default="*",
@@ -53,13 +54,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="directory with tls.crt/tls.key for the webhook server when certManagement is off",
     )
     return parser.parse_args(argv)
-
-
-def _log_level(value: str) -> str:
-    # zap levels are names or negative verbosity numbers; any verbosity > 0 means debug.
-    if value.lstrip("-").isdigit():
-        return "debug" if abs(int(value)) > 0 else "info"
-    return {"debug": "debug", "info": "info", "warn": "warning", "error": "error"}.get(value, "info")
 
 
 def read_configuration(path: str) -> Configuration:
@@ -104,6 +98,12 @@ def manager_options(cfg: Configuration) -> Options:
     metrics = cfg.metrics.bind_address if cfg.metrics and cfg.metrics.bind_address else ":8443"
     health = cfg.health.health_probe_bind_address if cfg.health else ":8081"
     options = Options(metrics_bind_address=metrics, health_probe_bind_address=health or "")
+    if cfg.metrics is None or cfg.metrics.secure_serving is not False:
+        # HTTPS with a self-signed certificate (upstream passes no cert dir), and every scrape
+        # authenticated and authorised through the API server (divergences.md: upstream serves
+        # HTTPS without the filter)
+        options.metrics_secure_serving = True
+        options.metrics_filter_provider = with_authentication_and_authorization
     le = cfg.leader_election
     if le is not None and le.leader_elect:
         options.leader_election = True
@@ -118,8 +118,16 @@ def manager_options(cfg: Configuration) -> Options:
     return options
 
 
-def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) -> None:
+def serve_webhooks(
+    mgr: Manager,
+    webhooks: WebhookServer,
+    cfg: Configuration,
+    configurations: tuple[WebhookConfiguration, ...] = TRAINER_WEBHOOK_CONFIGURATIONS,
+) -> None:
     """Serve the webhooks; with certManagement on, only once the rotator has certificates ready.
+
+    ``configurations`` are the webhook configurations of the components that run: the rotator
+    injects its CA into each of them before the certificates count as ready.
 
     Readiness fails with ``certificates are not ready`` until then (upstream's readyz), and
     afterwards with ``webhook server has not started`` until the server listens.
@@ -136,6 +144,7 @@ def serve_webhooks(mgr: Manager, webhooks: WebhookServer, cfg: Configuration) ->
             secret_name=certs.webhook_secret_name or CertConfig.secret_name,
             service_name=certs.webhook_service_name or CertConfig.service_name,
             cert_dir=webhooks.cert_dir,
+            webhook_configurations=configurations,
         ),
     )
     rotator.on_ready(lambda: mgr.add_webhook_server(webhooks))
@@ -184,14 +193,16 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
             host = cfg.webhook.host if cfg.webhook and cfg.webhook.host else ""
             webhooks = WebhookServer(host=host, port=port, cert_dir=args.webhook_cert_dir)
         enabled = []
+        configurations: list[WebhookConfiguration] = []
         for component in components:
             if await component.setup(mgr, webhooks):
                 enabled.append(component.name)
+                configurations += component.webhook_configurations
                 log.info("controllers registered", component=component.name)
             else:
                 log.info("component skipped", component=component.name)
         if webhooks is not None and webhooks.paths:
-            serve_webhooks(mgr, webhooks, cfg)
+            serve_webhooks(mgr, webhooks, cfg, tuple(configurations))
         if not enabled:
             log.warning("no controllers are registered: running the empty manager (probes and metrics only)")
         log.info("starting manager", controllers=enabled, leader_election=mgr.options.leader_election)
@@ -205,8 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return conformance(argv[1:])
     args = parse_args(argv)
-    fmt: Literal["json", "console"] | None = args.log_format or ("console" if args.zap_devel else None)
-    mlog.configure(level=_log_level(args.zap_log_level), fmt=fmt)
+    mlog.configure_from_flags(args)
     try:
         cfg = read_configuration(args.config)
     except ConfigurationError as err:

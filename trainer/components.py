@@ -2,7 +2,10 @@
 
 A component's ``setup`` registers its controllers, indexes and (when the process serves
 webhooks) its admission handlers on the manager, and returns False when it chose to skip
-itself (e.g. its CRDs are not installed in this cluster).
+itself (e.g. its CRDs are not installed in this cluster). ``webhook_configurations`` names the
+admission webhook configurations whose webhooks the component serves: with certificate
+management on, the rotator injects its CA into those of the components that run, and leaves
+the configurations of a switched-off or skipped component alone.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from manager import Manager
 from manager.webhook.server import WebhookServer
 from trainer.controllers.trainer_setup import setup as trainer_setup
+from webhooks.certs import TRAINER_WEBHOOK_CONFIGURATIONS, WebhookConfiguration
 
 Setup = Callable[[Manager, WebhookServer | None], Awaitable[bool]]
 
@@ -22,6 +26,7 @@ class Component:
     name: str
     description: str
     setup: Setup
+    webhook_configurations: tuple[WebhookConfiguration, ...] = ()
 
 
 async def _jobset(mgr: Manager, webhooks: WebhookServer | None) -> bool:
@@ -42,6 +47,10 @@ COMPONENTS: tuple[Component, ...] = (
         "jobset",
         "JobSet and exclusive-placement Pod controllers and webhooks (jobset.x-k8s.io/v1alpha2)",
         _jobset,
+        (
+            WebhookConfiguration("jobset-mutating-webhook-configuration", mutating=True),
+            WebhookConfiguration("jobset-validating-webhook-configuration"),
+        ),
     ),
     Component(
         "scheduling",
@@ -52,6 +61,7 @@ COMPONENTS: tuple[Component, ...] = (
         "trainer",
         "TrainJob, TrainingRuntime and ClusterTrainingRuntime controllers and webhooks",
         trainer_setup,
+        TRAINER_WEBHOOK_CONFIGURATIONS,
     ),
 )
 

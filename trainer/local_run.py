@@ -1,17 +1,26 @@
-"""``make run``: the manager on a local control plane, or on ``$KUBECONFIG`` when it is set.
+"""``make run``: the manager outside the cluster, on a local control plane or on ``$KUBECONFIG``.
 
 With no ``KUBECONFIG`` a full local cluster is started in ``--dir`` (or one already running there
-from ``make cluster-up`` is reused). Then, as a deployment would, the CRDs, the webhook
-configurations (pointed at this process on 127.0.0.1 with a locally generated CA, as envtest
-does, since the cluster cannot reach a Service here) and the shipped runtimes are installed, and
-the manager runs in the foreground. Ctrl-C stops the manager; a cluster this command started is
-stopped too, one it reused is left running.
+from ``make cluster-up`` is reused) and the webhooks are registered at ``https://127.0.0.1``.
+With ``KUBECONFIG`` set (kind, or any cluster) that cluster is used, and the webhooks are
+registered at ``https://$WEBHOOK_HOST:$WEBHOOK_PORT`` when the user names an address the API
+server can reach (for kind, the gateway of its Docker network), or not at all when none is
+named: the controllers run, and the API server calls no webhook.
+
+Either way what a deployment would do happens first: the CRDs and shipped runtimes are
+installed by the code of ``make install`` (``trainer.install``), certificate management is off
+(there is no Secret mount outside a Pod) and a serving certificate is generated locally, its CA
+put into the webhook configurations. Then the manager runs in the foreground. Ctrl-C stops it;
+the webhook configurations this command registered are removed again (they would refuse every
+request once nothing serves them), a cluster this command started is stopped, one it reused is
+left running.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import os
 import signal
@@ -21,16 +30,18 @@ from pathlib import Path
 
 import yaml
 
+from manager.client.errors import ApiError
+from manager.cluster import Cluster
+from manager.config import ConfigError, load_kubeconfig
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.envtest.environment import STATE_FILE
 from manager.envtest.process import pid_alive, signal_on_parent_death
+from trainer import install as installer
 
-ROOT = Path(__file__).resolve().parent.parent
-CRD_DIR = ROOT / "config" / "crd"
-WEBHOOK_DIR = ROOT / "config" / "webhook"
-RUNTIMES_DIR = ROOT / "config" / "runtimes"
 WEBHOOK_PORT = 9443
+METRICS_PORT = 8443
+HEALTH_PORT = 8081
 
 
 def _running_cluster(directory: Path) -> bool:
@@ -41,29 +52,49 @@ def _running_cluster(directory: Path) -> bool:
     return bool(info["processes"]) and all(pid_alive(p["pid"]) for p in info["processes"])
 
 
-def _manifests(directory: Path) -> list[Path]:
-    return [directory] if directory.is_dir() and any(directory.rglob("*.yaml")) else []
-
-
 def _say(message: str) -> None:
     print(f"make run: {message}", file=sys.stderr, flush=True)
 
 
-def write_local_config(directory: Path) -> tuple[Path, Path, bytes]:
-    """A Configuration for a manager outside the cluster, and its webhook serving certificate."""
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def write_local_config(
+    directory: Path,
+    *,
+    webhook_host: str = "",
+    webhook_port: int = WEBHOOK_PORT,
+    metrics_port: int = METRICS_PORT,
+    health_port: int = HEALTH_PORT,
+) -> tuple[Path, Path, bytes]:
+    """A Configuration for a manager outside the cluster, and its webhook serving certificate.
+
+    The certificate names 127.0.0.1, localhost and ``webhook_host``; the webhook server listens on
+    ``webhook_host`` when it is an IP address, on every address when it is a DNS name, and on
+    loopback when none is named.
+    """
     cert_dir = directory / "webhook-certs"
     cert_dir.mkdir(parents=True, exist_ok=True)
+    ips, dns = ["127.0.0.1"], ["localhost"]
+    if webhook_host:
+        (ips if _is_ip(webhook_host) else dns).append(webhook_host)
     ca = TinyCA("trainer-local-webhook-ca")
-    ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+    ca.issue_server(webhook_host or "localhost", ips=sorted(set(ips)), dns=sorted(set(dns))).write(
         cert_dir / "tls.crt", cert_dir / "tls.key"
     )
+    bind = (webhook_host if _is_ip(webhook_host) else "0.0.0.0") if webhook_host else "127.0.0.1"
     config = {
         "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
         "kind": "Configuration",
-        "webhook": {"host": "127.0.0.1", "port": WEBHOOK_PORT},
-        "metrics": {"bindAddress": "127.0.0.1:8443", "secureServing": False},
-        "health": {"healthProbeBindAddress": "127.0.0.1:8081"},
-        # The cluster cannot reach a Service here: certificates are local files instead.
+        "webhook": {"host": bind, "port": webhook_port},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}", "secureServing": False},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        # No Secret is mounted outside a Pod: the certificate above is used instead.
         "certManagement": {"enable": False},
     }
     path = directory / "manager-config.yaml"
@@ -71,50 +102,101 @@ def write_local_config(directory: Path) -> tuple[Path, Path, bytes]:
     return path, cert_dir, ca.cert_pem
 
 
-def _runtime_files() -> list[Path]:
-    """The shipped runtimes, without kustomize's own files (not Kubernetes objects)."""
-    return sorted(p for p in RUNTIMES_DIR.rglob("*.yaml") if p.name != "kustomization.yaml")
+async def prepare(kubeconfig: Path, *, webhook_host: str, webhook_port: int, ca_pem: bytes) -> list[str]:
+    """Install as ``make install`` does, then register the webhooks (or say why not).
+
+    Returns the webhook configurations registered, for :func:`unregister`.
+    """
+    docs = installer.render()
+    _crds, _objects, hooks = installer.split(docs)
+    async with Cluster(await load_kubeconfig(kubeconfig), field_owner=installer.FIELD_MANAGER) as cluster:
+        client = cluster.api_reader
+        # A configuration left by an earlier run calls a manager that is not running yet: the
+        # runtimes could not be applied through it.
+        if stale := await installer.remove_run_webhooks(client, hooks):
+            _say(f"removed webhook configurations of an earlier run: {', '.join(stale)}")
+        applied = await installer.install(client, docs)
+        _say(f"installed {len(applied)} CRDs and runtimes (as make install)")
+        if not webhook_host:
+            _say(
+                "webhooks are not registered: no WEBHOOK_HOST named, so the API server calls no "
+                "webhook of this manager (set WEBHOOK_HOST to an address the cluster reaches, "
+                "e.g. the kind network gateway)"
+            )
+            return []
+        names = await installer.register_webhooks(
+            client, hooks, host=webhook_host, port=webhook_port, ca_pem=ca_pem
+        )
+        url = f"https://{installer.url_host(webhook_host)}:{webhook_port}"
+        _say(f"webhooks registered at {url}: {', '.join(names)}")
+        return names
 
 
-async def _remove_webhook_configurations(env: Environment, hooks: list[Path]) -> None:
-    """A configuration left by an earlier run points at a manager that is not running yet."""
-    for doc in yaml.safe_load_all(
-        "\n---\n".join(p.read_text() for d in hooks for p in sorted(d.rglob("*.yaml")))
-    ):
-        kind = doc.get("kind", "") if isinstance(doc, dict) else ""
-        if kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
-            plural = kind.lower() + "s"
-            name = doc["metadata"]["name"]
-            await env.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
+async def unregister(kubeconfig: Path) -> list[str]:
+    _crds, _objects, hooks = installer.split(installer.render())
+    async with Cluster(await load_kubeconfig(kubeconfig), field_owner=installer.FIELD_MANAGER) as cluster:
+        return await installer.remove_run_webhooks(cluster.api_reader, hooks)
 
 
-async def install(env: Environment, ca_pem: bytes) -> None:
-    """CRDs, then the runtimes (before the webhooks: no manager answers them yet), then the webhooks."""
-    if crds := _manifests(CRD_DIR):
-        _say(f"installed {len(await env.install_crds(crds))} CRDs")
-    hooks = _manifests(WEBHOOK_DIR)
-    await _remove_webhook_configurations(env, hooks)
-    if runtimes := _runtime_files():
-        _say(f"installed runtimes {await env.apply_manifests(runtimes, field_manager='make-run')}")
-    if hooks:
-        names = await env.install_webhooks(hooks, host="127.0.0.1", port=WEBHOOK_PORT, ca_bundle=ca_pem)
-        _say(f"installed webhook configurations {names} -> https://127.0.0.1:{WEBHOOK_PORT}")
+def _manager_preexec() -> None:
+    # Stopped gracefully if this process dies without stopping it (e.g. SIGKILL).
+    signal_on_parent_death(signal.SIGTERM)
 
 
 def run_manager(kubeconfig: Path, args: list[str]) -> int:
+    """Run the manager in the foreground until it exits or this process is interrupted.
+
+    The manager gets its own process group: a Ctrl-C reaches it once, forwarded from here (a
+    second signal would make it exit at once instead of stopping gracefully).
+    """
     argv = [sys.executable, "-m", "trainer", f"--kubeconfig={kubeconfig}", "--log-format=console", *args]
-    manager = subprocess.Popen(argv, env={**os.environ, "KUBECONFIG": str(kubeconfig)})
+    manager = subprocess.Popen(
+        argv,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        process_group=0,
+        preexec_fn=_manager_preexec,
+    )
     try:
         return manager.wait()
     except KeyboardInterrupt:
-        # The terminal sent SIGINT to the whole foreground group; wait for the graceful stop.
         manager.send_signal(signal.SIGINT)
-        return manager.wait()
+        while True:
+            try:
+                return manager.wait()
+            except KeyboardInterrupt:  # an impatient second Ctrl-C: stop at once
+                manager.send_signal(signal.SIGINT)
 
 
 def _terminate(_signum: int, _frame: object) -> None:
     # SIGTERM takes the Ctrl-C path: the manager stops gracefully, then the cluster.
     raise KeyboardInterrupt
+
+
+def run_on(kubeconfig: Path, directory: Path, args: argparse.Namespace, manager_args: list[str]) -> int:
+    """Prepare the cluster, run the manager, remove the webhooks registered here."""
+    config, cert_dir, ca_pem = write_local_config(
+        directory,
+        webhook_host=args.webhook_host,
+        webhook_port=args.webhook_port,
+        metrics_port=args.metrics_port,
+        health_port=args.health_port,
+    )
+    try:
+        registered = asyncio.run(
+            prepare(kubeconfig, webhook_host=args.webhook_host, webhook_port=args.webhook_port, ca_pem=ca_pem)
+        )
+    except (installer.InstallError, ApiError, ConfigError) as err:
+        _say(f"cannot prepare the cluster: {err}")
+        return 1
+    _say(f"cluster ready; in another shell: export KUBECONFIG={kubeconfig}")
+    try:
+        return run_manager(
+            kubeconfig, [f"--config={config}", f"--webhook-cert-dir={cert_dir}", *manager_args]
+        )
+    finally:
+        if registered:
+            asyncio.run(unregister(kubeconfig))
+            _say(f"removed the webhook configurations registered by this run: {', '.join(registered)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,13 +205,25 @@ def main(argv: list[str] | None = None) -> int:
     # it dies rather than keep a cluster running for nobody.
     signal_on_parent_death(signal.SIGTERM)
     parser = argparse.ArgumentParser(prog="make run", description=__doc__)
-    parser.add_argument("--dir", default=".local/cluster", help="where the local cluster lives")
+    parser.add_argument(
+        "--dir", default=".local/cluster", help="where the local cluster (and run state) lives"
+    )
     parser.add_argument("--nodes", type=int, default=2, help="fake KWOK nodes")
+    parser.add_argument(
+        "--webhook-host",
+        default=os.environ.get("WEBHOOK_HOST", ""),
+        help="with KUBECONFIG: the address the API server calls the webhooks at (default $WEBHOOK_HOST; "
+        "empty: webhooks are not registered)",
+    )
+    parser.add_argument("--webhook-port", type=int, default=WEBHOOK_PORT)
+    parser.add_argument("--metrics-port", type=int, default=METRICS_PORT)
+    parser.add_argument("--health-port", type=int, default=HEALTH_PORT)
     args, manager_args = parser.parse_known_args(argv)
 
     if kubeconfig := os.environ.get("KUBECONFIG"):
-        _say(f"running against KUBECONFIG={kubeconfig}")
-        return run_manager(Path(kubeconfig), manager_args)
+        path = Path(kubeconfig.split(os.pathsep)[0])
+        _say(f"running against KUBECONFIG={path}")
+        return run_on(path, Path(args.dir).resolve(), args, manager_args)
 
     directory = Path(args.dir).resolve()
     started_here = not _running_cluster(directory)
@@ -141,12 +235,9 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"reusing the local cluster in {directory}")
         env = Environment.attach(directory)
     try:
-        config, cert_dir, ca_pem = write_local_config(directory)
-        asyncio.run(install(env, ca_pem))
-        _say(f"cluster ready; in another shell: export KUBECONFIG={env.kubeconfig}")
-        return run_manager(
-            env.kubeconfig, [f"--config={config}", f"--webhook-cert-dir={cert_dir}", *manager_args]
-        )
+        # The local API server runs on this machine: it reaches the webhooks on loopback.
+        args.webhook_host = "127.0.0.1"
+        return run_on(env.kubeconfig, directory, args, manager_args)
     finally:
         if started_here:
             asyncio.run(env.stop())

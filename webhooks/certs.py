@@ -4,10 +4,12 @@ Why: the API server only calls webhooks over TLS it trusts. Without cert-manager
 keeps its own CA and serving certificate in the pre-created Secret
 ``<namespace>/kubeflow-trainer-webhook-cert`` (keys ``ca.crt``, ``ca.key``, ``tls.crt``,
 ``tls.key``), waits until the kubelet has mounted that Secret into the webhook server's
-certificate directory, and injects the CA into every webhook of the
-ValidatingWebhookConfiguration ``validator.trainer.kubeflow.org``. Only then are the
-certificates "ready": readiness reports ``certificates are not ready`` until that moment, and
-the webhook server is started once they are.
+certificate directory, and injects the CA into every webhook of every webhook configuration
+the running components serve (``validator.trainer.kubeflow.org`` for the trainer component, the
+JobSet mutating and validating configurations for the jobset component; upstream injects only
+the first because JobSet runs its own manager). Only then are the certificates "ready":
+readiness reports ``certificates are not ready`` until that moment, and the webhook server is
+started once they are. A configuration of a component that is switched off is left alone.
 
 Subjects, key types, usages and validity are upstream's: CA RSA-2048 ``CN=kubeflow-trainer-ca,
 O=kubeflow-trainer`` valid 10 years; serving certificate RSA-2048 for
@@ -34,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from manager.client.errors import ApiError
+from manager.config import service_account_dir
 from manager.scheme import GroupVersionKind
 
 log = structlog.get_logger("trainer.certs")
@@ -45,6 +48,7 @@ __all__ = [
     "CertRotator",
     "KeyMaterial",
     "NotReadyError",
+    "WebhookConfiguration",
     "ca_valid",
     "generate_ca",
     "generate_serving_cert",
@@ -58,7 +62,6 @@ CA_NAME = "kubeflow-trainer-ca"
 CA_ORGANIZATION = "kubeflow-trainer"
 VWC_NAME = "validator.trainer.kubeflow.org"
 DEFAULT_NAMESPACE = "kubeflow-system"
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 CA_VALIDITY = datetime.timedelta(days=3650)
 CERT_VALIDITY = datetime.timedelta(days=365)
@@ -70,6 +73,7 @@ CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 
 SECRET_GVK = GroupVersionKind("", "v1", "Secret")
 VWC_GVK = GroupVersionKind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration")
+MWC_GVK = GroupVersionKind("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration")
 
 Json = dict[str, Any]
 
@@ -78,8 +82,14 @@ class NotReadyError(Exception):
     """Certificates could not be mounted or injected; the manager exits with this message."""
 
 
-def service_namespace(path: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
-    """The pod's namespace from its service-account mount, else ``kubeflow-system``."""
+def service_namespace(path: Path | None = None) -> str:
+    """The pod's namespace from its service-account mount, else ``kubeflow-system``.
+
+    The mount is read where in-cluster config reads the token (``KUBERNETES_SERVICE_ACCOUNT_DIR``
+    overrides ``/var/run/secrets/kubernetes.io/serviceaccount``, see ``manager.config``).
+    """
+    if path is None:
+        path = service_account_dir() / "namespace"
     try:
         return path.read_text().strip() or DEFAULT_NAMESPACE
     except OSError:
@@ -272,6 +282,24 @@ def inject_ca_bundle(vwc: Json, ca_pem: bytes) -> bool:
 # -- the runnable --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class WebhookConfiguration:
+    """A cluster-scoped admission webhook configuration whose CA bundles the rotator keeps."""
+
+    name: str
+    mutating: bool = False
+
+    @property
+    def gvk(self) -> GroupVersionKind:
+        return MWC_GVK if self.mutating else VWC_GVK
+
+    def __str__(self) -> str:
+        return f"{self.gvk.kind}/{self.name}"
+
+
+TRAINER_WEBHOOK_CONFIGURATIONS = (WebhookConfiguration(VWC_NAME),)
+
+
 @dataclass
 class CertConfig:
     """Where the certificates live; names default to the shipped deployment's."""
@@ -280,7 +308,8 @@ class CertConfig:
     service_name: str = "kubeflow-trainer-controller-manager"
     namespace: str = field(default_factory=service_namespace)
     cert_dir: Path = Path("/tmp/k8s-webhook-server/serving-certs")
-    webhook_configuration: str = VWC_NAME
+    webhook_configurations: tuple[WebhookConfiguration, ...] = TRAINER_WEBHOOK_CONFIGURATIONS
+    """Every configuration whose webhooks get the CA (those of the components that run)."""
     mount_backoff: tuple[float, int] = (1.0, 10)
     """First delay and number of checks while waiting for ``tls.crt`` to be mounted (doubling)."""
     write_backoff: tuple[float, int] = (0.01, 10)
@@ -394,21 +423,33 @@ class CertRotator:
         raise NotReadyError("could not mount certs")
 
     async def inject(self, ca_pem: bytes) -> None:
-        """Put the CA into every webhook of the ValidatingWebhookConfiguration (retrying conflicts)."""
+        """Put the CA into every webhook of every configuration (retrying conflicts).
+
+        All configurations must be injected before the certificates count as ready: a webhook
+        left without the CA refuses every request it sees (``failurePolicy: Fail``).
+        """
+        for configuration in self.config.webhook_configurations:
+            await self._inject_one(configuration, ca_pem)
+
+    async def _inject_one(self, configuration: WebhookConfiguration, ca_pem: bytes) -> None:
         delay, attempts = self.config.write_backoff
+        gvk = configuration.gvk
         for attempt in range(attempts):
             try:
-                vwc: Json = await self.client.get(VWC_GVK, self.config.webhook_configuration)
-                vwc.setdefault("apiVersion", VWC_GVK.api_version)
-                vwc.setdefault("kind", VWC_GVK.kind)
-                if inject_ca_bundle(vwc, ca_pem):
-                    await self.client.update(vwc)
-                    log.info(
-                        "injected the CA bundle", webhook_configuration=self.config.webhook_configuration
-                    )
+                obj: Json = await self.client.get(gvk, configuration.name)
+                obj.setdefault("apiVersion", gvk.api_version)
+                obj.setdefault("kind", gvk.kind)
+                if inject_ca_bundle(obj, ca_pem):
+                    await self.client.update(obj)
+                    log.info("injected the CA bundle", webhook_configuration=str(configuration))
                 return
             except ApiError as err:
-                log.error("injecting the CA bundle failed", error=str(err), attempt=attempt + 1)
+                log.error(
+                    "injecting the CA bundle failed",
+                    webhook_configuration=str(configuration),
+                    error=str(err),
+                    attempt=attempt + 1,
+                )
                 if attempt + 1 < attempts:
                     await asyncio.sleep(delay * 2**attempt)
         raise NotReadyError("could not inject certs to webhooks")

@@ -12,11 +12,14 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from manager.webhook import Handler, defaulting_handler, validating_handler
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset import apivalidation as v
+from webhooks import typed
 
 Object = dict[str, Any]
 
+API_VERSION, KIND = "jobset.x-k8s.io/v1alpha2", "JobSet"
 MUTATE_PATH = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
 VALIDATE_PATH = "/validate-jobset-x-k8s-io-v1alpha2-jobset"
 
@@ -288,3 +291,17 @@ class JobSetValidator:
 
     async def validate_delete(self, js: Object) -> list[str] | None:
         return None
+
+
+def mutating_handler() -> Handler:
+    """The defaulter behind Go's typed decode and re-encode (the patch carries Go's zero fields)."""
+    return defaulting_handler(
+        JobSetDefaulter(),
+        decode=typed.decoder(API_VERSION, KIND, typed_view=True),
+        encode=typed.encoder(API_VERSION, KIND),
+    )
+
+
+def validation_handler() -> Handler:
+    """The validator behind Go's typed decode (an ill-typed object is answered 400)."""
+    return validating_handler(JobSetValidator(), decode=typed.decoder(API_VERSION, KIND))

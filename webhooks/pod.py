@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from manager.webhook import Handler, defaulting_handler, validating_handler
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.jobs import annotations_of, labels_of
 from trainer.controllers.jobset.placement import (
@@ -20,6 +21,7 @@ from trainer.controllers.jobset.placement import (
     leader_pod_for_follower,
     topology_from_pod,
 )
+from webhooks import typed
 
 log = logging.getLogger(__name__)
 Object = dict[str, Any]
@@ -127,3 +129,16 @@ class PodValidator:
 
     async def validate_delete(self, pod: Object) -> list[str] | None:
         return None
+
+
+def mutating_handler(client: Any) -> Handler:
+    """The pod defaulter behind Go's typed decode and re-encode of a corev1.Pod."""
+    return defaulting_handler(
+        PodDefaulter(client),
+        decode=typed.decoder("v1", "Pod", typed_view=True),
+        encode=typed.encoder("v1", "Pod"),
+    )
+
+
+def validation_handler(client: Any) -> Handler:
+    return validating_handler(PodValidator(client), decode=typed.decoder("v1", "Pod"))

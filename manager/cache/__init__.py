@@ -9,6 +9,7 @@ from manager.cache.cache import (
     CacheSyncTimeout,
     FieldSelectorError,
     ResourceNotCached,
+    not_found,
 )
 from manager.cache.informer import SharedInformer
 from manager.cache.transform import strip_last_applied, strip_managed_fields
@@ -23,6 +24,7 @@ __all__ = [
     "FieldSelectorError",
     "ResourceNotCached",
     "SharedInformer",
+    "not_found",
     "strip_last_applied",
     "strip_managed_fields",
 ]

@@ -33,6 +33,28 @@ class CacheError(Exception):
     """Base of cache usage errors."""
 
 
+def not_found(gvk: GroupVersionKind, name: str) -> NotFound:
+    """The NotFound a cache read answers, worded as controller-runtime's cache reader builds it.
+
+    controller-runtime puts the *Kind* where apimachinery expects a resource
+    (``NewNotFound(GroupResource{Group, Resource: Kind}, name)``), so its text is
+    ``TrainingRuntime.trainer.kubeflow.org "x" not found`` (``Pod "x" not found`` for the core
+    group), not the API server's ``trainingruntimes.trainer.kubeflow.org "x" not found``.
+    """
+    qualified = f"{gvk.kind}.{gvk.group}" if gvk.group else gvk.kind
+    message = f'{qualified} "{name}" not found'
+    status = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": "NotFound",
+        "details": {"name": name, "group": gvk.group, "kind": gvk.kind},
+        "code": 404,
+    }
+    return NotFound(message, status=status, code=404)
+
+
 class ResourceNotCached(CacheError):
     def __init__(self, gvk: GroupVersionKind) -> None:
         super().__init__(
@@ -223,15 +245,7 @@ class Cache:
         )
         obj = informer.store.get(store_key)
         if obj is None:
-            raise NotFound(
-                f'{informer.mapping.plural} "{key.name}" not found',
-                status={
-                    "reason": "NotFound",
-                    "code": 404,
-                    "details": {"name": key.name, "group": gvk.group, "kind": informer.mapping.plural},
-                },
-                code=404,
-            )
+            raise not_found(gvk, key.name)
         return self._out(obj)
 
     async def list(

@@ -89,6 +89,11 @@ class Reflector:
         self.sink.replace(items, o.namespace if self.mapping.namespaced else None, not self._listed_once)
         self._listed_once = True
         self.last_resource_version = rv
+        # client-go's "Caches populated" (V(2)/info there), with structured key/values
+        log.debug(
+            "Caches populated",
+            extra={"type": str(self.mapping.gvk), "items": len(items), "resourceVersion": rv},
+        )
 
     async def _relist(self) -> None:
         """Relist at the last RV; if the server has compacted past it, list fresh."""
@@ -144,6 +149,10 @@ class Reflector:
         410 if it cannot, and the relist repairs the store).
         """
         need_list = not self.last_resource_version
+        log.debug(
+            "Listing and watching",
+            extra={"type": str(self.mapping.gvk), "namespace": self.options.namespace or ""},
+        )
         while True:
             try:
                 if need_list:

@@ -29,6 +29,7 @@ from manager.controller.reconcile import (
     Request,
     Result,
     TerminalError,
+    is_routine,
     object_reconciler,
 )
 from manager.controller.source import ChannelSource, KindSource, Source
@@ -60,6 +61,7 @@ __all__ = [
     "enqueue_from_async_map",
     "enqueue_from_map",
     "generation_changed",
+    "is_routine",
     "label_selector",
     "labels_changed",
     "new_predicate_funcs",

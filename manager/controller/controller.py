@@ -25,21 +25,20 @@ from typing import cast
 
 import structlog
 
-from manager.client.errors import ApiError
 from manager.clock import REAL_CLOCK, Clock
 from manager.controller.reconcile import (
-    ReconcileError,
     ReconcileFunc,
     Reconciler,
     Request,
     Result,
     TerminalError,
+    _routine_type,
     as_reconcile_func,
+    is_routine,
 )
 from manager.controller.source import Source
 from manager.metrics import controller as m
 from manager.metrics.workqueue import PrometheusQueueMetrics
-from manager.restmapper import NoKindMatch
 from manager.workqueue import RateLimiter, RateLimitingQueue, ShutDownError, default_controller_rate_limiter
 
 log = structlog.get_logger("manager.controller")
@@ -229,7 +228,7 @@ class Controller:
             log.error("Reconciler error", error=str(err), terminal=True, exc_info=err)
             return
         except Exception as err:
-            expected = isinstance(err, ReconcileError | ApiError | NoKindMatch | TimeoutError)
+            expected = is_routine(err)
             if not expected:
                 metrics.panics.inc()
                 if not self.options.recover_panic:
@@ -240,7 +239,7 @@ class Controller:
             # A conflict or an API error is routine and retried: its message says it all. A
             # traceback is kept for what is probably a bug.
             if expected:
-                log.error("Reconciler error", error=str(err), error_type=type(err).__name__)
+                log.error("Reconciler error", error=str(err), error_type=_routine_type(err))
             else:
                 log.error("Reconciler error", error=str(err), exc_info=err)
             return

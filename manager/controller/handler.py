@@ -20,7 +20,7 @@ from typing import Protocol
 import structlog
 
 from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Object, UpdateEvent
-from manager.controller.reconcile import Request
+from manager.controller.reconcile import Request, is_routine
 from manager.scheme import KindRef, ObjectKey, gvk_for
 
 log = structlog.get_logger("manager.handler")
@@ -202,7 +202,11 @@ class EnqueueRequestsFromAsyncMapFunc:
             except asyncio.CancelledError:
                 raise
             except Exception as err:
-                log.error("map function failed", error=str(err), exc_info=err)
+                # a failed read is routine (one line); anything else keeps its traceback
+                if is_routine(err):
+                    log.error("map function failed", error=str(err), error_type=type(err).__name__)
+                else:
+                    log.error("map function failed", error=str(err), exc_info=err)
                 continue
             for req in _as_requests(keys):
                 queue.add(req)

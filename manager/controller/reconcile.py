@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from manager.client.errors import NotFound
+from manager.client.errors import ApiError, NotFound
+from manager.restmapper import NoKindMatch
 from manager.scheme import ObjectKey
 
 
@@ -123,3 +124,38 @@ def object_reconciler(reader: ObjectReader, kind: Any, fn: ObjectReconcileFunc) 
         return await fn(obj)
 
     return reconcile
+
+
+_ROUTINE = (ReconcileError, ApiError, NoKindMatch, TimeoutError)
+
+
+def is_routine(err: BaseException) -> bool:
+    """An error retrying is meant for: an API error, a ``ReconcileError``, an unserved kind, a timeout.
+
+    A wrapper raised ``from`` a routine error (``raise JobCreationError(...) from api_error``) is
+    routine too, and so is an ``ExceptionGroup`` of routine errors (several parallel writes
+    refused). Anything else is a probable bug: logged with its traceback, counted as a panic.
+    """
+    return _routine_cause(err) is not None
+
+
+def _routine_cause(err: BaseException) -> BaseException | None:
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, _ROUTINE):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            causes = [_routine_cause(e) for e in current.exceptions]
+            return causes[0] if causes and all(c is not None for c in causes) else None
+        current = current.__cause__
+    return None
+
+
+def _routine_type(err: BaseException) -> str:
+    """The routine error's type, e.g. ``Conflict``; a wrapper names what it wraps: ``JobCreationError(Forbidden)``."""
+    cause = _routine_cause(err)
+    if cause is None or cause is err:
+        return type(err).__name__
+    return f"{type(err).__name__}({type(cause).__name__})"

@@ -30,6 +30,7 @@ from manager.envtest.errors import AssetBuildError
 K8S_VERSION = os.environ.get("K8S_VERSION", "v1.34.4")
 ETCD_VERSION = os.environ.get("ETCD_VERSION", "v3.6.16")
 KWOK_VERSION = os.environ.get("KWOK_VERSION", "v0.7.0")
+HELM_VERSION = os.environ.get("HELM_VERSION", "v3.22.0")
 
 #: Which build piece produces which binary.
 PIECES: dict[str, str] = {
@@ -39,7 +40,23 @@ PIECES: dict[str, str] = {
     "kube-scheduler": "kube",
     "kubectl": "kube",
     "kwok": "kwok",
+    "helm": "helm",
 }
+#: Build order of the pieces.
+_PIECE_ORDER = ["etcd", "kube", "kwok", "helm"]
+
+
+def _stamped_version(binary: str) -> str | None:
+    """The pinned version a cached binary's ``<name>.version`` stamp must carry, if any.
+
+    Tools that are not part of a control plane (``helm``) live in the same cache but are built
+    only when asked for (``ensure(["helm"])``, never in PLAIN or FULL). Their version is not part
+    of the cache key, so the build writes a ``<name>.version`` stamp beside the binary, and a
+    cached binary counts only when its stamp matches the pinned version.
+    """
+    return {"helm": HELM_VERSION}.get(binary)
+
+
 PLAIN = ("etcd", "kube-apiserver")
 FULL = (*PLAIN, "kube-controller-manager", "kube-scheduler", "kwok")
 
@@ -72,7 +89,13 @@ def find(binary: str) -> Path | None:
         if candidate.is_file():
             return candidate
     candidate = assets_dir() / binary
-    return candidate if candidate.is_file() else None
+    if not candidate.is_file():
+        return None
+    if (pinned := _stamped_version(binary)) is not None:
+        stamp = candidate.with_name(binary + ".version")
+        if not stamp.is_file() or stamp.read_text().strip() != pinned:
+            return None
+    return candidate
 
 
 @contextmanager
@@ -99,6 +122,7 @@ def build(
     out = out or assets_dir()
     env = {
         **os.environ,
+        "HELM_VERSION": HELM_VERSION,
         "K8S_VERSION": K8S_VERSION,
         "ETCD_VERSION": ETCD_VERSION,
         "KWOK_VERSION": KWOK_VERSION,
@@ -131,7 +155,7 @@ def ensure(binaries: Iterable[str]) -> dict[str, Path]:
         with _build_lock(assets_dir()):
             missing = [b for b in wanted if find(b) is None]
             if missing:
-                pieces = sorted({PIECES[b] for b in missing}, key=["etcd", "kube", "kwok"].index)
+                pieces = sorted({PIECES[b] for b in missing}, key=_PIECE_ORDER.index)
                 build(pieces)
     paths: dict[str, Path] = {}
     for binary in wanted:

@@ -9,12 +9,42 @@ set -euo pipefail
 OUT=${1:?usage: build_binaries.sh OUT_DIR PIECE...}; shift
 PIECES=${*:-etcd kube kwok}
 K8S=${K8S_VERSION:-v1.34.4}; ETCD=${ETCD_VERSION:-v3.6.16}; KWOK=${KWOK_VERSION:-v0.7.0}
+# The helm piece (HELM_VERSION) is no control-plane binary: built only when named.
+HELM=${HELM_VERSION:-v3.22.0}
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOWORK=off GOFLAGS=-modcacherw CGO_ENABLED=0
 mkdir -p "$OUT"
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/envtest-build.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT
 step() { echo "==> envtest build: $*" >&2; }
 fail() { echo "envtest build FAILED at step: $*" >&2; exit 1; }
+
+# `go install helm.sh/helm/v3/cmd/helm@V` reads the module's version list, which the proxy may
+# refuse here, so the exact module is downloaded, copied out of the read-only module cache and
+# built in place (-mod=mod may rewrite its go.sum), with the
+# ldflags of helm's own Makefile (version, and the default Kubernetes version `helm template`
+# reports, taken from the client-go the module requires).
+build_helm() {
+  step "helm $HELM: download module"
+  local dir cgo major minor
+  dir=$(go mod download -json "helm.sh/helm/v3@$HELM" | python3 -c 'import json,sys;print(json.load(sys.stdin)["Dir"])') \
+    || fail "helm $HELM: go mod download"
+  mkdir -p "$SCRATCH/helm" && cp -r "$dir" "$SCRATCH/helm/src" && chmod -R u+w "$SCRATCH/helm/src"
+  cd "$SCRATCH/helm/src"
+  cgo=$(sed -n 's#^[[:space:]]*k8s\.io/client-go v0\.\([0-9]*\)\..*#\1#p' go.mod | head -1)
+  [ -n "$cgo" ] || fail "helm $HELM: client-go version not found in go.mod"
+  major=1; minor=$cgo
+  local ldf="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM"
+  ldf+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    ldf+=" -X $p.k8sVersionMajor=$major -X $p.k8sVersionMinor=$minor"
+  done
+  step "helm $HELM: compile"
+  GOFLAGS="-mod=mod -modcacherw" go build -trimpath -ldflags "$ldf" -o "$SCRATCH/helm/helm" ./cmd/helm \
+    || fail "helm $HELM: go build"
+  "$SCRATCH/helm/helm" version --short | grep -qF "$HELM" || fail "helm $HELM: helm version"
+  mv "$SCRATCH/helm/helm" "$OUT/helm.tmp" && mv "$OUT/helm.tmp" "$OUT/helm"
+  echo "$HELM" > "$OUT/helm.version.tmp" && mv "$OUT/helm.version.tmp" "$OUT/helm.version"
+}
 
 build_etcd() {
   step "etcd $ETCD: resolve modules"
@@ -95,6 +125,7 @@ build_gomain() {
 
 for piece in $PIECES; do
   case "$piece" in
+    helm) build_helm ;;
     etcd) build_etcd ;;
     kube) build_kube ;;
     kwok) build_kwok ;;

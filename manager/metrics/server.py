@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -12,23 +13,33 @@ from manager._tls import server_ssl_context
 from manager.metrics.registry import REGISTRY
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Filter = Callable[[Handler], Handler]
+"""Wrapped around ``/metrics`` and every extra handler (e.g. ``filters.with_authentication_and_authorization``)."""
+FilterProvider = Callable[[Any], Filter]
+"""Builds the filter from the manager's client (Go's ``FilterProvider(config, httpClient)``)."""
 
 DEFAULT_BIND_ADDRESS = ":8080"
 
 
 def metrics_app(
-    registry: CollectorRegistry = REGISTRY, extra_handlers: Mapping[str, Handler] | None = None
+    registry: CollectorRegistry = REGISTRY,
+    extra_handlers: Mapping[str, Handler] | None = None,
+    *,
+    filter: Filter | None = None,
 ) -> web.Application:
-    async def metrics(request: web.Request) -> web.Response:
+    async def metrics(request: web.Request) -> web.StreamResponse:
         body = generate_latest(registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    def wrapped(handler: Handler) -> Handler:
+        return filter(handler) if filter is not None else handler
+
     app = web.Application()
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", wrapped(metrics))
     for path, handler in (extra_handlers or {}).items():
         if path == "/metrics":
             raise ValueError("overriding the /metrics path is not allowed")
-        app.router.add_route("*", path, handler)
+        app.router.add_route("*", path, wrapped(handler))
     return app
 
 
@@ -39,9 +50,16 @@ def metrics_server(
     extra_handlers: Mapping[str, Handler] | None = None,
     secure: bool = False,
     cert_dir: str | None = None,
+    filter: Filter | None = None,
 ) -> HTTPServer:
-    """The ``/metrics`` server; ``secure`` serves HTTPS (cert files from ``cert_dir`` or self-signed)."""
+    """The ``/metrics`` server; ``secure`` serves HTTPS (cert files from ``cert_dir`` or self-signed).
+
+    ``filter`` wraps every handler, e.g. to authenticate and authorise each request.
+    """
     context = server_ssl_context(cert_dir) if secure else None
     return HTTPServer(
-        metrics_app(registry, extra_handlers), bind_address, name="metrics", ssl_context=context
+        metrics_app(registry, extra_handlers, filter=filter),
+        bind_address,
+        name="metrics",
+        ssl_context=context,
     )

@@ -19,13 +19,13 @@ import enum
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
 
 from manager._http import HTTPServer, is_disabled
 from manager.clock import REAL_CLOCK, Clock
+from manager.config import service_account_dir
 from manager.controller.builder import Builder
 from manager.controller.controller import Options as ControllerOptions
 from manager.controller.predicate import Predicate
@@ -41,14 +41,12 @@ from manager.leaderelection.elector import (
     new_identity,
 )
 from manager.leaderelection.lease import LeaseLock
-from manager.metrics.server import metrics_server
+from manager.metrics.server import FilterProvider, metrics_server
 from manager.runtime.cluster import Cluster, ClusterCache
 from manager.runtime.runnable import Runnable, needs_leader_election
 from manager.scheme import KindRef
 
 log = structlog.get_logger("manager")
-
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class LeaderElectionLost(Exception):
@@ -80,9 +78,12 @@ class Options:
 
     metrics_bind_address: str = ":8080"
     metrics_secure_serving: bool = False
-    """HTTPS for /metrics (Trainer's shipped config turns it on, on :8443), without an authn/authz filter."""
+    """HTTPS for /metrics (Trainer's shipped config turns it on, on :8443)."""
     metrics_cert_dir: str | None = None
     """``tls.crt``/``tls.key`` for secure metrics; without them a self-signed pair is generated at start."""
+    metrics_filter_provider: FilterProvider | None = None
+    """Called with the manager's uncached client; the filter wraps every metrics handler
+    (``manager.metrics.filters.with_authentication_and_authorization``: TokenReview + SubjectAccessReview)."""
     health_probe_bind_address: str = ""  # disabled; the deployment enables ":8081"
     liveness_endpoint_name: str = "/healthz"
     debug_bind_address: str = ""
@@ -353,8 +354,16 @@ class Manager:
     def _setup_servers(self) -> None:
         opts = self.options
         if not is_disabled(opts.metrics_bind_address):
+            metrics_filter = (
+                opts.metrics_filter_provider(self.cluster.api_reader)
+                if opts.metrics_filter_provider
+                else None
+            )
             self.metrics_server = metrics_server(
-                opts.metrics_bind_address, secure=opts.metrics_secure_serving, cert_dir=opts.metrics_cert_dir
+                opts.metrics_bind_address,
+                secure=opts.metrics_secure_serving,
+                cert_dir=opts.metrics_cert_dir,
+                filter=metrics_filter,
             )
             self.add(self.metrics_server)
         if not is_disabled(opts.health_probe_bind_address):
@@ -448,7 +457,7 @@ class Manager:
 
 def _in_cluster_namespace() -> str:
     try:
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+        return (service_account_dir() / "namespace").read_text().strip()
     except OSError:
         pass
     namespace = os.environ.get("POD_NAMESPACE", "")

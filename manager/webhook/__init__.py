@@ -1,8 +1,10 @@
 """Admission webhooks: the HTTPS server, AdmissionReview plumbing, defaulter/validator adapters."""
 
 from manager.webhook.admission import (
+    INTERNAL_ERROR_MESSAGE,
     AdmissionRequest,
     AdmissionResponse,
+    DecodeError,
     allowed,
     denied,
     errored,
@@ -11,6 +13,7 @@ from manager.webhook.admission import (
 from manager.webhook.custom import (
     CustomDefaulter,
     CustomValidator,
+    Handler,
     defaulting_handler,
     deny_with_warnings,
     mutate_path,
@@ -20,10 +23,13 @@ from manager.webhook.custom import (
 from manager.webhook.server import WebhookServer
 
 __all__ = [
+    "INTERNAL_ERROR_MESSAGE",
     "AdmissionRequest",
     "AdmissionResponse",
     "CustomDefaulter",
     "CustomValidator",
+    "DecodeError",
+    "Handler",
     "WebhookServer",
     "allowed",
     "defaulting_handler",

@@ -16,8 +16,16 @@ from manager.webhook import jsonpatch
 Object = dict[str, Any]
 
 
+# What a caller sees when a handler fails unexpectedly; the details go to the log only.
+INTERNAL_ERROR_MESSAGE = "internal error in the admission webhook; see the webhook server's log"
+
+
 class AdmissionDecodeError(ValueError):
     """The body is not an AdmissionReview with a request."""
+
+
+class DecodeError(ValueError):
+    """The object does not decode into the handler's typed shape (answered 400 with this text)."""
 
 
 @dataclass

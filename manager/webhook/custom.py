@@ -6,7 +6,15 @@
   know a field must not delete it: controller-runtime's behaviour); plain dicts keep them.
 * Validation: CONNECT is allowed without calling the validator; warnings are returned even on
   denial. An ``ApiError`` raised by either becomes its own status code and message;
-  ``ValueError`` becomes a 403 denial; anything else a 500.
+  ``ValueError`` becomes a 403 denial; anything else a 500 with a generic message (the
+  exception is logged with its traceback, never sent: it would leak internals and mean nothing
+  to the user).
+* Typed decoding: a ``decode`` callable runs before the handler, as controller-runtime's
+  decoder does (``Errored(http.StatusBadRequest, err)``): it raises ``DecodeError`` for an object
+  that does not have the typed shape and the answer is 400 with its message. A defaulting
+  handler's ``encode`` callable turns the defaulted object into what the typed encoder would
+  write (a Go webhook re-encodes its struct); the patch is computed against that, and removals
+  the round trip alone would cause are dropped (controller-runtime's ``dropSchemeRemovals``).
 """
 
 from __future__ import annotations
@@ -19,11 +27,22 @@ from typing import Any, Protocol
 from manager.client.errors import ApiError
 from manager.client.objects import to_dict
 from manager.webhook import jsonpatch
-from manager.webhook.admission import AdmissionRequest, AdmissionResponse, allowed, denied, errored
+from manager.webhook.admission import (
+    INTERNAL_ERROR_MESSAGE,
+    AdmissionRequest,
+    AdmissionResponse,
+    DecodeError,
+    allowed,
+    denied,
+    errored,
+)
 
 log = logging.getLogger(__name__)
 Handler = Callable[[AdmissionRequest], Awaitable[AdmissionResponse]]
 Warnings = list[str]
+Object = dict[str, Any]
+Decode = Callable[[Object | None], Any]
+Encode = Callable[[Any], Object]
 
 
 class CustomDefaulter(Protocol):
@@ -38,41 +57,56 @@ class CustomValidator(Protocol):
     async def validate_delete(self, obj: Any) -> Warnings | None: ...
 
 
-def _decode(raw: dict[str, Any] | None, model: type[Any] | None) -> Any:
+def _decode(raw: Object | None, model: type[Any] | None, decode: Decode | None = None) -> Any:
+    if decode is not None:
+        return decode(raw)
     if raw is None:
-        raise ValueError("the request carries no object")
+        raise DecodeError("there is no content to decode")
     data = copy.deepcopy(raw)
     return model.model_validate(data) if model is not None else data
 
 
 def _from_error(err: Exception, warnings: Warnings | None = None) -> AdmissionResponse:
-    if isinstance(err, ApiError):
+    if isinstance(err, DecodeError):
+        response = errored(400, err)
+    elif isinstance(err, ApiError):
         response = AdmissionResponse(
             False, err.status_code or 500, err.message, err.reason, causes=err.causes
         )
     elif isinstance(err, ValueError):
         response = denied(str(err))
     else:
-        log.exception("admission handler failed")
-        response = errored(500, err)
+        log.error("admission handler failed", exc_info=err)
+        response = errored(500, INTERNAL_ERROR_MESSAGE)
     return response.with_warnings(*(warnings or []))
 
 
 def defaulting_handler(
-    defaulter: CustomDefaulter, model: type[Any] | None = None, *, remove_unknown_fields: bool | None = None
+    defaulter: CustomDefaulter,
+    model: type[Any] | None = None,
+    *,
+    remove_unknown_fields: bool | None = None,
+    decode: Decode | None = None,
+    encode: Encode | None = None,
 ) -> Handler:
+    """``decode`` (raw object to the defaulter's input) and ``encode`` (its output to JSON) model a
+    typed round trip; without them the object is a deep-copied dict or a ``model`` instance."""
     keep_removes = remove_unknown_fields if remove_unknown_fields is not None else model is None
 
     async def handle(req: AdmissionRequest) -> AdmissionResponse:
         if req.operation == "DELETE":
             return allowed()
         try:
-            obj = _decode(req.object, model)
+            obj = _decode(req.object, model, decode)
             await defaulter.default(obj)
+            result = encode(obj) if encode is not None else to_dict(obj) if model is not None else obj
+            patches = jsonpatch.diff(req.object, result)
+            if encode is not None and any(p["op"] == "remove" for p in patches):
+                by_scheme = jsonpatch.diff(req.object, encode(_decode(req.object, model, decode)))
+                scheme_removals = [p for p in by_scheme if p["op"] == "remove"]
+                patches = [p for p in patches if p["op"] != "remove" or p not in scheme_removals]
         except Exception as err:
             return _from_error(err)
-        result = to_dict(obj) if model is not None else obj
-        patches = jsonpatch.diff(req.object, result)
         if not keep_removes:
             patches = [p for p in patches if p["op"] != "remove"]
         return AdmissionResponse(True, 200, patches=patches)
@@ -80,20 +114,26 @@ def defaulting_handler(
     return handle
 
 
-def validating_handler(validator: CustomValidator, model: type[Any] | None = None) -> Handler:
+def validating_handler(
+    validator: CustomValidator, model: type[Any] | None = None, *, decode: Decode | None = None
+) -> Handler:
+    """``decode`` checks and converts each object first (a ``DecodeError`` answers 400)."""
+
     async def handle(req: AdmissionRequest) -> AdmissionResponse:
         warnings: Warnings | None = None
         try:
             if req.operation == "CREATE":
-                warnings = await validator.validate_create(_decode(req.object, model))
+                warnings = await validator.validate_create(_decode(req.object, model, decode))
             elif req.operation == "UPDATE":
-                warnings = await validator.validate_update(
-                    _decode(req.old_object, model), _decode(req.object, model)
-                )
+                new = _decode(req.object, model, decode)  # the new object first, as Go decodes
+                old = _decode(req.old_object, model, decode)
+                warnings = await validator.validate_update(old, new)
             elif req.operation == "DELETE":
-                warnings = await validator.validate_delete(_decode(req.old_object, model))
-            else:
+                warnings = await validator.validate_delete(_decode(req.old_object, model, decode))
+            elif req.operation == "CONNECT":
                 return allowed()
+            else:
+                return errored(400, f'unknown operation "{req.operation}"')
         except _WithWarnings as err:
             return _from_error(err.error, err.warnings)
         except Exception as err:

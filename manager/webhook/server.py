@@ -2,7 +2,8 @@
 
 Paths are registered before start (duplicates are an error); each is wrapped with the
 ``controller_runtime_webhook_*`` metrics. Bodies must be ``application/json`` and at most
-7 MiB. A handler that raises is answered with a 500 inside the AdmissionReview and counted in
+7 MiB. A handler that raises is answered with a 500 inside the AdmissionReview (a generic message;
+the traceback goes to the log) and counted in
 ``controller_runtime_webhook_panics_total``; the server keeps serving.
 """
 
@@ -20,6 +21,7 @@ from aiohttp import web
 
 from manager.webhook import metrics
 from manager.webhook.admission import (
+    INTERNAL_ERROR_MESSAGE,
     AdmissionDecodeError,
     AdmissionRequest,
     AdmissionResponse,
@@ -124,10 +126,10 @@ class WebhookServer:
                     return web.Response(status=400, text=str(err))
                 try:
                     response = await handler(req)
-                except Exception as err:
+                except Exception:
                     metrics.WEBHOOK_PANICS.inc()
                     log.exception("webhook %s failed", path)
-                    response = errored(500, err)
+                    response = errored(500, INTERNAL_ERROR_MESSAGE)
                 return web.Response(
                     body=encode_review(api_version, req.uid, response), content_type="application/json"
                 )

@@ -57,3 +57,14 @@ def test_client_connection_throttles_the_client() -> None:
     assert (rest.qps, rest.burst) == (5, 7)
     apply_client_connection(rest, load({"clientConnection": {"qps": 0}}))
     assert rest.qps is None
+
+
+def test_secure_serving_turns_on_https_and_the_auth_filter() -> None:
+    from manager.metrics.filters import with_authentication_and_authorization
+
+    secure = manager_options(load({}))  # upstream's default: metrics.secureServing true
+    assert secure.metrics_secure_serving is True
+    assert secure.metrics_filter_provider is with_authentication_and_authorization
+    assert secure.metrics_cert_dir is None, "a self-signed certificate, as upstream passes no cert dir"
+    plain = manager_options(load({"metrics": {"secureServing": False}}))
+    assert plain.metrics_secure_serving is False and plain.metrics_filter_provider is None

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import json
 import secrets
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -62,6 +63,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--dump", type=Path, help="write both sides' normalised records here (SCENARIO.ours.json ...)"
     )
+    p.add_argument("--keep-workdir", action="store_true", help="keep the managers' logs and configurations")
     p.add_argument("--build-only", action="store_true", help="build the Go originals and exit")
     args = p.parse_args(argv)
     if bool(args.kubeconfig_ours) != bool(args.kubeconfig_theirs):
@@ -154,6 +156,11 @@ async def run(args: argparse.Namespace) -> list[ScenarioResult]:
             results.append(result)
     finally:
         await asyncio.gather(ours.stop(), theirs.stop())
+        if workdir is not None:
+            if args.keep_workdir:
+                print(f"conformance: logs and configurations kept in {workdir}", file=sys.stderr)
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
     return results
 
 

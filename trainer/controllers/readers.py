@@ -8,13 +8,18 @@ serve becomes an API error with upstream's text (``no matches for kind "PodGroup
 "scheduling.volcano.sh/v1beta1"``), so plugins report it like any failed read rather than
 crashing. The webhooks additionally confirm a cache miss with a live GET (docs/divergences.md
 T-3): a runtime created just before its TrainJob may not be cached yet.
+
+Whichever way an object is missing, the NotFound reads as the Go manager's cache words it
+(``TrainingRuntime.trainer.kubeflow.org "x" not found``): upstream answers every one of these
+reads from its cache, so the API server's text (``trainingruntimes...``) must not leak through
+the live fallbacks into conditions, events or webhook denials.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from manager.cache.cache import ResourceNotCached
+from manager.cache.cache import ResourceNotCached, not_found
 from manager.cache.interfaces import Reader
 from manager.client.errors import ApiError, NotFound
 from manager.restmapper import NoKindMatch
@@ -43,6 +48,8 @@ class CacheReader:
             obj: Json = await self._live.get(gvk, key.name, key.namespace)
         except NoKindMatch:
             raise no_kind_match_error(gvk) from None
+        except NotFound:
+            raise not_found(gvk, key.name) from None  # the cache's words, as upstream reads the cache
         return obj
 
     async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> Json:
@@ -50,9 +57,9 @@ class CacheReader:
             return await self._cache.get(gvk, key)
         except ResourceNotCached:
             return await self._live_get(gvk, key)
-        except NotFound:
+        except NotFound as miss:
             if not self._confirm_misses:
-                raise
+                raise not_found(gvk, key.name) from miss
             return await self._live_get(gvk, key)
 
     async def list(

@@ -18,7 +18,9 @@ from manager import Manager
 from manager.events import EventRecorder
 from manager.scheme import GroupVersionKind
 from manager.webhook import validating_handler
+from manager.webhook.custom import Decode
 from manager.webhook.server import WebhookServer
+from trainer.api import trainer_constants as tc
 from trainer.controllers.readers import CacheReader
 from trainer.controllers.trainingruntime import (
     CLUSTER_TRAINING_RUNTIME,
@@ -32,6 +34,7 @@ from trainer.runtime.objects import TRAINJOB_GVK
 from trainer.runtime.registry import Runtime, new_runtimes
 from webhooks import trainingruntime as runtime_webhooks
 from webhooks import trainjob as trainjob_webhook
+from webhooks import typed
 
 log = structlog.get_logger("trainer.setup")
 
@@ -118,15 +121,27 @@ async def setup_controllers(mgr: Manager) -> TrainerControllers:
 
 def register_webhooks(server: WebhookServer, runtimes: dict[str, Runtime]) -> None:
     """The three validating webhooks at upstream's paths, in upstream's order (CTR, TR, TrainJob)."""
+    api_version = f"{tc.GROUP}/{tc.VERSION}"
+
+    def decode(kind: str) -> Decode:
+        return typed.decoder(api_version, kind)
+
     server.register(
         runtime_webhooks.CLUSTER_TRAINING_RUNTIME_PATH,
-        validating_handler(runtime_webhooks.ClusterTrainingRuntimeValidator()),
+        validating_handler(
+            runtime_webhooks.ClusterTrainingRuntimeValidator(), decode=decode(tc.ClusterTrainingRuntimeKind)
+        ),
     )
     server.register(
         runtime_webhooks.TRAINING_RUNTIME_PATH,
-        validating_handler(runtime_webhooks.TrainingRuntimeValidator()),
+        validating_handler(
+            runtime_webhooks.TrainingRuntimeValidator(), decode=decode(tc.TrainingRuntimeKind)
+        ),
     )
-    server.register(trainjob_webhook.PATH, validating_handler(trainjob_webhook.TrainJobValidator(runtimes)))
+    server.register(
+        trainjob_webhook.PATH,
+        validating_handler(trainjob_webhook.TrainJobValidator(runtimes), decode=decode(tc.TrainJobKind)),
+    )
 
 
 async def setup(mgr: Manager, webhook_server: WebhookServer | None) -> bool:

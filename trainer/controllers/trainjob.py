@@ -235,7 +235,7 @@ def _just_applied(err: NotFound, applied: Sequence[Json]) -> bool:
     """Whether the NotFound names an object of ``applied`` (by resource and name)."""
     details = err.status.get("details") or {}
     name = details.get("name")
-    kind = str(details.get("kind") or "")  # the resource, e.g. ``jobsets``
+    kind = str(details.get("kind") or "").lower()  # ``JobSet`` (cache) or ``jobsets`` (server)
     for obj in applied:
         meta = obj.get("metadata") or {}
         if name is not None and meta.get("name") != name:

@@ -11,7 +11,7 @@ from pathlib import Path
 from manager.client.errors import NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
-from manager.envtest.process import pid_alive
+from manager.envtest.process import free_port, pid_alive
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 
@@ -29,6 +29,8 @@ async def test_make_run_trains_a_job_and_stops_clean(tmp_path: Path) -> None:
             "trainer.local_run",
             "--dir",
             str(directory),
+            # free ports: another `make run` on this machine holds the defaults
+            *(f"--{name}-port={free_port()}" for name in ("webhook", "metrics", "health")),
             cwd=ROOT,
             stdout=out,
             stderr=asyncio.subprocess.STDOUT,

@@ -37,7 +37,12 @@ async def with_webhooks(control_plane: Environment, namespace: str, tmp_path: Pa
             [manifest], host="127.0.0.1", port=server.bound_port or 0, ca_bundle=ca.cert_pem
         )
         try:
-            yield Harness(cluster.api_reader, namespace)
+            yield Harness(
+                cluster.api_reader,
+                namespace,
+                webhook_url=f"https://127.0.0.1:{server.bound_port}",
+                webhook_ca=ca.cert_pem,
+            )
         finally:
             for name in names:
                 plural = (

@@ -78,6 +78,9 @@ class Harness:
 
     api: Any
     namespace: str
+    # The webhook server's address and CA, when the suite runs with webhooks (direct POSTs).
+    webhook_url: str = ""
+    webhook_ca: bytes = b""
 
     async def create(self, obj: Object) -> Object:
         result: Object = await self.api.create(obj)

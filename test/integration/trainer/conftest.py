@@ -45,6 +45,9 @@ class TrainerEnv:
     namespace: str
     manager: Manager
     controllers: Any
+    # The webhook server's address and CA, for AdmissionReviews POSTed straight to it.
+    webhook_url: str = ""
+    webhook_ca: bytes = b""
 
 
 def scoped_webhooks(namespace: str) -> Json:
@@ -81,7 +84,14 @@ async def trainer(control_plane: Environment, namespace: str, tmp_path: Path) ->
             )
             client = Client(cluster.transport, cluster.mapper, field_owner="test")
             try:
-                yield TrainerEnv(client, namespace, mgr, controllers)
+                yield TrainerEnv(
+                    client,
+                    namespace,
+                    mgr,
+                    controllers,
+                    webhook_url=f"https://127.0.0.1:{server.bound_port}",
+                    webhook_ca=ca.cert_pem,
+                )
             finally:
                 await control_plane.request("DELETE", VWC_PATH)
         finally:

@@ -15,7 +15,7 @@ from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
 from manager.webhook.server import WebhookServer
-from webhooks.certs import SECRET_GVK, VWC_GVK, CertConfig, CertRotator
+from webhooks.certs import MWC_GVK, SECRET_GVK, VWC_GVK, CertConfig, CertRotator, WebhookConfiguration
 
 ROOT = Path(__file__).resolve().parents[3]
 Json = dict[str, Any]
@@ -63,11 +63,24 @@ async def test_rotator_provisions_secret_injects_ca_and_serves(
             hook["namespaceSelector"] = NEVER
             hook["objectSelector"] = NEVER
         await client.create(vwc)
+        # the JobSet component's mutating configuration, as shipped, renamed for this test
+        mwc: Json = next(
+            d
+            for d in yaml.safe_load_all((ROOT / "config" / "webhook" / "jobset.yaml").read_text())
+            if d["kind"] == "MutatingWebhookConfiguration"
+        )
+        mwc_name = f"jobset-mutating-{namespace}"
+        mwc["metadata"]["name"] = mwc_name
+        for hook in mwc["webhooks"]:
+            hook["namespaceSelector"] = NEVER
+            hook["objectSelector"] = NEVER
+        await client.create(mwc)
+        configurations = (WebhookConfiguration(vwc_name), WebhookConfiguration(mwc_name, mutating=True))
         cert_dir = tmp_path / "certs"
         cert_dir.mkdir()
         rotator = CertRotator(
             cluster.api_reader,
-            CertConfig(namespace=namespace, cert_dir=cert_dir, webhook_configuration=vwc_name),
+            CertConfig(namespace=namespace, cert_dir=cert_dir, webhook_configurations=configurations),
         )
         server = WebhookServer(host="127.0.0.1", port=0, cert_dir=cert_dir)
         server_started = asyncio.Event()
@@ -83,6 +96,10 @@ async def test_rotator_provisions_secret_injects_ca_and_serves(
             ca_pem = base64.b64decode(secret["data"]["ca.crt"])
             injected = await client.get(VWC_GVK, vwc_name)
             assert {h["clientConfig"]["caBundle"] for h in injected["webhooks"]} == {secret["data"]["ca.crt"]}
+            mutating = await client.get(MWC_GVK, mwc_name)
+            assert [h["clientConfig"]["caBundle"] for h in mutating["webhooks"]] == [
+                secret["data"]["ca.crt"]
+            ] * 2
             assert server.bound_port is not None
             await _handshake(
                 server.bound_port, ca_pem, f"kubeflow-trainer-controller-manager.{namespace}.svc"
@@ -91,7 +108,7 @@ async def test_rotator_provisions_secret_injects_ca_and_serves(
             # a restarted replica finds valid certificates and rewrites nothing
             again = CertRotator(
                 cluster.api_reader,
-                CertConfig(namespace=namespace, cert_dir=cert_dir, webhook_configuration=vwc_name),
+                CertConfig(namespace=namespace, cert_dir=cert_dir, webhook_configurations=configurations),
             )
             assert await again.ensure_certs() == ca_pem
             await again.inject(ca_pem)
@@ -101,8 +118,12 @@ async def test_rotator_provisions_secret_injects_ca_and_serves(
             assert (await client.get(VWC_GVK, vwc_name))["metadata"]["resourceVersion"] == injected[
                 "metadata"
             ]["resourceVersion"]
+            assert (await client.get(MWC_GVK, mwc_name))["metadata"]["resourceVersion"] == mutating[
+                "metadata"
+            ]["resourceVersion"]
         finally:
             for task in (rotation, kubelet, *tasks):
                 task.cancel()
             await asyncio.gather(rotation, kubelet, *tasks, return_exceptions=True)
             await client.delete_by_name(VWC_GVK, vwc_name)
+            await client.delete_by_name(MWC_GVK, mwc_name)

@@ -1,8 +1,9 @@
 """`python -m trainer` with certManagement on (spec §6.3, §6.4): readiness waits for the certificates.
 
 The rotator's namespace is ``kubeflow-system`` (no service-account mount here); the test
-pre-creates the Secret and the webhook configuration as the shipped manifests do, and plays the
-kubelet by copying the Secret into ``--webhook-cert-dir`` once the rotator has filled it.
+pre-creates the Secret and the three webhook configurations as the shipped manifests do, and
+plays the kubelet by copying the Secret into ``--webhook-cert-dir`` once the rotator has filled
+it. The CA goes into the configurations of the components that run, and only those.
 """
 
 from __future__ import annotations
@@ -26,12 +27,16 @@ from manager.config import load_kubeconfig
 from manager.envtest import Environment
 from manager.envtest.process import free_port
 from manager.testing import eventually
-from webhooks.certs import SECRET_GVK, VWC_GVK
+from webhooks.certs import MWC_GVK, SECRET_GVK, VWC_GVK
 
 ROOT = Path(__file__).resolve().parents[3]
 NAMESPACE = "kubeflow-system"
 SECRET = "kubeflow-trainer-webhook-cert"
 VWC = "validator.trainer.kubeflow.org"
+JOBSET_CONFIGURATIONS = (
+    (MWC_GVK, "jobset-mutating-webhook-configuration"),
+    (VWC_GVK, "jobset-validating-webhook-configuration"),
+)
 NEVER = {"matchLabels": {"trainer-test/never": "match"}}
 Json = dict[str, Any]
 
@@ -47,21 +52,31 @@ async def live(control_plane: Environment) -> AsyncIterator[Client]:
             await client.create(
                 {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": NAMESPACE}}
             )
-        vwc: Json = yaml.safe_load((ROOT / "config" / "webhook" / "trainer.yaml").read_text())
-        for hook in vwc["webhooks"]:  # injected, never called
-            hook["namespaceSelector"] = NEVER
-            hook["objectSelector"] = NEVER
-        await client.create(vwc)
+        docs: list[Json] = [
+            d
+            for name in ("trainer.yaml", "jobset.yaml")
+            for d in yaml.safe_load_all((ROOT / "config" / "webhook" / name).read_text())
+        ]
+        for doc in docs:
+            for hook in doc["webhooks"]:  # injected, never called
+                hook["namespaceSelector"] = NEVER
+                hook["objectSelector"] = NEVER
+            await client.create(doc)
         try:
             yield client
         finally:
-            for gvk, name, ns in ((VWC_GVK, VWC, ""), (SECRET_GVK, SECRET, NAMESPACE)):
+            for gvk, name, ns in (
+                (VWC_GVK, VWC, ""),
+                *((gvk, name, "") for gvk, name in JOBSET_CONFIGURATIONS),
+                (SECRET_GVK, SECRET, NAMESPACE),
+            ):
                 with contextlib.suppress(NotFound):
                     await client.delete_by_name(gvk, name, ns)
 
 
+@pytest.mark.parametrize("controllers", ["*", "*,-jobset"])
 async def test_readiness_waits_for_rotated_certificates(
-    control_plane: Environment, live: Client, tmp_path: Path
+    control_plane: Environment, live: Client, tmp_path: Path, controllers: str
 ) -> None:
     health = f"127.0.0.1:{free_port()}"
     config = {
@@ -84,6 +99,7 @@ async def test_readiness_waits_for_rotated_certificates(
         f"--kubeconfig={control_plane.kubeconfig}",
         f"--webhook-cert-dir={cert_dir}",
         "--log-format=json",
+        f"--controllers={controllers}",
         cwd=ROOT,
         stdout=log_file,
         stderr=asyncio.subprocess.STDOUT,
@@ -120,6 +136,11 @@ async def test_readiness_waits_for_rotated_certificates(
             await eventually(ready, timeout=60)
             injected = await live.get(VWC_GVK, VWC)
             assert {h["clientConfig"]["caBundle"] for h in injected["webhooks"]} == {secret["data"]["ca.crt"]}
+            # the JobSet configurations get the CA when the jobset component runs, else nothing
+            expected = secret["data"]["ca.crt"] if controllers == "*" else None
+            for gvk, name in JOBSET_CONFIGURATIONS:
+                hooks = (await live.get(gvk, name))["webhooks"]
+                assert [h["clientConfig"].get("caBundle") for h in hooks] == [expected] * 2, name
     finally:
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(proc.wait(), 60)

@@ -88,12 +88,18 @@ NEEDED = [
     ("update", "scheduling.x-k8s.io", "elasticquotas", "status"),
     ("list", "scheduling.x-k8s.io", "elasticquotas", ""),
     ("get", "scheduling.k8s.io", "priorityclasses", ""),
+    # the cert rotator injects the JobSet mutating configuration too
+    *[
+        (v, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "")
+        for v in ("get", "list", "watch", "update")
+    ],
 ]
 DENIED = [
     ("delete", "jobset.x-k8s.io", "jobsets", ""),
     ("delete", "trainer.kubeflow.org", "trainjobs", ""),
     ("delete", "", "secrets", ""),
     ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),
+    ("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", ""),
 ]
 
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import ssl
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 from trainer_wrappers import rjob, runtime, trainjob, wrapper_rjobs
 
@@ -65,8 +69,59 @@ async def test_missing_training_runtime_is_forbidden_with_upstream_text(trainer:
         await trainer.client.create(trainjob("train-job", trainer.namespace, "invalid"))
     assert str(denied.value) == (
         TJ_DENIED + 'spec.runtimeRef: Invalid value: {"name":"invalid","apiGroup":"trainer.kubeflow.org",'
-        '"kind":"TrainingRuntime"}: trainingruntimes.trainer.kubeflow.org "invalid" not found: '
+        '"kind":"TrainingRuntime"}: TrainingRuntime.trainer.kubeflow.org "invalid" not found: '
         "specified trainingRuntime must be created before the TrainJob is created"
+    )
+
+
+async def test_missing_cluster_training_runtime_is_forbidden_with_upstream_text(
+    trainer: Any, runtimes: str
+) -> None:
+    # spec: trainer B2
+    with pytest.raises(Forbidden) as denied:
+        await trainer.client.create(
+            trainjob("train-job", trainer.namespace, "absent", kind="ClusterTrainingRuntime")
+        )
+    assert str(denied.value) == (
+        TJ_DENIED + 'spec.RuntimeRef: Invalid value: {"name":"absent","apiGroup":"trainer.kubeflow.org",'
+        '"kind":"ClusterTrainingRuntime"}: ClusterTrainingRuntime.trainer.kubeflow.org "absent" not found: '
+        "specified clusterTrainingRuntime must be created before the TrainJob is created"
+    )
+
+
+async def test_ill_typed_trainjob_posted_to_the_running_webhook_server(trainer: Any) -> None:
+    """The API server validates the schema before a validating webhook, so send it directly."""
+    obj = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "bad", "namespace": trainer.namespace},
+        "spec": {"runtimeRef": {"name": "x"}, "trainer": {"numNodes": "2"}},
+    }
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
+            "resource": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"},
+            "operation": "CREATE",
+            "object": obj,
+        },
+    }
+    ctx = ssl.create_default_context(cadata=trainer.webhook_ca.decode())
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session,
+        session.post(
+            trainer.webhook_url + "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
+            data=json.dumps(review),
+            headers={"Content-Type": "application/json"},
+        ) as r,
+    ):
+        response = (await r.json())["response"]
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 400
+    assert response["status"]["message"] == (
+        "json: cannot unmarshal string into Go struct field Trainer.spec.trainer.numNodes of type int32"
     )
 
 

@@ -70,3 +70,28 @@ def test_manifest_loading_skips_kustomization_files(tmp_path: Path) -> None:
     )
     (tmp_path / "a.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n")
     assert [d["kind"] for d in _load_documents([tmp_path])] == ["ConfigMap"]
+
+
+def test_helm_is_an_asset_outside_the_control_plane_sets() -> None:
+    assert assets.PIECES["helm"] == "helm"
+    assert "helm" not in assets.FULL and "helm" not in assets.PLAIN
+
+
+def test_cached_helm_counts_only_with_the_pinned_version_stamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ENVTEST_ASSETS_DIR", str(cache))
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    monkeypatch.delenv("TEST_ASSET_HELM", raising=False)
+    monkeypatch.setattr(assets, "HELM_VERSION", "v3.22.0")
+    helm = make_binary(cache / "helm")
+    assert assets.find("helm") is None, "a helm without a version stamp is rebuilt"
+    (cache / "helm.version").write_text("v3.21.0\n")
+    assert assets.find("helm") is None, "a helm of another version is rebuilt"
+    (cache / "helm.version").write_text("v3.22.0\n")
+    assert assets.find("helm") == helm
+
+    explicit = make_binary(tmp_path / "explicit" / "helm")
+    monkeypatch.setenv("TEST_ASSET_HELM", str(explicit))
+    assert assets.find("helm") == explicit

@@ -16,6 +16,7 @@ import pytest
 
 from manager.envtest.certs import TinyCA
 from manager.webhook import (
+    INTERNAL_ERROR_MESSAGE,
     AdmissionRequest,
     AdmissionResponse,
     WebhookServer,
@@ -162,6 +163,9 @@ async def test_bad_requests_and_failing_handler(served: Served) -> None:
     status, answer = await served.post("/boom", review("CREATE", obj()))
     assert status == 200
     assert answer["response"]["allowed"] is False and answer["response"]["status"]["code"] == 500
+    # a generic text: the exception stays in the log
+    assert answer["response"]["status"]["message"] == INTERNAL_ERROR_MESSAGE
+    assert "bug in handler" not in str(answer)
     assert webhook_metrics.WEBHOOK_PANICS._value.get() == panics + 1
     # the server still answers after a handler failure
     _, ok = await served.post("/validate", review("CREATE", obj()))

@@ -10,22 +10,14 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from manager.client.errors import ApiError, NotFound
+from manager.cache import not_found
+from manager.client.errors import ApiError
 from manager.scheme import GroupVersionKind, ObjectKey, gvk_of_object, key_of
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime import indexes
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK
 
 Json = dict[str, Any]
-
-PLURALS = {
-    "TrainingRuntime": "trainingruntimes.trainer.kubeflow.org",
-    "ClusterTrainingRuntime": "clustertrainingruntimes.trainer.kubeflow.org",
-    "JobSet": "jobsets.jobset.x-k8s.io",
-    "Secret": "secrets",
-    "ConfigMap": "configmaps",
-    "PriorityClass": "priorityclasses.scheduling.k8s.io",
-}
 
 INDEXES: dict[tuple[GroupVersionKind, str], Callable[[Any], list[str] | None]] = {
     (TRAINJOB_GVK, indexes.TRAINJOB_RUNTIME_REF_KEY): indexes.index_trainjob_training_runtime,
@@ -59,7 +51,7 @@ class FakeReader:
         try:
             return copy.deepcopy(self.objects[(gvk, key)])
         except KeyError:
-            raise NotFound(f'{PLURALS.get(gvk.kind, gvk.kind.lower())} "{key.name}" not found') from None
+            raise not_found(gvk, key.name) from None  # the cache reader's words, as upstream's
 
     async def list(
         self,

@@ -786,7 +786,7 @@ def test_e25_empty_registry_sets_no_endpoints() -> None:
 
 async def test_trainjob_status_without_jobset_is_an_error() -> None:
     framework = full_framework(FakeReader())
-    with pytest.raises(RuntimeFailure, match=r'jobsets\.jobset\.x-k8s\.io "testing" not found'):
+    with pytest.raises(RuntimeFailure, match=r'JobSet\.jobset\.x-k8s\.io "testing" not found'):
         await framework.run_trainjob_status_plugin(tj_model(name="testing"))
 
 

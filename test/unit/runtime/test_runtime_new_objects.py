@@ -1715,7 +1715,7 @@ async def test_d16_missing_training_runtime() -> None:
         await new_objects(None, trainjob(runtime="test-runtime-3"))
     assert failure.value.message == (
         "TrainingRuntime specified in TrainJob is not found: "
-        'trainingruntimes.trainer.kubeflow.org "test-runtime-3" not found'
+        'TrainingRuntime.trainer.kubeflow.org "test-runtime-3" not found'
     )
 
 
@@ -1833,7 +1833,7 @@ async def test_d18_missing_cluster_training_runtime() -> None:
         await new_objects(None, trainjob(kind="ClusterTrainingRuntime"))
     assert failure.value.message == (
         "not found ClusterTrainingRuntime specified in TrainJob: "
-        'clustertrainingruntimes.trainer.kubeflow.org "test-runtime" not found'
+        'ClusterTrainingRuntime.trainer.kubeflow.org "test-runtime" not found'
     )
 
 

@@ -288,7 +288,7 @@ async def test_f98_missing_priority_class() -> None:
     errors = await volcano_validate(priority_info("non-existent"))
     assert [str(e) for e in errors] == [
         'spec.templateSpec.priorityClassName: Invalid value: "non-existent": PriorityClass "non-existent" '
-        'doesn\'t exist: priorityclasses.scheduling.k8s.io "non-existent" not found'
+        'doesn\'t exist: PriorityClass.scheduling.k8s.io "non-existent" not found'
     ]
 
 

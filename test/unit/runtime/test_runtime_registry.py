@@ -46,7 +46,7 @@ async def test_validate_missing_cluster_runtime_uses_capital_r_path() -> None:
     assert warnings == []
     assert [str(e) for e in errors] == [
         'spec.RuntimeRef: Invalid value: {"name":"unsupported-runtime","apiGroup":"trainer.kubeflow.org",'
-        '"kind":"ClusterTrainingRuntime"}: clustertrainingruntimes.trainer.kubeflow.org "unsupported-runtime" '
+        '"kind":"ClusterTrainingRuntime"}: ClusterTrainingRuntime.trainer.kubeflow.org "unsupported-runtime" '
         "not found: specified clusterTrainingRuntime must be created before the TrainJob is created"
     ]
 
@@ -66,7 +66,7 @@ async def test_validate_missing_training_runtime() -> None:
     assert [(e.field, e.detail) for e in errors] == [
         (
             "spec.runtimeRef",
-            'trainingruntimes.trainer.kubeflow.org "invalid" not found: specified trainingRuntime must be created '
+            'TrainingRuntime.trainer.kubeflow.org "invalid" not found: specified trainingRuntime must be created '
             "before the TrainJob is created",
         )
     ]

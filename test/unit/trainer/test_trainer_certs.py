@@ -15,13 +15,16 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from manager.testing.eventually import eventually
 from manager.testing.fake import FakeClient
+from trainer.components import COMPONENTS
 from webhooks.certs import (
+    MWC_GVK,
     SECRET_GVK,
     VWC_GVK,
     CertConfig,
     CertRotator,
     KeyMaterial,
     NotReadyError,
+    WebhookConfiguration,
     ca_valid,
     generate_ca,
     generate_serving_cert,
@@ -162,7 +165,40 @@ def _config(tmp_path: Path) -> CertConfig:
 
 
 def _fake(*objects: Json) -> FakeClient:
-    return FakeClient(list(objects), cluster_scoped=[VWC_GVK])
+    return FakeClient(list(objects), cluster_scoped=[VWC_GVK, MWC_GVK])
+
+
+def _jobset_configurations() -> list[Json]:
+    """The JobSet configurations as shipped: one mutating, one validating, two webhooks each."""
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind,
+            "metadata": {"name": name},
+            "webhooks": [{"name": hook, "clientConfig": {"service": {"name": "svc"}}} for hook in hooks],
+        }
+        for kind, name, hooks in (
+            (
+                "MutatingWebhookConfiguration",
+                "jobset-mutating-webhook-configuration",
+                ["mjobset.kb.io", "mpod.kb.io"],
+            ),
+            (
+                "ValidatingWebhookConfiguration",
+                "jobset-validating-webhook-configuration",
+                ["vjobset.kb.io", "vpod.kb.io"],
+            ),
+        )
+    ]
+
+
+def _bundles(obj: Json) -> list[str | None]:
+    return [h["clientConfig"].get("caBundle") for h in obj["webhooks"]]
+
+
+def _configurations(*names: str) -> tuple[WebhookConfiguration, ...]:
+    """The configurations the named components declare (as the entry point collects them)."""
+    return tuple(c for comp in COMPONENTS if comp.name in names for c in comp.webhook_configurations)
 
 
 async def test_rotator_fills_the_secret_once_and_injects_the_ca(tmp_path: Path) -> None:
@@ -227,3 +263,65 @@ async def test_maintenance_re_injects_a_removed_ca(tmp_path: Path) -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def test_components_declare_the_shipped_webhook_configurations() -> None:
+    declared = {c.name: [str(w) for w in c.webhook_configurations] for c in COMPONENTS}
+    assert declared == {
+        "jobset": [
+            "MutatingWebhookConfiguration/jobset-mutating-webhook-configuration",
+            "ValidatingWebhookConfiguration/jobset-validating-webhook-configuration",
+        ],
+        "scheduling": [],
+        "trainer": ["ValidatingWebhookConfiguration/validator.trainer.kubeflow.org"],
+    }
+
+
+async def test_rotator_injects_mutating_and_validating_configurations_of_every_component(
+    tmp_path: Path,
+) -> None:
+    client = _fake(_secret(), _vwc(), *_jobset_configurations())
+    config = _config(tmp_path)
+    config.webhook_configurations = _configurations("trainer", "jobset", "scheduling")
+    rotator = CertRotator(client, config, clock=lambda: NOW)
+    ca_pem = await rotator.ensure_certs()
+    await rotator.inject(ca_pem)
+    bundle = base64.b64encode(ca_pem).decode()
+    mutating = await client.get(MWC_GVK, "jobset-mutating-webhook-configuration")
+    validating = await client.get(VWC_GVK, "jobset-validating-webhook-configuration")
+    trainer = await client.get(VWC_GVK, "validator.trainer.kubeflow.org")
+    assert _bundles(mutating) == _bundles(validating) == [bundle, bundle]
+    assert _bundles(trainer) == [bundle]
+    assert mutating["webhooks"][0]["clientConfig"]["service"] == {"name": "svc"}  # only the CA changes
+    updates = client.requests["update"]
+    await rotator.inject(ca_pem)
+    assert client.requests["update"] == updates, "an injected configuration is written again"
+
+
+async def test_a_switched_off_component_keeps_its_configurations_untouched(tmp_path: Path) -> None:
+    client = _fake(_secret(), _vwc(), *_jobset_configurations())
+    config = _config(tmp_path)
+    config.webhook_configurations = _configurations("trainer")  # --controllers=-jobset
+    (tmp_path / "tls.crt").write_text("mounted")
+    rotator = CertRotator(client, config, clock=lambda: NOW)
+    task = asyncio.create_task(rotator.start(asyncio.Event()))
+    try:
+        await asyncio.wait_for(rotator.ready.wait(), 10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert _bundles(await client.get(VWC_GVK, "validator.trainer.kubeflow.org"))[0]
+    assert _bundles(await client.get(MWC_GVK, "jobset-mutating-webhook-configuration")) == [None, None]
+    assert _bundles(await client.get(VWC_GVK, "jobset-validating-webhook-configuration")) == [None, None]
+
+
+async def test_readiness_waits_for_every_configuration(tmp_path: Path) -> None:
+    """A missing JobSet configuration keeps the rotator unready and fails it with upstream's text."""
+    client = _fake(_secret(), _vwc(), _jobset_configurations()[1])  # no mutating configuration
+    config = _config(tmp_path)
+    config.webhook_configurations = _configurations("trainer", "jobset")
+    (tmp_path / "tls.crt").write_text("mounted")
+    rotator = CertRotator(client, config, clock=lambda: NOW)
+    with pytest.raises(NotReadyError, match=r"^could not inject certs to webhooks$"):
+        await rotator.start(asyncio.Event())
+    assert not rotator.is_ready()

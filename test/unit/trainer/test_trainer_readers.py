@@ -63,8 +63,9 @@ def _reader(confirm: bool = False) -> tuple[CacheReader, _Live]:
 async def test_cached_kinds_are_read_from_the_cache() -> None:
     reader, live = _reader()
     assert await reader.get(RUNTIME, ObjectKey("ns", "cached")) == {"spec": {"cached": True}}
-    with pytest.raises(NotFound, match="in cache"):
+    with pytest.raises(NotFound) as missing:
         await reader.get(RUNTIME, ObjectKey("ns", "fresh"))
+    assert str(missing.value) == 'TrainingRuntime.trainer.kubeflow.org "fresh" not found'
     assert live.gets == 0
 
 
@@ -86,6 +87,20 @@ async def test_unserved_kinds_become_api_errors_with_upstream_text() -> None:
 async def test_webhook_reader_confirms_cache_misses_live() -> None:
     reader, live = _reader(confirm=True)
     assert await reader.get(RUNTIME, ObjectKey("ns", "fresh")) == {"spec": {}}
-    with pytest.raises(NotFound, match="not found live"):
+    with pytest.raises(NotFound) as missing:
         await reader.get(RUNTIME, ObjectKey("ns", "absent"))
+    # the miss confirmed live still reads as the cache words it: upstream answers from its cache
+    assert str(missing.value) == 'TrainingRuntime.trainer.kubeflow.org "absent" not found'
+    assert missing.value.status["details"] == {
+        "name": "absent",
+        "group": "trainer.kubeflow.org",
+        "kind": "TrainingRuntime",
+    }
     assert live.gets == 2
+
+
+async def test_uncached_kinds_missing_live_read_as_the_cache_words_it() -> None:
+    reader, _ = _reader()
+    with pytest.raises(NotFound) as missing:
+        await reader.get(PRIORITY_CLASS, ObjectKey("", "low"))
+    assert str(missing.value) == 'PriorityClass.scheduling.k8s.io "low" not found'

@@ -124,11 +124,11 @@ async def test_missing_runtime_emits_a_warning_and_retries() -> None:
     [event] = recorder.events
     assert (event.type, event.reason) == ("Warning", "TrainJobResourcesCreationFailed")
     assert event.message == (
-        'TrainJob resources reconciliation failed: TrainingRuntime specified in TrainJob is not found: trainingruntimes "test-runtime" not found'
+        'TrainJob resources reconciliation failed: TrainingRuntime specified in TrainJob is not found: TrainingRuntime.trainer.kubeflow.org "test-runtime" not found'
     )
     # the status step fails too (no JobSet), but the Suspended condition is still written
     assert str(err.value).splitlines()[0].startswith("TrainingRuntime specified in TrainJob is not found")
-    assert "jobsets" in str(err.value).splitlines()[1]
+    assert str(err.value).splitlines()[1].endswith('JobSet.jobset.x-k8s.io "test-job" not found')
     assert without_times((await stored_trainjob(client))["status"]["conditions"]) == [
         {k: v for k, v in SUSPENDED.items()}
     ]

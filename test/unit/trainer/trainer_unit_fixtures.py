@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from manager.cache import not_found
+from manager.client.errors import NotFound
 from manager.scheme import GroupVersionKind, ObjectKey
 from manager.testing.fake import FakeClient
 from trainer.runtime import indexes
@@ -48,7 +50,10 @@ class ClientReader:
         self.client = client
 
     async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> Json:
-        obj: Json = await self.client.get(gvk, key.name, key.namespace)
+        try:
+            obj: Json = await self.client.get(gvk, key.name, key.namespace)
+        except NotFound:
+            raise not_found(gvk, key.name) from None  # a miss reads as the cache words it
         return obj
 
     async def list(

@@ -11,7 +11,6 @@ from typing import Any
 
 from manager import Builder, Manager
 from manager.restmapper import NoKindMatch
-from manager.webhook import defaulting_handler, validating_handler
 from trainer.controllers.jobset.metrics import default_metrics
 from trainer.controllers.jobset.placement import (
     NODE_GVK,
@@ -61,16 +60,8 @@ async def setup(mgr: Manager, webhook_server: Any | None = None) -> bool:
         PodReconciler(mgr.client)
     )
     if webhook_server is not None:
-        webhook_server.register(
-            jobset_webhooks.MUTATE_PATH, defaulting_handler(jobset_webhooks.JobSetDefaulter())
-        )
-        webhook_server.register(
-            jobset_webhooks.VALIDATE_PATH, validating_handler(jobset_webhooks.JobSetValidator())
-        )
-        webhook_server.register(
-            pod_webhooks.MUTATE_PATH, defaulting_handler(pod_webhooks.PodDefaulter(mgr.client))
-        )
-        webhook_server.register(
-            pod_webhooks.VALIDATE_PATH, validating_handler(pod_webhooks.PodValidator(mgr.client))
-        )
+        webhook_server.register(jobset_webhooks.MUTATE_PATH, jobset_webhooks.mutating_handler())
+        webhook_server.register(jobset_webhooks.VALIDATE_PATH, jobset_webhooks.validation_handler())
+        webhook_server.register(pod_webhooks.MUTATE_PATH, pod_webhooks.mutating_handler(mgr.client))
+        webhook_server.register(pod_webhooks.VALIDATE_PATH, pod_webhooks.validation_handler(mgr.client))
     return True

@@ -232,7 +232,11 @@ class JobSetReconciler:
 
         errors = await run_bounded(create(j) for j in jobs)
         if errors:
-            raise JobCreationError("\n".join(str(e) for e in errors))
+            # chained to the API errors, so the controller logs a refused create (a namespace
+            # being terminated, a quota, a conflict) as the routine error it is: one line, retried
+            causes = [e for e in errors if isinstance(e, Exception)]
+            cause = causes[0] if len(causes) == 1 else ExceptionGroup("job creation failed", causes)
+            raise JobCreationError("\n".join(str(e) for e in errors)) from cause
 
     async def _is_cache_lag(self, job: Object) -> bool:
         meta = J.meta(job)

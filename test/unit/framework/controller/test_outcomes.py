@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import structlog
 
-from manager.client.errors import Conflict
+from manager.client.errors import AlreadyExists, Conflict, Forbidden
 from manager.controller import Builder, ReconcileError, Request, Result, TerminalError
 from manager.scheme import GroupVersionKind
 from manager.testing.clock import FakeClock
@@ -348,6 +348,51 @@ async def test_routine_api_errors_log_without_a_traceback_bugs_with_one(
     assert [e.get("error_type") for e in errors] == ["Conflict", None]
     assert "exc_info" not in errors[0], "a conflict is routine: no traceback"
     assert isinstance(errors[1]["exc_info"], KeyError), "a probable bug keeps its traceback"
+
+
+class _WrappedCreateError(Exception):
+    """What a reconciler raises around refused writes (JobSet's JobCreationError)."""
+
+
+def _refused_create() -> Exception:
+    try:
+        raise Forbidden('jobs "a-0" is forbidden: unable to create new content in namespace ns')
+    except Forbidden as err:
+        try:
+            raise _WrappedCreateError(f'job "a-0" creation failed with error: {err}') from err
+        except _WrappedCreateError as wrapped:
+            return wrapped
+
+
+def _refused_creates() -> Exception:
+    group = ExceptionGroup("creates", [Conflict("x"), AlreadyExists("y")])
+    try:
+        raise _WrappedCreateError("2 creates failed") from group
+    except _WrappedCreateError as wrapped:
+        return wrapped
+
+
+async def test_api_errors_wrapped_by_the_reconciler_are_routine_not_panics(
+    mgr: FakeManager, name: str, clock: FakeClock, running: Any, sample: Any
+) -> None:
+    """A refused Job create (namespace terminating) logs one line: no traceback, no panic counted."""
+    rec = Recorder(_refused_create(), _refused_creates(), None)
+    ctrl = build(mgr, name, clock, rec)
+    with structlog.testing.capture_logs() as logs:
+        async with running(ctrl):
+            mgr.informers.informer(WIDGET).create(widget("a"))
+            await clock.advance(0)
+            await clock.advance(0.005)
+            await clock.advance(0.01)
+    errors = [e for e in logs if e["event"] == "Reconciler error"]
+    assert [e["error_type"] for e in errors] == [
+        "_WrappedCreateError(Forbidden)",
+        "_WrappedCreateError(Conflict)",
+    ]
+    assert all("exc_info" not in e for e in errors)
+    assert "unable to create new content" in errors[0]["error"]
+    assert sample("controller_runtime_reconcile_panics_total", controller=name) == 0
+    assert sample("controller_runtime_reconcile_errors_total", controller=name) == 2
 
 
 async def test_a_kind_the_server_does_not_serve_is_an_error_not_a_panic(

@@ -1,0 +1,95 @@
+"""Helpers of the deployment e2e tests (a unique module name: ``conftest`` is ambiguous on
+sys.path): the wheel the image would install, clusters of their own, the cached kubectl.
+
+The wheel is built from this checkout and installed with its dependencies into a clean
+virtual environment outside the repository, as the Dockerfile does: a module or package file
+missing from the wheel, or a missing console script, fails the tests that run from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from manager.envtest import Environment, assets
+
+ROOT = Path(__file__).resolve().parents[3]
+CONSOLE_SCRIPT = "trainer-controller-manager"
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A virtual environment with only the wheel (and its dependencies) installed."""
+
+    venv: Path
+    wheel: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.venv / "bin"
+
+    def clean_env(self, **extra: str) -> dict[str, str]:
+        """An environment with nothing of the repository or of the test's own venv in it."""
+        env = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": str(self.venv.parent), "LANG": "C.UTF-8"}
+        return {**env, **extra}
+
+
+def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+    assert proc.returncode == 0, f"{' '.join(argv)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def install_wheel(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    base = tmp_path_factory.mktemp("wheel-install")
+    assert ROOT not in base.parents, "the install must live outside the repository"
+    # Built from a copy of the checkout's files (tracked and new, not ignored): a stale build/
+    # directory in the repository could otherwise put deleted modules into the wheel.
+    source = base / "source"
+    files = _run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT).stdout.split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    dist = base / "dist"
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)])
+    (wheel,) = dist.glob("trainer_controller_manager-*.whl")
+    venv = base / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)])
+    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], cwd=base)
+    installed = Installed(venv, wheel)
+    # The entry point the Deployment names exists, and imports resolve into the venv, not the repo.
+    assert (installed.bin / CONSOLE_SCRIPT).is_file(), "the wheel installs no console script"
+    where = _run(
+        [str(venv / "bin" / "python"), "-c", "import trainer, webhooks, manager; print(trainer.__file__)"],
+        cwd=base,
+        env=installed.clean_env(),
+    ).stdout.strip()
+    assert Path(where).is_relative_to(venv), where
+    _run([str(installed.bin / CONSOLE_SCRIPT), "--help"], cwd=base, env=installed.clean_env())
+    return installed
+
+
+def kubectl() -> Path:
+    """The kubectl of the control-plane asset cache (with kustomize built in)."""
+    return assets.ensure(["kubectl"])["kubectl"]
+
+
+def own_cluster(directory: Path) -> Iterator[Environment]:
+    """A full local cluster for one module: these tests install cluster-wide objects (CRDs,
+    webhook configurations with the shipped names) that the shared cluster's tests also use."""
+    env = Environment(directory, full=True, nodes=2)
+    asyncio.run(env.start())
+    try:
+        yield env
+    finally:
+        if not os.environ.get("KEEP_CONTROL_PLANE"):
+            asyncio.run(env.stop())

@@ -1,0 +1,488 @@
+"""The Helm chart (charts/kubeflow-trainer), rendered by the helm of the asset cache.
+
+With default values it renders the objects of `kubectl kustomize config/default`, field by
+field (the only allowed differences are listed in ``HELM_LABELS`` and ``NOT_RENDERED``); its
+values land where a user expects them (JobSet's chart tests, spec 6.V); bad values are refused
+by values.schema.json with a message naming the field; the copies the chart carries (CRDs,
+runtimes) are the files of config/.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from manager.envtest import assets
+from trainer.api.config_v1alpha1 import load as load_configuration
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "kubeflow-trainer"
+RELEASE = "kubeflow-trainer"
+NS = "kubeflow-system"
+MANAGER = "kubeflow-trainer-controller-manager"
+CONFIG_KEY = "controller_manager_config.yaml"
+Json = dict[str, Any]
+Key = tuple[str, str, str]
+
+#: Helm's bookkeeping labels: on every chart object, on no config/default object.
+HELM_LABELS = {
+    "helm.sh/chart",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+    "app.kubernetes.io/managed-by",
+}
+#: In config/default, not in the chart: Helm stores the release in its namespace before it
+#: creates anything, so the namespace comes from `helm install --create-namespace`.
+NOT_RENDERED = {("Namespace", "", NS)}
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+
+def helm_template(*args: str, values: Json | None = None, tmp: Path | None = None) -> list[Json]:
+    out = _template(*args, values=values, tmp=tmp)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def _template(
+    *args: str, values: Json | None = None, tmp: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    helm = assets.ensure(["helm"])["helm"]
+    argv = [str(helm), "template", RELEASE, str(CHART), "-n", NS, *args]
+    if values is not None:
+        assert tmp is not None
+        path = tmp / "values.yaml"
+        path.write_text(yaml.safe_dump(values))
+        argv += ["-f", str(path)]
+    return _run(argv)
+
+
+def kustomize(directory: Path) -> list[Json]:
+    kubectl = assets.ensure(["kubectl"])["kubectl"]
+    out = _run([str(kubectl), "kustomize", str(directory)])
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def key(obj: Json) -> Key:
+    meta = obj["metadata"]
+    return (obj["kind"], meta.get("namespace", ""), meta["name"])
+
+
+def normalise(obj: Json) -> Json:
+    """Helm's four labels dropped; the Configuration compared as the YAML the manager parses."""
+    out: Json = json.loads(json.dumps(obj))
+    meta = out["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in HELM_LABELS}
+    if labels:
+        meta["labels"] = labels
+    else:
+        meta.pop("labels", None)
+    if out["kind"] == "ConfigMap" and CONFIG_KEY in out.get("data", {}):
+        out["data"][CONFIG_KEY] = yaml.safe_load(out["data"][CONFIG_KEY])
+    return out
+
+
+def differences(a: Any, b: Any, path: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        found: list[str] = []
+        for k in sorted(set(a) | set(b)):
+            if k not in a:
+                found.append(f"{path}.{k}: only in config/default: {b[k]!r}")
+            elif k not in b:
+                found.append(f"{path}.{k}: only in the chart: {a[k]!r}")
+            else:
+                found += differences(a[k], b[k], f"{path}.{k}")
+        return found
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [
+            d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{path}[{i}]")
+        ]
+    return [] if a == b else [f"{path}: chart {a!r} != config/default {b!r}"]
+
+
+def by_key(objs: list[Json]) -> dict[Key, Json]:
+    found: dict[Key, Json] = {}
+    for obj in objs:
+        assert key(obj) not in found, f"{key(obj)} rendered twice"
+        found[key(obj)] = obj
+    return found
+
+
+def one(objs: list[Json], kind: str, name: str | None = None) -> Json:
+    matching = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(matching) == 1, f"{len(matching)} {kind} {name or ''} rendered"
+    return matching[0]
+
+
+def container(objs: list[Json]) -> Json:
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["manager"]
+    return dict(pod["containers"][0])
+
+
+def pod_spec(objs: list[Json]) -> Json:
+    return dict(one(objs, "Deployment")["spec"]["template"]["spec"])
+
+
+# -- the chart renders config/default -------------------------------------------------------
+
+
+def test_default_values_render_the_objects_of_config_default() -> None:
+    chart = by_key(helm_template("--include-crds"))
+    kust = by_key(kustomize(ROOT / "config" / "default"))
+    assert set(kust) >= NOT_RENDERED, "the agreed Namespace is no longer in config/default"
+    only_chart = sorted(set(chart) - set(kust))
+    only_kustomize = sorted(set(kust) - NOT_RENDERED - set(chart))
+    assert not only_chart and not only_kustomize, (
+        f"only in the chart: {only_chart}; only in config/default: {only_kustomize}"
+    )
+    problems = [
+        f"{k}: {d}" for k in sorted(chart) for d in differences(normalise(chart[k]), normalise(kust[k]))
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_chart_object_carries_helms_labels_and_the_common_labels(tmp_path: Path) -> None:
+    objs = helm_template(values={"commonLabels": {"team": "ml"}}, tmp=tmp_path)
+    for obj in objs:
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/managed-by"] == "Helm", key(obj)
+        assert labels["app.kubernetes.io/instance"] == RELEASE, key(obj)
+        assert labels["team"] == "ml", key(obj)
+
+
+def test_chart_crds_are_the_generated_crds() -> None:
+    """One source: config/crd/bases is generated (`make manifests` writes both directories)."""
+    bases = {p.name: p.read_bytes() for p in (ROOT / "config" / "crd" / "bases").glob("*.yaml")}
+    chart = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
+    assert sorted(chart) == sorted(bases), "run `make manifests`"
+    stale = [name for name in bases if chart[name] != bases[name]]
+    assert not stale, f"charts/kubeflow-trainer/crds is stale ({stale}): run `make manifests`"
+
+
+def test_chart_runtimes_are_the_shipped_runtimes() -> None:
+    shipped = {p.name: p.read_bytes() for p in (ROOT / "config" / "runtimes").glob("*.yaml")}
+    shipped.pop("kustomization.yaml")
+    chart = {p.name: p.read_bytes() for p in (CHART / "files" / "runtimes").glob("*.yaml")}
+    assert sorted(chart) == sorted(shipped), "run `make manifests`"
+    stale = [name for name in shipped if chart[name] != shipped[name]]
+    assert not stale, f"charts/kubeflow-trainer/files/runtimes is stale ({stale}): run `make manifests`"
+
+
+def test_the_rendered_configuration_is_one_the_manager_accepts(tmp_path: Path) -> None:
+    values = {
+        "manager": {
+            "config": {
+                "leaderElection": {"leaderElect": False, "leaseDuration": "30s"},
+                "metrics": {"bindAddress": ":9090", "secureServing": False},
+                "webhook": {"port": 9444},
+                "controller": {"groupKindConcurrency": {"trainJob": 12}},
+                "clientConnection": {"qps": 7.5, "burst": 15},
+            }
+        }
+    }
+    objs = helm_template(values=values, tmp=tmp_path)
+    data = one(objs, "ConfigMap", "kubeflow-trainer-config")["data"][CONFIG_KEY]
+    cfg = load_configuration(yaml.safe_load(data))
+    assert cfg.leader_election is not None and cfg.leader_election.leader_elect is False
+    assert cfg.leader_election.lease_duration == "30s"
+    assert cfg.metrics is not None and cfg.metrics.bind_address == ":9090"
+    assert cfg.metrics.secure_serving is False
+    assert cfg.webhook is not None and cfg.webhook.port == 9444
+    assert cfg.controller is not None and cfg.controller.group_kind_concurrency is not None
+    assert cfg.controller.group_kind_concurrency["TrainJob.trainer.kubeflow.org"] == 12
+    assert cfg.client_connection is not None and cfg.client_connection.qps == 7.5
+    assert cfg.cert_management is not None
+    assert cfg.cert_management.webhook_service_name == MANAGER
+    assert cfg.cert_management.webhook_secret_name == "kubeflow-trainer-webhook-cert"
+    # The ports follow the Configuration.
+    ports = {p["name"]: p["containerPort"] for p in container(objs)["ports"]}
+    assert ports == {"webhook-server": 9444, "metrics": 9090, "health": 8081}
+    service = one(objs, "Service", MANAGER)
+    assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]}["webhook-server"] == 9444
+
+
+def test_fullname_override_renames_objects_and_keeps_every_reference(tmp_path: Path) -> None:
+    objs = helm_template(values={"fullnameOverride": "trn"}, tmp=tmp_path)
+    service = one(objs, "Service")["metadata"]["name"]
+    assert service == "trn-controller-manager"
+    assert one(objs, "Deployment")["metadata"]["name"] == "trn-controller-manager"
+    assert pod_spec(objs)["serviceAccountName"] == one(objs, "ServiceAccount")["metadata"]["name"]
+    cfg = yaml.safe_load(one(objs, "ConfigMap")["data"][CONFIG_KEY])
+    assert cfg["certManagement"]["webhookServiceName"] == service
+    volumes = {v["name"]: v for v in pod_spec(objs)["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == one(objs, "ConfigMap")["metadata"]["name"]
+    assert volumes["cert"]["secret"]["secretName"] == cfg["certManagement"]["webhookSecretName"]
+    assert volumes["cert"]["secret"]["secretName"] == one(objs, "Secret")["metadata"]["name"]
+    for binding in (o for o in objs if o["kind"] == "ClusterRoleBinding"):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": service, "namespace": NS}]
+    for hook in (h for o in objs if o["kind"].endswith("WebhookConfiguration") for h in o["webhooks"]):
+        assert hook["clientConfig"]["service"]["name"] == service, hook["name"]
+
+
+# -- components and webhooks ----------------------------------------------------------------
+
+
+def _webhook_configurations(objs: list[Json]) -> set[str]:
+    return {o["metadata"]["name"] for o in objs if o["kind"].endswith("WebhookConfiguration")}
+
+
+def test_every_webhook_calls_the_one_service_on_443_with_the_failure_policy(tmp_path: Path) -> None:
+    objs = helm_template(values={"webhook": {"failurePolicy": "Ignore"}}, tmp=tmp_path)
+    hooks = [h for o in objs if o["kind"].endswith("WebhookConfiguration") for h in o["webhooks"]]
+    assert len(hooks) == 7
+    for hook in hooks:
+        assert hook["clientConfig"]["service"]["name"] == MANAGER
+        assert hook["clientConfig"]["service"]["namespace"] == NS
+        assert hook["clientConfig"]["service"].get("port", 443) == 443
+        assert hook["failurePolicy"] == "Ignore", hook["name"]
+    service_ports = {p["name"]: p for p in one(objs, "Service", MANAGER)["spec"]["ports"]}
+    assert service_ports["webhook-server"]["port"] == 443
+
+
+@pytest.mark.parametrize(
+    ("controllers", "configurations"),
+    [
+        (
+            "*",
+            {
+                "validator.trainer.kubeflow.org",
+                "jobset-mutating-webhook-configuration",
+                "jobset-validating-webhook-configuration",
+            },
+        ),
+        ("*,-jobset", {"validator.trainer.kubeflow.org"}),
+        (
+            "jobset,scheduling",
+            {"jobset-mutating-webhook-configuration", "jobset-validating-webhook-configuration"},
+        ),
+    ],
+)
+def test_a_component_switched_off_leaves_out_its_webhooks(
+    controllers: str, configurations: set[str], tmp_path: Path
+) -> None:
+    objs = helm_template(values={"manager": {"controllers": controllers}}, tmp=tmp_path)
+    assert _webhook_configurations(objs) == configurations
+    args = container(objs)["args"]
+    if controllers == "*":
+        assert not any(a.startswith("--controllers") for a in args)
+    else:
+        assert f"--controllers={controllers}" in args
+
+
+# -- spec 6.V: values rendered in place ------------------------------------------------------
+
+
+def test_image_repository_and_tag(tmp_path: Path) -> None:
+    # spec: jobset 6.V.1
+    objs = helm_template(values={"image": {"repository": "example.com/ml/tcm", "tag": "v9"}}, tmp=tmp_path)
+    assert container(objs)["image"] == "example.com/ml/tcm:v9"
+    objs = helm_template(
+        values={"image": {"registry": "ghcr.io", "repository": "me/tcm", "tag": "v1"}}, tmp=tmp_path
+    )
+    assert container(objs)["image"] == "ghcr.io/me/tcm:v1"
+    assert container(helm_template())["image"] == "trainer-controller-manager-py:latest"
+
+
+def test_image_pull_policy(tmp_path: Path) -> None:
+    # spec: jobset 6.V.2
+    assert container(helm_template())["imagePullPolicy"] == "IfNotPresent"
+    objs = helm_template(values={"image": {"pullPolicy": "Always"}}, tmp=tmp_path)
+    assert container(objs)["imagePullPolicy"] == "Always"
+
+
+def test_replicas_ten(tmp_path: Path) -> None:
+    # spec: jobset 6.V.3
+    objs = helm_template(values={"manager": {"replicas": 10}}, tmp=tmp_path)
+    assert one(objs, "Deployment")["spec"]["replicas"] == 10
+
+
+def test_replicas_zero(tmp_path: Path) -> None:
+    # spec: jobset 6.V.4
+    objs = helm_template(values={"manager": {"replicas": 0}}, tmp=tmp_path)
+    assert one(objs, "Deployment")["spec"]["replicas"] == 0
+
+
+def test_pod_and_container_values_are_rendered_in_place(tmp_path: Path) -> None:
+    # spec: jobset 6.V.5
+    env = [{"name": "EXTRA", "value": "1"}]
+    env_from = [{"configMapRef": {"name": "more-env"}}]
+    mounts = [{"name": "scratch", "mountPath": "/scratch"}]
+    volumes = [{"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}]
+    resources = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
+    security = {"runAsUser": 65532, "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False}
+    pull_secrets = [{"name": "regcred"}]
+    node_selector = {"kubernetes.io/os": "linux"}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["sys"]}]}
+                ]
+            }
+        }
+    }
+    tolerations = [{"key": "dedicated", "operator": "Equal", "value": "sys", "effect": "NoSchedule"}]
+    values = {
+        "image": {"pullSecrets": pull_secrets},
+        "manager": {
+            "env": env,
+            "envFrom": env_from,
+            "volumeMounts": mounts,
+            "volumes": volumes,
+            "resources": resources,
+            "securityContext": security,
+            "nodeSelector": node_selector,
+            "affinity": affinity,
+            "tolerations": tolerations,
+            "labels": {"team": "ml"},
+            "annotations": {"example.com/owner": "ml"},
+        },
+    }
+    objs = helm_template(values=values, tmp=tmp_path)
+    c, pod = container(objs), pod_spec(objs)
+    assert c["env"][-1:] == env
+    assert [e["name"] for e in c["env"]][:1] == ["POD_NAMESPACE"], "the manager's own env comes first"
+    assert c["envFrom"] == env_from
+    assert c["volumeMounts"][-1:] == mounts
+    assert {m["name"] for m in c["volumeMounts"]} == {"tmp", "cert", "config", "scratch"}
+    assert pod["volumes"][-1:] == volumes
+    assert c["resources"] == resources
+    # Helm merges maps with the defaults: the hardening stays unless a key is set to null.
+    hardened = container(helm_template())["securityContext"]
+    assert c["securityContext"] == {**hardened, **security}
+    assert pod["imagePullSecrets"] == pull_secrets
+    assert pod["nodeSelector"] == node_selector
+    assert pod["affinity"] == affinity
+    assert pod["tolerations"] == tolerations
+    template = one(objs, "Deployment")["spec"]["template"]["metadata"]
+    assert template["labels"]["team"] == "ml"
+    assert template["annotations"] == {"example.com/owner": "ml"}
+    assert "team" not in one(objs, "Deployment")["spec"]["selector"]["matchLabels"]
+
+
+def test_defaults_harden_the_manager_pod() -> None:
+    c, pod = container(helm_template()), pod_spec(helm_template())
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert c["resources"]["requests"] == {"cpu": "100m", "memory": "256Mi"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert c["command"] == ["trainer-controller-manager"]
+    assert {"name": "tmp", "emptyDir": {}} in pod["volumes"]
+
+
+def test_webhook_secret_and_service_are_rendered_by_default() -> None:
+    # spec: jobset 6.V.8
+    objs = helm_template()
+    secret = one(objs, "Secret", "kubeflow-trainer-webhook-cert")
+    assert secret["metadata"]["namespace"] == NS and not secret.get("data")
+    service = one(objs, "Service", MANAGER)
+    ports = {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"]}
+    assert ports == {"webhook-server": (443, 9443), "monitoring-port": (8080, 8080)}
+
+
+# -- runtimes -------------------------------------------------------------------------------
+
+
+def _runtimes(objs: list[Json]) -> dict[str, Json]:
+    return {o["metadata"]["name"]: o for o in objs if o["kind"] == "ClusterTrainingRuntime"}
+
+
+def test_runtimes_are_off_by_default_and_all_on_with_default_enabled(tmp_path: Path) -> None:
+    assert _runtimes(helm_template()) == {}
+    rendered = _runtimes(helm_template(values={"runtimes": {"defaultEnabled": True}}, tmp=tmp_path))
+    shipped = {
+        o["metadata"]["name"]: o
+        for o in kustomize(ROOT / "config" / "runtimes")
+        if o["kind"] == "ClusterTrainingRuntime"
+    }
+    assert sorted(rendered) == sorted(shipped)
+    problems = [
+        f"{name}: {d}"
+        for name in rendered
+        for d in differences(normalise(rendered[name]), normalise(shipped[name]))
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_one_runtime_on_with_another_image(tmp_path: Path) -> None:
+    values = {
+        "runtimes": {
+            "deepspeedDistributed": {
+                "enabled": True,
+                "image": {"registry": "registry.example.com", "repository": "ml/deepspeed", "tag": "v7"},
+            }
+        }
+    }
+    rendered = _runtimes(helm_template(values=values, tmp=tmp_path))
+    assert sorted(rendered) == ["deepspeed-distributed"]
+    jobs = rendered["deepspeed-distributed"]["spec"]["template"]["spec"]["replicatedJobs"]
+    images = {c["image"] for j in jobs for c in j["template"]["spec"]["template"]["spec"]["containers"]}
+    assert images == {"registry.example.com/ml/deepspeed:v7"}
+    assert (
+        rendered["deepspeed-distributed"]["metadata"]["labels"]["trainer.kubeflow.org/framework"]
+        == "deepspeed"
+    )
+
+
+# -- values.schema.json ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "reason"),
+    [
+        ({"manager": {"replicas": -1}}, "manager.replicas", "minimum"),
+        ({"manager": {"replicas": "two"}}, "manager.replicas", "integer"),
+        ({"image": {"pullPolicy": "Sometimes"}}, "image.pullPolicy", "Always"),
+        ({"image": {"repository": ""}}, "image.repository", "length"),
+        ({"webhook": {"failurePolicy": "Maybe"}}, "webhook.failurePolicy", "Fail"),
+        ({"manager": {"controllers": "jobset,kueue"}}, "manager.controllers", "pattern"),
+        ({"manager": {"config": {"webhook": {"port": 70000}}}}, "manager.config.webhook.port", "maximum"),
+        (
+            {"manager": {"config": {"leaderElection": {"leaseDuration": "15"}}}},
+            "leaderElection.leaseDuration",
+            "pattern",
+        ),
+        (
+            {"manager": {"config": {"metrics": {"secureServing": "yes"}}}},
+            "manager.config.metrics.secureServing",
+            "boolean",
+        ),
+        ({"manger": {"replicas": 2}}, "manger", "additional"),
+        ({"manager": {"env": {"A": "1"}}}, "manager.env", "array"),
+        (
+            {"runtimes": {"torchDistributed": {"enabled": "true"}}},
+            "runtimes.torchDistributed.enabled",
+            "boolean",
+        ),
+    ],
+)
+def test_schema_refuses_bad_values_naming_the_field(
+    values: Json, field: str, reason: str, tmp_path: Path
+) -> None:
+    out = _template(values=values, tmp=tmp_path)
+    assert out.returncode != 0, f"{values} was accepted"
+    message = out.stderr
+    assert "values don't meet the specifications of the schema" in message, message
+    flat = message.replace("/", ".")
+    assert field in flat, message
+    assert reason.lower() in message.lower(), message
+
+
+def test_schema_accepts_the_documented_values() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["manager"]["controllers"] == "*"
+    lint = _run([str(assets.ensure(["helm"])["helm"]), "lint", "--strict", str(CHART)])
+    assert lint.returncode == 0, lint.stdout + lint.stderr

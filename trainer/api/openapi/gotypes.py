@@ -1,0 +1,161 @@
+"""Regenerate ``go-types.json``: the Go struct types behind our API objects, as encoding/json sees them.
+
+Development tool, not imported at run time. Why it exists: a Go manager decodes every admission
+object into typed structs and encodes it back, so (1) a value of the wrong JSON type is refused
+with an error naming the Go struct, the JSON path and the Go type, and (2) every field Go
+serialises without ``omitempty`` comes back with its zero value. Neither the CRD schemas nor the
+OpenAPI snapshot carry those facts exactly (named string types such as ``v1.RestartPolicy``,
+pointers, ``omitempty``/``omitzero``, struct-valued fields that ``omitempty`` never drops), so
+they are read from the Go types themselves by reflection: a small Go program, built against the
+exact module versions, prints every struct reachable from the roots with its JSON fields and the
+JSON of its zero value. ``trainer.api.gocodec`` reads the result.
+
+Run: ``python -m trainer.api.openapi.gotypes`` (needs Go and the Go module proxy).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+OUT = Path(__file__).with_name("go-types.json")
+MODULES = {"sigs.k8s.io/jobset": "v0.10.1", "github.com/kubeflow/trainer/v2": "v2.1.0"}
+
+PROGRAM = r"""
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+)
+
+var unmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+
+type typ struct {
+	Kind string `json:"kind"`
+	Go   string `json:"go"`
+	Ref  string `json:"ref,omitempty"`
+	Elem *typ   `json:"elem,omitempty"`
+}
+
+type field struct {
+	JSON      string `json:"json"`
+	Type      typ    `json:"type"`
+	OmitEmpty bool   `json:"omitempty,omitempty"`
+	OmitZero  bool   `json:"omitzero,omitempty"`
+}
+
+type strct struct {
+	Name   string  `json:"name"`
+	Fields []field `json:"fields"`
+	Zero   any     `json:"zero"`
+}
+
+var out = map[string]*strct{}
+
+func key(t reflect.Type) string { return t.PkgPath() + "." + t.Name() }
+
+func describe(t reflect.Type) typ {
+	d := typ{Go: t.String()}
+	if t.Kind() != reflect.Ptr && reflect.PointerTo(t).Implements(unmarshaler) {
+		d.Kind, d.Ref = "custom", key(t)
+		return d
+	}
+	switch t.Kind() {
+	case reflect.Ptr, reflect.Slice, reflect.Map:
+		e := describe(t.Elem())
+		d.Kind, d.Elem = t.Kind().String(), &e
+	case reflect.Struct:
+		d.Kind, d.Ref = "struct", key(t)
+		walk(t)
+	default:
+		d.Kind = t.Kind().String()
+	}
+	return d
+}
+
+func fields(t reflect.Type) []field {
+	var fs []field
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		opts = "," + opts + ","
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Ptr {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				fs = append(fs, fields(ft)...)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fs = append(fs, field{JSON: name, Type: describe(f.Type),
+			OmitEmpty: strings.Contains(opts, ",omitempty,"), OmitZero: strings.Contains(opts, ",omitzero,")})
+	}
+	return fs
+}
+
+func walk(t reflect.Type) {
+	k := key(t)
+	if _, ok := out[k]; ok {
+		return
+	}
+	s := &strct{Name: t.Name()}
+	out[k] = s
+	s.Fields = fields(t)
+	b, _ := json.Marshal(reflect.Zero(t).Interface())
+	json.Unmarshal(b, &s.Zero)
+}
+
+func main() {
+	for _, root := range []any{jobset.JobSet{}, trainer.TrainJob{}, trainer.TrainingRuntime{},
+		trainer.ClusterTrainingRuntime{}, corev1.Pod{}} {
+		walk(reflect.TypeOf(root))
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+}
+"""
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        requires = "\n".join(f"\t{mod} {ver}" for mod, ver in MODULES.items())
+        Path(tmp, "go.mod").write_text(f"module gotypes\n\ngo 1.24\n\nrequire (\n{requires}\n)\n")
+        Path(tmp, "main.go").write_text(PROGRAM)
+        env = {**os.environ, "GOFLAGS": "-mod=mod"}
+        result = subprocess.run(
+            ["go", "run", "."], cwd=tmp, env=env, capture_output=True, text=True, check=False
+        )
+        if result.returncode != 0:
+            print(result.stderr, file=sys.stderr)
+            return 1
+    types = json.loads(result.stdout)
+    data = {"source": MODULES, "types": dict(sorted(types.items()))}
+    OUT.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
+    print(f"wrote {OUT} ({len(types)} struct types)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

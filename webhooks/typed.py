@@ -1,0 +1,42 @@
+"""The typed decode step of every webhook we serve, as the Go managers' structs do it.
+
+A Go webhook decodes the AdmissionReview's object into its struct before the handler runs:
+an ill-typed object is answered 400 with encoding/json's message, and a defaulting webhook
+answers with the patch to the re-encoded struct (fields Go always writes included). The facts
+are in ``trainer.api.gocodec``; this module adapts them to the framework's ``decode``/``encode``
+callables.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from manager.webhook import DecodeError
+from trainer.api import gocodec
+
+Object = dict[str, Any]
+
+
+def decoder(api_version: str, kind: str, *, typed_view: bool = False) -> Callable[[Object | None], Object]:
+    """Check ``raw`` against the Go struct (``DecodeError`` with Go's text) and return a copy;
+    with ``typed_view`` the copy is what the struct would hold, zero values written out."""
+    codec = gocodec.codec_for(api_version, kind)
+
+    def decode(raw: Object | None) -> Object:
+        try:
+            codec.check(raw)
+        except gocodec.DecodeError as err:
+            raise DecodeError(str(err)) from None
+        assert raw is not None
+        obj = copy.deepcopy(raw)
+        return codec.encode(obj) if typed_view else obj
+
+    return decode
+
+
+def encoder(api_version: str, kind: str) -> Callable[[Object], Object]:
+    """``json.Marshal`` of the struct the defaulter changed."""
+    codec = gocodec.codec_for(api_version, kind)
+    return codec.encode
