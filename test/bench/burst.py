@@ -79,17 +79,20 @@ def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
 
 
 def summarise(samples: Iterable[tuple[str, dict[str, str], float]]) -> dict[str, dict[str, float]]:
-    """``requests``: by HTTP verb; ``errors``: reconcile errors by controller."""
+    """``requests``: by HTTP verb; ``codes``: by status code; ``errors``: reconcile errors by controller."""
     requests: dict[str, float] = {}
+    codes: dict[str, float] = {}
     errors: dict[str, float] = {}
     for name, labels, value in samples:
         if name == "rest_client_requests_total":
             verb = labels.get("method", "?")
             requests[verb] = requests.get(verb, 0.0) + value
+            code = labels.get("code", "?")
+            codes[code] = codes.get(code, 0.0) + value
         elif name == "controller_runtime_reconcile_errors_total":
             ctrl = labels.get("controller", "?")
             errors[ctrl] = errors.get(ctrl, 0.0) + value
-    return {"requests": requests, "errors": errors}
+    return {"requests": requests, "codes": codes, "errors": errors}
 
 
 def delta(
@@ -164,11 +167,11 @@ class Manager:
             ) as resp:
                 if resp.status != 200:
                     say(f"{self.name}: GET {self.url} -> {resp.status}")
-                    return {"requests": {}, "errors": {}}
+                    return {"requests": {}, "codes": {}, "errors": {}}
                 return summarise(parse_metrics(await resp.text()))
         except aiohttp.ClientError as err:
             say(f"{self.name}: GET {self.url} failed: {err}")
-            return {"requests": {}, "errors": {}}
+            return {"requests": {}, "codes": {}, "errors": {}}
 
 
 def _bind(address: str) -> str:
@@ -311,11 +314,14 @@ async def burst(side: harness.Side, workdir: Path, n: int, running: bool, timeou
     to_job = [watcher.jobs[k] - created[k] for k in names if k in watcher.jobs and k in created]
     last = max([*watcher.jobs.values(), start]) if watcher.jobs else done
     requests: dict[str, float] = {}
+    codes: dict[str, float] = {}
     errors: dict[str, float] = {}
     for m in managers:
         d = delta(after[m.name], before[m.name])
         for verb, v in d["requests"].items():
             requests[verb] = requests.get(verb, 0.0) + v
+        for code, v in d.get("codes", {}).items():
+            codes[code] = codes.get(code, 0.0) + v
         for ctrl, v in d["errors"].items():
             if v:
                 errors[f"{m.name}/{ctrl}"] = v
@@ -337,6 +343,8 @@ async def burst(side: harness.Side, workdir: Path, n: int, running: bool, timeou
         "peak_rss_mb_total": round(sum(rss.values()), 1),
         "requests_by_verb": {k: int(v) for k, v in sorted(requests.items())},
         "requests_total": int(sum(requests.values())),
+        "responses_by_code": {k: int(v) for k, v in sorted(codes.items()) if v},
+        "conflicts": int(codes.get("409", 0.0)),
         "reconcile_errors": {k: int(v) for k, v in sorted(errors.items())},
         "reconcile_errors_total": int(sum(errors.values())),
     }
@@ -374,6 +382,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     for verb in verbs:
         rows.append((f"API requests {verb}", [s["requests_by_verb"].get(verb, 0) for s in sides]))
     rows.append(("API requests total", [s["requests_total"] for s in sides]))
+    rows.append(("409 Conflict responses", [s.get("conflicts") for s in sides]))
     rows.append(("reconcile errors", [s["reconcile_errors_total"] for s in sides]))
     head = ["", *(("ours" if s is ours else "Go trainer + Go jobset") for s in sides)]
     if ours and theirs:

@@ -36,11 +36,13 @@ def test_requests_by_verb_and_errors_by_controller_are_summed_and_differenced() 
     after = burst.summarise(burst.parse_metrics(METRICS))
     assert after == {
         "requests": {"GET": 3.0, "POST": 10.0, "PUT": 7.0},
+        "codes": {"200": 8.0, "201": 10.0, "409": 2.0},
         "errors": {"trainjob_controller": 4.0, "jobset": 0.0},
     }
-    before = {"requests": {"GET": 1.0}, "errors": {"trainjob_controller": 4.0}}
+    before = {"requests": {"GET": 1.0}, "codes": {"200": 1.0}, "errors": {"trainjob_controller": 4.0}}
     assert burst.delta(after, before) == {
         "requests": {"GET": 2.0, "POST": 10.0, "PUT": 7.0},
+        "codes": {"200": 7.0, "201": 10.0, "409": 2.0},
         "errors": {"trainjob_controller": 0.0, "jobset": 0.0},
     }
 
@@ -68,6 +70,7 @@ def _side(name: str, scale: float) -> dict[str, object]:
         "requests_total": 20,
         "reconcile_errors": {},
         "reconcile_errors_total": 0,
+        "conflicts": 3,
     }
 
 
@@ -76,4 +79,5 @@ def test_table_shows_ours_over_go() -> None:
     assert "| TrainJob to Job p99 (s) | 2 | 4 | 0.50x |" in text
     assert "| manager CPU (s) | 5 | 10 | 0.50x |" in text
     assert "| reconcile errors | 0 | 0 | n/a |" in text
+    assert "| 409 Conflict responses | 3 | 3 | 1.00x |" in text
     assert text.startswith("10 suspended TrainJobs on `torch-distributed`")
