@@ -24,8 +24,11 @@ from manager.health.checks import NotReadyError, flag_checker, ping
 from manager.metrics.filters import with_authentication_and_authorization
 from manager.runtime.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
+from trainer import features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
 from trainer.components import COMPONENTS, select
+from trainer.runtime.plugins import BUILTIN as BUILTIN_PLUGINS
+from trainer.runtime.plugins import external as external_plugins
 from webhooks.certs import TRAINER_WEBHOOK_CONFIGURATIONS, CertConfig, CertRotator, WebhookConfiguration
 
 FIELD_OWNER = "trainer"
@@ -52,6 +55,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--webhook-cert-dir",
         default=str(DEFAULT_CERT_DIR),
         help="directory with tls.crt/tls.key for the webhook server when certManagement is off",
+    )
+    parser.add_argument(
+        "--feature-gates",
+        default="",
+        help="comma-separated Name=true|false pairs; override the Configuration's featureGates",
     )
     return parser.parse_args(argv)
 
@@ -123,11 +131,13 @@ def serve_webhooks(
     webhooks: WebhookServer,
     cfg: Configuration,
     configurations: tuple[WebhookConfiguration, ...] = TRAINER_WEBHOOK_CONFIGURATIONS,
+    also: tuple[Any, ...] = (),
 ) -> None:
     """Serve the webhooks; with certManagement on, only once the rotator has certificates ready.
 
     ``configurations`` are the webhook configurations of the components that run: the rotator
-    injects its CA into each of them before the certificates count as ready.
+    injects its CA into each of them before the certificates count as ready. ``also`` are servers
+    on the same certificates (the TrainJob status server), started with the webhook server.
 
     Readiness fails with ``certificates are not ready`` until then (upstream's readyz), and
     afterwards with ``webhook server has not started`` until the server listens.
@@ -136,6 +146,8 @@ def serve_webhooks(
     started = flag_checker(webhooks.started_checker(), "webhook server has not started")
     if certs is None or not certs.enable:
         mgr.add_webhook_server(webhooks)
+        for server in also:
+            mgr.add(server)
         mgr.add_readyz_check("webhook", started)
         return
     rotator = CertRotator(
@@ -148,6 +160,12 @@ def serve_webhooks(
         ),
     )
     rotator.on_ready(lambda: mgr.add_webhook_server(webhooks))
+
+    def add_also() -> None:  # servers on the same certificates (the TrainJob status server)
+        for server in also:
+            mgr.add(server)
+
+    rotator.on_ready(add_also)
     mgr.add(rotator)
     server_started = webhooks.started_checker()
 
@@ -170,6 +188,39 @@ def apply_client_connection(rest: RestConfig, cfg: Configuration) -> None:
         return
     rest.qps = float(conn.qps) or None
     rest.burst = int(conn.burst if conn.burst is not None else 100)
+
+
+def status_server(
+    mgr: Manager, webhooks: WebhookServer | None, cfg: Configuration, enabled: list[str]
+) -> tuple[Any, ...]:
+    """With the TrainJobStatus gate on (and the trainer component running): the status server."""
+    if not features.enabled(features.TrainJobStatus) or webhooks is None or "trainer" not in enabled:
+        return ()
+    from trainer.api.config_v1alpha1 import status_server_defaults
+    from trainer.runtime.plugins import trainjobstatus
+    from trainer.statusserver import setup_status_server
+    from webhooks.certs import service_namespace
+
+    settings = status_server_defaults(cfg)
+    certs = cfg.cert_management
+    trainjobstatus.configure(
+        trainjobstatus.StatusServerSettings(
+            service_name=(certs.webhook_service_name if certs else None) or CertConfig.service_name,
+            namespace=service_namespace(),
+            port=int(settings.port or 10443),
+            secret_name=(certs.webhook_secret_name if certs else None) or CertConfig.secret_name,
+        )
+    )
+    server = setup_status_server(
+        mgr,
+        port=int(settings.port or 10443),
+        qps=float(settings.qps or 0),
+        burst=int(settings.burst or 0),
+        cert_dir=webhooks.cert_dir,
+        host=webhooks.host,
+    )
+    log.info("TrainJobStatus feature gate on: serving the status server", port=settings.port)
+    return (server,)
 
 
 async def run(args: argparse.Namespace, cfg: Configuration) -> int:
@@ -201,8 +252,9 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
                 log.info("controllers registered", component=component.name)
             else:
                 log.info("component skipped", component=component.name)
+        status_servers = status_server(mgr, webhooks, cfg, enabled)
         if webhooks is not None and webhooks.paths:
-            serve_webhooks(mgr, webhooks, cfg, tuple(configurations))
+            serve_webhooks(mgr, webhooks, cfg, tuple(configurations), status_servers)
         if not enabled:
             log.warning("no controllers are registered: running the empty manager (probes and metrics only)")
         log.info("starting manager", controllers=enabled, leader_election=mgr.options.leader_election)
@@ -221,6 +273,19 @@ def main(argv: list[str] | None = None) -> int:
         cfg = read_configuration(args.config)
     except ConfigurationError as err:
         log.error("unable to load the configuration", error=str(err))
+        return 1
+    try:
+        features.reset()
+        features.set_from_map(cfg.feature_gates or {})
+        if args.feature_gates:
+            features.set_from_map(features.parse_flag(args.feature_gates))
+    except features.FeatureGateError as err:
+        log.error("unable to set feature gates", error=str(err))
+        return 1
+    try:  # third-party runtime plugins (docs/plugins.md)
+        external_plugins.configure(cfg.runtime_plugins or [], BUILTIN_PLUGINS)
+    except external_plugins.PluginConfigError as err:
+        log.error("unable to load the runtime plugins", error=str(err))
         return 1
     return asyncio.run(run(args, cfg))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 REST_CLIENT_REQUESTS = Counter(
     "rest_client_requests_total",
@@ -19,10 +19,24 @@ REST_CLIENT_REQUESTS = Counter(
 )
 
 
+RATE_LIMITER_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+
+REST_CLIENT_RATE_LIMITER_DURATION = Histogram(
+    "rest_client_rate_limiter_duration_seconds",
+    "Client side rate limiter latency in seconds. Broken down by verb, and host.",
+    ["verb", "host"],
+    buckets=RATE_LIMITER_BUCKETS,
+    registry=None,
+)
+"""client-go's client-side throttling histogram (its name, labels and buckets): observed for
+every request when ``qps`` is set, so a dashboard shows how long the token bucket held calls."""
+
+
 def register(registry: CollectorRegistry) -> None:
     """Register the client metrics on ``registry`` (idempotent)."""
-    with contextlib.suppress(ValueError):  # already registered on this registry
-        registry.register(REST_CLIENT_REQUESTS)
+    for collector in (REST_CLIENT_REQUESTS, REST_CLIENT_RATE_LIMITER_DURATION):
+        with contextlib.suppress(ValueError):  # already registered on this registry
+            registry.register(collector)
 
 
 def requests_count(code: str, method: str, host: str) -> float:

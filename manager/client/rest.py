@@ -8,6 +8,7 @@ client-side throttling and ``rest_client_requests_total`` live in one place. Wat
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -107,6 +108,16 @@ class RestTransport:
     def _count(self, code: int | str, method: str) -> None:
         metrics.REST_CLIENT_REQUESTS.labels(code=str(code), method=method, host=self.host).inc()
 
+    async def _throttle(self, method: str) -> None:
+        """Wait for the client-side token bucket (when ``qps`` is set) and record the wait."""
+        if self._limiter is None:
+            return
+        start = time.monotonic()
+        await self._limiter.acquire()
+        metrics.REST_CLIENT_RATE_LIMITER_DURATION.labels(verb=method, host=self.host).observe(
+            time.monotonic() - start
+        )
+
     async def request(
         self,
         method: str,
@@ -123,8 +134,7 @@ class RestTransport:
             content_type = JSON
         attempt = 0
         while True:
-            if self._limiter is not None:
-                await self._limiter.acquire()
+            await self._throttle(method)
             headers = await self._headers(content_type)
             try:
                 async with self.session.request(
@@ -177,8 +187,7 @@ class RestTransport:
         that long, ``TimeoutError`` is raised so the caller reconnects. The generator returns
         when the server ends the stream (its ``timeoutSeconds`` expired).
         """
-        if self._limiter is not None:
-            await self._limiter.acquire()
+        await self._throttle("GET")
         headers = await self._headers(None)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=inactivity_timeout)
         try:

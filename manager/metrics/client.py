@@ -6,7 +6,7 @@ registered here (see ``_adopt``), so the exported series are the counted ones.
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 
 from manager.metrics._adopt import adopt
 
@@ -17,6 +17,17 @@ REST_CLIENT_REQUESTS = adopt(
     "rest_client_requests_total",
     "Number of HTTP requests, partitioned by status code, method, and host.",
     ["code", "method", "host"],
+)
+
+
+REST_CLIENT_RATE_LIMITER_DURATION = adopt(
+    "manager.client.metrics",
+    "REST_CLIENT_RATE_LIMITER_DURATION",
+    Histogram,
+    "rest_client_rate_limiter_duration_seconds",
+    "Client side rate limiter latency in seconds. Broken down by verb, and host.",
+    ["verb", "host"],
+    buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
 )
 
 

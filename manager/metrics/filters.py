@@ -164,17 +164,27 @@ class DelegatingAuth:
                 await (self.clock.sleep(delay) if delay > 0 else asyncio.sleep(0))
                 attempt += 1
 
-    async def authenticate(self, token: str) -> UserInfo | None:
-        """The user the token belongs to, or None when the API server does not authenticate it."""
-        key = hashlib.sha256(token.encode()).digest()
+    async def authenticate(self, token: str, audiences: tuple[str, ...] = ()) -> UserInfo | None:
+        """The user the token belongs to, or None when the API server does not authenticate it.
+
+        With ``audiences`` the TokenReview asks for them (a token minted for another audience is
+        not authenticated) and the answer must name at least one of them.
+        """
+        key = hashlib.sha256("\x00".join((token, *audiences)).encode()).digest()
         hit, cached = self.tokens.get(key)
         if hit:
             return cached
+        spec: dict[str, Any] = {"token": token}
+        if audiences:
+            spec["audiences"] = list(audiences)
         review = await self._create(
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
         )
         status = review.get("status") or {}
         user: UserInfo | None = None
+        granted = set(status.get("audiences") or ())
+        if audiences and not granted.intersection(audiences):
+            status = {**status, "authenticated": False, "error": "token audiences do not match"}
         if status.get("authenticated"):
             info = status.get("user") or {}
             groups = tuple(info.get("groups") or ())

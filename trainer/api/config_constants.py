@@ -19,6 +19,10 @@ DefaultWebhookSecretName = "kubeflow-trainer-webhook-cert"
 # managers, so it gets twice the JobSet manager's budget (docs/divergences.md, Entry point).
 DefaultClientConnectionQPS = 1000.0
 DefaultClientConnectionBurst = 2000
+# Upstream v2.2 statusServer defaults (the TrainJobStatus endpoint).
+DefaultStatusServerPort = 10443
+DefaultStatusServerQPS = 5.0
+DefaultStatusServerBurst = 10
 
 DecodeErrorPrefix = "failed to decode config file: "
 ReadErrorPrefix = "failed to read config file: "

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, StrictFloat, StrictInt, ValidationError
 
+from trainer import features
 from trainer.api import config_constants as c
 from trainer.api.base import Bool, Int32, KindModel, Model, Str
 
@@ -58,6 +59,14 @@ class ClientConnection(Model):
     burst: Int32 | None = None
 
 
+class StatusServer(Model):
+    """Upstream v2.2 ``statusServer``: the TrainJobStatus endpoint's port and client limits."""
+
+    port: Int32 | None = None
+    qps: StrictFloat | StrictInt | None = Field(default=None, alias="qps")
+    burst: Int32 | None = None
+
+
 class Configuration(KindModel):
     api_version: ClassVar[str] = c.API_VERSION
     kind: ClassVar[str] = c.KIND
@@ -71,6 +80,12 @@ class Configuration(KindModel):
     controller: ControllerConfigurationSpec | None = None
     cert_management: CertManagement | None = None
     client_connection: ClientConnection | None = None
+    # Upstream v2.2 fields (read only with the TrainJobStatus gate on; see trainer.features).
+    status_server: StatusServer | None = None
+    feature_gates: dict[str, Bool] | None = None
+    # Third-party runtime plugins to run, in order (entry-point group trainer.runtime.plugins;
+    # docs/plugins.md). Not in upstream.
+    runtime_plugins: list[Str] | None = None
 
 
 class ConfigurationError(ValueError):
@@ -140,6 +155,20 @@ def set_defaults(cfg: Configuration) -> Configuration:
     return out
 
 
+def status_server_defaults(cfg: Configuration) -> StatusServer:
+    """``statusServer`` with upstream v2.2's defaults (port 10443, qps 5, burst 10).
+
+    Kept out of ``set_defaults`` so the defaulted Configuration of a v2.1 user is unchanged;
+    only the TrainJobStatus gate reads it.
+    """
+    given = cfg.status_server or StatusServer()
+    return StatusServer(
+        port=given.port if given.port is not None else c.DefaultStatusServerPort,
+        qps=given.qps if given.qps is not None else c.DefaultStatusServerQPS,
+        burst=given.burst if given.burst is not None else c.DefaultStatusServerBurst,
+    )
+
+
 def _go_number(value: float) -> str:
     """How Go's ``%v`` prints the number (``50``, ``-0.5``)."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
@@ -160,6 +189,18 @@ def validate(cfg: Configuration) -> list[str]:
         errors.append(
             f"clientConnection.burst: Invalid value: {conn.burst}: must be greater than or equal to 0"
         )
+    status = cfg.status_server
+    if status is not None and status.port is not None and not 1 <= status.port <= 65535:
+        errors.append(f"statusServer.port: Invalid value: {status.port}: must be between 1 and 65535")
+    if status is not None and status.qps is not None and status.qps < 0:
+        errors.append(
+            f"statusServer.qps: Invalid value: {_go_number(status.qps)}: must be greater than or equal to 0"
+        )
+    if status is not None and status.burst is not None and status.burst < 0:
+        errors.append(
+            f"statusServer.burst: Invalid value: {status.burst}: must be greater than or equal to 0"
+        )
+    errors.extend(features.validate(cfg.feature_gates or {}))
     concurrency = (cfg.controller.group_kind_concurrency if cfg.controller else None) or {}
     for group_kind in sorted(concurrency):
         value = concurrency[group_kind]

@@ -22,6 +22,7 @@ renders them:
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 import typing
@@ -368,26 +369,94 @@ def crd(kind: type[KindModel]) -> Schema:
     }
 
 
+def with_trainjob_status(document: Schema) -> Schema:
+    """The TrainJobStatus gate's TrainJob CRD: ``status.trainerStatus`` and Progress/ETA columns.
+
+    Derived from the default CRD so that everything else (the State column included) stays
+    whatever the models say.
+    """
+    from trainer.api.trainjob_progress_v1alpha1 import PROGRESS_PRINTER_COLUMNS, TrainerStatus
+
+    out: Schema = json.loads(json.dumps(document))
+    version = out["spec"]["versions"][0]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    trainer_status = model_schema(TrainerStatus)
+    trainer_status["description"] = (
+        "trainerStatus contains the latest observed runtime status of the Trainer step of the "
+        "TrainJob: progress, remaining time, metrics and the last update timestamp "
+        "(TrainJobStatus feature gate)."
+    )
+    status.setdefault("properties", {})["trainerStatus"] = trainer_status
+    columns = list(version.get("additionalPrinterColumns") or [])
+    age = next((i for i, col in enumerate(columns) if col.get("name") == "Age"), len(columns))
+    columns[age:age] = [dict(col) for col in PROGRESS_PRINTER_COLUMNS]
+    version["additionalPrinterColumns"] = columns
+    return out
+
+
 def file_name(kind: type[KindModel]) -> str:
     return f"{kind.group()}_{kind.plural}.yaml"
 
 
-def render(kind: type[KindModel]) -> str:
-    """The YAML text of a CRD, byte-stable (sorted keys) so a stale file is a diff."""
+def _dump(document: Schema) -> str:
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    body = yaml.dump(crd(kind), Dumper=dumper, sort_keys=True, default_flow_style=False, width=100)
+    body = yaml.dump(document, Dumper=dumper, sort_keys=True, default_flow_style=False, width=100)
     return "---\n" + body
 
 
-def generate() -> dict[str, str]:
-    """File name -> YAML text for every CRD."""
-    return {file_name(kind): render(kind) for kind in CRD_KINDS}
+def render(kind: type[KindModel]) -> str:
+    """The YAML text of a CRD, byte-stable (sorted keys) so a stale file is a diff."""
+    return _dump(crd(kind))
 
 
-def write(directory: Path = DEFAULT_DIR) -> list[Path]:
+def with_trainjob_state(document: Schema) -> Schema:
+    """The TrainJobState gate's TrainJob CRD: ``status.state`` and a ``State`` column reading it.
+
+    Upstream's column (the last condition's type) shows ``Suspended`` for a resumed TrainJob and
+    nothing for a running one; the controller writes the derived state (trainer/controllers/state.py).
+    """
+    from trainer.controllers.state import STATES
+
+    out: Schema = json.loads(json.dumps(document))
+    version = out["spec"]["versions"][0]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    status.setdefault("properties", {})["state"] = {
+        "description": (
+            "state is the TrainJob's lifecycle state derived from its conditions and its JobSet: "
+            "Pending, Suspended, Running, Complete or Failed (TrainJobState feature gate)."
+        ),
+        "enum": list(STATES),
+        "type": "string",
+    }
+    for column in version.get("additionalPrinterColumns") or []:
+        if column.get("name") == "State":
+            column["jsonPath"] = ".status.state"
+    return out
+
+
+#: Feature gates that change CRDs, in the order their changes are applied.
+GATED_VARIANTS = ("TrainJobStatus", "TrainJobState")
+
+
+def generate(gates: frozenset[str] = frozenset()) -> dict[str, str]:
+    """File name -> YAML text for every CRD; with ``gates`` only the CRDs those gates change."""
+    if not gates:
+        return {file_name(kind): render(kind) for kind in CRD_KINDS}
+    unknown = sorted(gates - set(GATED_VARIANTS))
+    if unknown:
+        raise ValueError(f"no CRD variant for feature gate(s): {', '.join(unknown)}")
+    document = crd(TrainJob)
+    if "TrainJobStatus" in gates:
+        document = with_trainjob_status(document)
+    if "TrainJobState" in gates:
+        document = with_trainjob_state(document)
+    return {file_name(TrainJob): _dump(document)}
+
+
+def write(directory: Path = DEFAULT_DIR, gates: frozenset[str] = frozenset()) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in generate().items():
+    for name, text in generate(gates).items():
         path = directory / name
         path.write_text(text)
         written.append(path)
@@ -395,8 +464,14 @@ def write(directory: Path = DEFAULT_DIR) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    for path in write(Path(args[0]) if args else DEFAULT_DIR):
+    args = list(sys.argv[1:] if argv is None else argv)
+    gates: frozenset[str] = frozenset()
+    for arg in list(args):
+        if arg.startswith("--feature-gates="):
+            args.remove(arg)
+            pairs = (p.split("=", 1) for p in arg.split("=", 1)[1].split(",") if p)
+            gates = frozenset(name for name, value in pairs if value.lower() == "true")
+    for path in write(Path(args[0]) if args else DEFAULT_DIR, gates):
         print(path)
     return 0
 

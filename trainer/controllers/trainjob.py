@@ -3,7 +3,9 @@
 One request is one TrainJob. The reconcile method follows the spec's numbered steps, one
 function each: get the TrainJob, remove ``Failed``, reconcile the objects (server-side apply
 with field manager ``trainer``), set the Suspended condition, take the status from the runtime's
-status plugin, and write the status only when it changed. Reads go through the cache; the only
+status plugin, and write the status only when it changed. A finished TrainJob (``Complete`` or
+``Failed`` True) keeps its conditions and is never re-applied, so a JobSet deleted by hand or
+by its TTL is not recreated (upstream v2.1.0 recreates it; docs/divergences.md). Reads go through the cache; the only
 writes are the applies the runtime asks for and a status PUT when something changed, so a
 running TrainJob whose JobSet is steady costs no API writes.
 
@@ -27,6 +29,7 @@ from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
 from manager.events import EventType
 from manager.restmapper import NoKindMatch
+from trainer import features
 from trainer.api import trainer_constants as tc
 from trainer.controllers.conditions import (
     find_condition,
@@ -34,14 +37,16 @@ from trainer.controllers.conditions import (
     set_failed_unsupported,
     set_suspended_condition,
 )
+from trainer.controllers.lifecycle_metrics import TrainJobLifecycleMetrics, default_lifecycle_metrics
 from trainer.controllers.readers import no_kind_match_error
+from trainer.controllers.state import derive_state
 from trainer.controllers.watches import AsyncMapHandler, kind_served
-from trainer.runtime.errors import RuntimeFailure
+from trainer.runtime.errors import PluginFailure, RuntimeFailure
 from trainer.runtime.objects import TRAINJOB_GVK
 from trainer.runtime.plugins.base import Watch
 from trainer.runtime.plugins.watches import by_controller_owner
 from trainer.runtime.registry import Runtime, runtime_key
-from trainer.runtime.status import now_rfc3339
+from trainer.runtime.status import is_finished, now_rfc3339, set_status_condition
 
 Json = dict[str, Any]
 log = structlog.get_logger("trainer.trainjob")
@@ -62,6 +67,8 @@ CONTROLLER_NAME = "trainjob_controller"
 RECORDER_NAME = "trainer-trainjob-controller"
 FIELD_MANAGER = tc.FieldManager
 EVENT_MESSAGE_LIMIT = 950
+RUNTIME_PLUGIN_FAILED_REASON = "RuntimePluginFailed"
+"""Failed reason when a third-party runtime plugin raised (only such plugins can cause it)."""
 
 
 class Recorder(Protocol):
@@ -121,20 +128,23 @@ class TrainJobReconciler:
         status: Json = copy.deepcopy(original_status)
         errors: list[str] = []
 
+        finished = is_finished(status)
         previous_failed = find_condition(status, tc.TrainJobFailed)
-        remove_failed_condition(status)
+        if not finished:
+            remove_failed_condition(status)
         trainjob["status"] = status
         runtime = self.lookup_runtime(trainjob)
         applied: list[Json] = []
         if runtime is None:
             errors.append(self.mark_unsupported_runtime(trainjob, status, previous_failed))
-        elif (err := await self.reconcile_objects(runtime, trainjob, applied)) is not None:
+        elif not finished and (err := await self.reconcile_objects(runtime, trainjob, applied)) is not None:
             errors.append(err)
         set_suspended_condition(trainjob, status, self.now)
         if runtime is not None:
             status, err = await self.trainjob_status(runtime, trainjob, status, applied)
             if err is not None:
                 errors.append(err)
+        set_state(trainjob, status)
         if (err := await self.update_status_if_changed(trainjob, original_status, status)) is not None:
             errors.append(err)
 
@@ -181,6 +191,23 @@ class TrainJobReconciler:
                 stored = await self.client.apply(obj, field_owner=FIELD_MANAGER, force=True)
                 if applied is not None:
                     applied.append(stored if isinstance(stored, dict) else obj)
+        except PluginFailure as failure:
+            # A third-party plugin raised: this TrainJob fails with a condition naming it (so it
+            # is not retried forever); the manager and every other TrainJob carry on.
+            log.error("runtime plugin failed", plugin=failure.plugin, error=failure.message)
+            set_status_condition(
+                trainjob.setdefault("status", {}),
+                tc.TrainJobFailed,
+                {"status": "True", "reason": RUNTIME_PLUGIN_FAILED_REASON, "message": failure.message},
+                self.now,
+            )
+            await self.recorder.event(
+                trainjob,
+                "Warning",
+                tc.TrainJobResourcesCreationFailedReason,
+                creation_failed_message(failure.message),
+            )
+            return None
         except (RuntimeFailure, ApiError, NoKindMatch) as err:
             text = str(err) if not isinstance(err, NoKindMatch) else str(no_kind_match_error(err.gvk))
             log.error("failed to reconcile TrainJob resources", error=text)
@@ -246,6 +273,18 @@ def _just_applied(err: NotFound, applied: Sequence[Json]) -> bool:
     return False
 
 
+def set_state(trainjob: Json, status: Json) -> None:
+    """With the TrainJobState gate, ``status.state`` is the derived state (trainer/controllers/state.py).
+
+    With the gate off the field is never written (and a value left from a time the gate was on is
+    removed, so it cannot go stale): the status is Trainer v2.1.0's.
+    """
+    if features.enabled(features.TrainJobState):
+        status["state"] = derive_state({**trainjob, "status": status})
+    else:
+        status.pop("state", None)
+
+
 def _runtime_key_of(trainjob: Json) -> str:
     ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
     return runtime_key(ref.get("apiGroup"), ref.get("kind"))
@@ -267,16 +306,18 @@ async def setup_trainjob_controller(
     reader: Reader,
     watchers: Sequence[TrainJobWatcher],
     recorder: Recorder,
+    lifecycle: TrainJobLifecycleMetrics | None = None,
 ) -> TrainJobReconciler:
     """Register the controller: TrainJobs, owned objects and every runtime's extra watches.
 
     A watch whose CRD is missing is skipped with the plugin's message (the JobSet watch is
-    registered anyway, as upstream does).
+    registered anyway, as upstream does). The TrainJob watch also feeds the lifecycle metrics
+    (``lifecycle``, the manager registry's by default).
     """
     reconciler = TrainJobReconciler(mgr.client, runtimes, recorder)
-    builder = (
-        Builder(mgr).named(CONTROLLER_NAME).for_(TRAINJOB_GVK, predicates=[notifying_predicate(watchers)])
-    )
+    lifecycle = lifecycle or default_lifecycle_metrics()
+    predicates = [notifying_predicate(watchers), lifecycle.predicate()]
+    builder = Builder(mgr).named(CONTROLLER_NAME).for_(TRAINJOB_GVK, predicates=predicates)
     registrars = [watch for runtime in runtimes.values() for watch in runtime.event_handler_registrars()]
     for watch in _unique_by_kind(registrars):
         if watch.requires_crd is not None and not await kind_served(mgr.client, watch.requires_crd):

@@ -114,3 +114,10 @@ class RuntimeFailure(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+@dataclass
+class PluginFailure(RuntimeFailure):
+    """A third-party runtime plugin raised: only the TrainJob being handled fails (``plugin`` names it)."""
+
+    plugin: str = ""

@@ -16,15 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import structlog
+
 from manager.cache.interfaces import Reader
 from manager.client.errors import ApiError
 from manager.scheme import GroupVersionKind
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime import indexes
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import FieldError, PluginFailure, RuntimeFailure
 from trainer.runtime.info import Info
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK
-from trainer.runtime.plugins import Registry
+from trainer.runtime.plugins import Registry, external
 from trainer.runtime.plugins.base import (
     ComponentBuilderPlugin,
     CustomValidationPlugin,
@@ -41,6 +43,7 @@ Json = dict[str, Any]
 IndexFunc = Callable[[Any], list[str] | None]
 
 __all__ = ["FieldIndexer", "Framework", "IndexNames"]
+log = structlog.get_logger("trainer.runtime.framework")
 
 
 class FieldIndexer(Protocol):
@@ -68,6 +71,8 @@ class Framework:
     custom_validation_plugins: list[CustomValidationPlugin] = field(default_factory=list)
     watch_extension_plugins: list[WatchExtensionPlugin] = field(default_factory=list)
     trainjob_status_plugin: TrainJobStatusPlugin | None = None
+    external: set[str] = field(default_factory=set)
+    """Names of third-party plugins: anything they raise fails only the TrainJob at hand."""
 
     @classmethod
     def new(
@@ -91,9 +96,28 @@ class Framework:
             raise RuntimeFailure(f"setting index on runtimeClass for ClusterTrainingRuntime: {err}") from err
         framework = cls()
         context = PluginContext(reader=reader)
-        for factory in registry.values():
-            framework._add(factory(context))
+        third_party = {name for name, _ in external.enabled_factories()}
+        for key, factory in registry.items():
+            if key not in third_party:
+                framework._add(factory(context))
+                continue
+            try:  # third-party code: a plugin that cannot be built is left out, the manager runs
+                plugin = factory(context)
+                if not isinstance(getattr(plugin, "name", None), str):
+                    raise TypeError("the plugin has no name")
+            except Exception as err:
+                log.error("runtime plugin not built, left out", plugin=key, error=repr(err))
+                continue
+            framework.external.add(plugin.name)
+            framework._add(plugin)
         return framework
+
+    def _failure(self, name: str, err: Exception) -> RuntimeFailure | None:
+        """A third-party plugin's exception as a PluginFailure (None for built-in plugins)."""
+        if name not in self.external or isinstance(err, PluginFailure):
+            return None
+        detail = err.message if isinstance(err, RuntimeFailure) else f"{type(err).__name__}: {err}"
+        return PluginFailure(f"runtime plugin {name} failed: {detail}", plugin=name)
 
     def _add(self, plugin: Any) -> None:
         if isinstance(plugin, EnforceMLPolicyPlugin):
@@ -115,17 +139,31 @@ class Framework:
 
     # -- phases -------------------------------------------------------------------------------
 
+    def _run(
+        self,
+        name: str,
+        step: Callable[[Info | None, TrainJob | None], None],
+        info: Info | None,
+        trainjob: TrainJob | None,
+    ) -> None:
+        try:
+            _guard(name, step, info, trainjob)
+        except Exception as err:
+            if (failure := self._failure(name, err)) is not None:
+                raise failure from err
+            raise
+
     def run_enforce_ml_policy_plugins(self, info: Info | None, trainjob: TrainJob | None) -> None:
         for plugin in self.enforce_ml_policy_plugins:
-            _guard(plugin.name, plugin.enforce_ml_policy, info, trainjob)
+            self._run(plugin.name, plugin.enforce_ml_policy, info, trainjob)
 
     def run_enforce_pod_group_policy_plugins(self, info: Info | None, trainjob: TrainJob | None) -> None:
         for plugin in self.enforce_pod_group_policy_plugins:
-            _guard(plugin.name, plugin.enforce_pod_group_policy, info, trainjob)
+            self._run(plugin.name, plugin.enforce_pod_group_policy, info, trainjob)
 
     def run_pod_network_plugins(self, info: Info | None, trainjob: TrainJob | None) -> None:
         for plugin in self.pod_network_plugins:
-            _guard(plugin.name, plugin.identify_pod_network, info, trainjob)
+            self._run(plugin.name, plugin.identify_pod_network, info, trainjob)
 
     async def run_component_builder_plugins(self, info: Info | None, trainjob: TrainJob | None) -> list[Json]:
         """Objects of every builder, concatenated in registry order; the first error aborts."""
@@ -133,12 +171,16 @@ class Framework:
         for plugin in self.component_builder_plugins:
             try:
                 objects += await plugin.build(info, trainjob)
-            except RuntimeFailure:
+            except Exception as err:
+                if (failure := self._failure(plugin.name, err)) is not None:
+                    raise failure from err
+                if isinstance(err, RuntimeFailure):
+                    raise
+                if isinstance(err, ApiError):
+                    raise RuntimeFailure(str(err)) from err
+                if isinstance(err, (KeyError, TypeError, ValueError, AttributeError, IndexError)):
+                    raise RuntimeFailure(f"plugin {plugin.name}: malformed input: {err!r}") from err
                 raise
-            except ApiError as err:
-                raise RuntimeFailure(str(err)) from err
-            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
-                raise RuntimeFailure(f"plugin {plugin.name}: malformed input: {err!r}") from err
         return objects
 
     async def run_custom_validation_plugins(
@@ -150,7 +192,11 @@ class Framework:
         for plugin in self.custom_validation_plugins:
             try:
                 plugin_warnings, plugin_errors = await plugin.validate(info, old, new)
-            except (ApiError, KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+            except Exception as err:
+                if plugin.name not in self.external and not isinstance(
+                    err, (ApiError, KeyError, TypeError, ValueError, AttributeError, IndexError)
+                ):
+                    raise
                 plugin_warnings, plugin_errors = (
                     [],
                     [FieldError.internal("spec", f"plugin {plugin.name}: {err}")],
@@ -169,8 +215,16 @@ class Framework:
             raise RuntimeFailure(str(err)) from err
 
     def watches(self) -> list[Watch]:
-        """Every plugin's watches, in registry order."""
-        return [watch for plugin in self.watch_extension_plugins for watch in plugin.watches()]
+        """Every plugin's watches, in registry order (a third-party plugin that raises adds none)."""
+        out: list[Watch] = []
+        for plugin in self.watch_extension_plugins:
+            try:
+                out += plugin.watches()
+            except Exception as err:
+                if plugin.name not in self.external:
+                    raise
+                log.error("runtime plugin watches left out", plugin=plugin.name, error=repr(err))
+        return out
 
 
 def _guard(

@@ -11,14 +11,31 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from trainer.api import trainer_constants as tc
+
 Json = dict[str, Any]
 
-__all__ = ["now_rfc3339", "set_status_condition"]
+__all__ = ["is_finished", "now_rfc3339", "set_status_condition"]
 
 
 def now_rfc3339() -> str:
     """metav1.Time's wire form: second precision, UTC, ``Z``."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def is_finished(status: Mapping[str, Any] | None) -> bool:
+    """A TrainJob status with ``Complete=True`` or ``Failed=True``: its run is over for good.
+
+    Finished TrainJobs are never re-applied (a JobSet deleted by hand or by its TTL is not
+    recreated); upstream v2.1.0 recreates it (docs/divergences.md, "Finished stays finished").
+    """
+    for condition in (status or {}).get("conditions") or ():
+        if (
+            condition.get("type") in (tc.TrainJobComplete, tc.TrainJobFailed)
+            and condition.get("status") == "True"
+        ):
+            return True
+    return False
 
 
 def set_status_condition(

@@ -97,7 +97,7 @@ async def test_the_helm_chart_runs_a_trainjob_through_the_service_with_rotated_c
         work = tmp_path / "pod"
         work.mkdir()
         async with (
-            manager_as_the_pod_runs_it(cluster, client, installed_wheel, work) as (probe, log_path),
+            manager_as_the_pod_runs_it(cluster, client, installed_wheel, work) as (probe, log_path, _state),
             aiohttp.ClientSession() as http,
         ):
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from trainer_wrappers import RES4, containers_of, rjob, rjob_of, runtime, trainjob, wrapper_rjobs
 
 from manager.client import NotFound
@@ -671,30 +672,39 @@ async def test_steady_trainjob_changes_nothing_on_the_server(trainer: Any) -> No
         assert await settled(suspended) == before
 
 
-async def test_failed_condition_goes_when_the_jobset_is_not_failed(trainer: Any) -> None:
-    # "an external change may transition it out of Failed": with nothing else in the status the
-    # reconciler clears it (the CRD rejects an empty status object)
+async def test_finished_trainjob_keeps_no_jobset_and_a_running_one_gets_it_back(trainer: Any) -> None:
+    # Upstream v2.1.0 drops Failed each reconcile and re-applies a JobSet that was deleted
+    # (by hand or its TTL), running a failed training again (#3737, #3779): fixed here.
     client, ns = trainer.client, trainer.namespace
     await client.create(l1_runtime(ns))
     tj = l1_trainjob(ns)
     tj["spec"]["suspend"] = False
     await client.create(tj)
-    await eventually(lambda: _exists(client, JOBSET, "alpha", ns), timeout=30)
-    current = await _get(client, TJ, "alpha", ns)
-    current["status"] = {
-        "conditions": [
-            {
-                "type": "Failed",
-                "status": "True",
-                "reason": "FailedJobs",
-                "message": "jobset failed due to one or more job failures",
-                "lastTransitionTime": "2025-01-01T00:00:00Z",
-            }
-        ]
+    first = await eventually(lambda: _exists(client, JOBSET, "alpha", ns), timeout=30)
+    await client.delete(first)  # running: the reconciler puts it back
+
+    async def recreated() -> Json:
+        again = await _exists(client, JOBSET, "alpha", ns)
+        assert again["metadata"]["uid"] != first["metadata"]["uid"]
+        return again
+
+    await eventually(recreated, timeout=30)
+    failed = {
+        "type": "Failed",
+        "reason": "FailedJobs",
+        "message": "jobset failed due to one or more job failures",
     }
-    await client.status.update(current)
+    await _set_jobset_status(client, ns, failed, _jobs_status(node={"failed": 1}))
 
-    async def cleared() -> None:
-        assert not (await _get(client, TJ, "alpha", ns)).get("status")
+    async def is_failed() -> None:
+        assert ("Failed", "True", "FailedJobs", failed["message"]) in _conditions(
+            await _get(client, TJ, "alpha", ns)
+        )
 
-    await eventually(cleared, timeout=30)
+    await eventually(is_failed, timeout=30)
+    await client.delete(await _get(client, JOBSET, "alpha", ns))
+    for _ in range(30):  # 3 s: the JobSet's delete event is reconciled well within that
+        await asyncio.sleep(0.1)
+        with pytest.raises(NotFound):
+            await _get(client, JOBSET, "alpha", ns)
+    await is_failed()

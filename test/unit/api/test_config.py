@@ -115,3 +115,27 @@ def test_several_errors_are_aggregated() -> None:
     ]
     with pytest.raises(ConfigurationError, match=r"^invalid configuration: \[webhook.port"):
         load(cfg.to_dict())
+
+
+def test_feature_gates_decode_and_unknown_gate_is_an_error_naming_it():
+    cfg = load({"featureGates": {"TrainJobStatus": True}})
+    assert cfg.feature_gates == {"TrainJobStatus": True}
+    with pytest.raises(ConfigurationError) as err:
+        load({"featureGates": {"TrainJobStatus": True, "NoSuchGate": False}})
+    assert str(err.value) == (
+        "invalid configuration: featureGates.NoSuchGate: unrecognized feature gate: NoSuchGate"
+    )
+    with pytest.raises(ConfigurationError, match="featureGates"):
+        load({"featureGates": {"TrainJobStatus": "yes"}})
+
+
+def test_status_server_defaults_are_upstream_v22_and_validated():
+    from trainer.api.config_v1alpha1 import status_server_defaults
+
+    cfg = load({})
+    assert cfg.status_server is None  # the defaulted v2.1 Configuration is unchanged
+    s = status_server_defaults(cfg)
+    assert (s.port, s.qps, s.burst) == (10443, 5.0, 10)
+    with pytest.raises(ConfigurationError) as err:
+        load({"statusServer": {"port": 0}})
+    assert "statusServer.port: Invalid value: 0: must be between 1 and 65535" in str(err.value)

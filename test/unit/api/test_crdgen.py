@@ -641,3 +641,70 @@ def test_elastic_quota_schema() -> None:
     assert at(s, "spec") == {"type": "object", "properties": {"min": resource_map, "max": resource_map}}
     assert at(s, "status") == {"type": "object", "properties": {"used": resource_map}}
     assert all("default" not in n for n in walk(s))
+
+
+def test_trainjob_status_gate_crd_variant_is_committed_and_adds_only_trainer_status() -> None:
+    """config/progress/crd is generated (stale = fail); it differs from bases only by the gate's parts."""
+    variant = crdgen.generate(frozenset({"TrainJobStatus"}))
+    progress_dir = ROOT / "config" / "progress" / "crd"
+    on_disk = {p.name: p.read_text() for p in progress_dir.glob("*.yaml")}
+    assert on_disk == variant, "run `make manifests`"
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    gated = yaml.load(variant["trainer.kubeflow.org_trainjobs.yaml"], Loader=loader)
+    default = load("trainer.kubeflow.org_trainjobs.yaml")
+    gated_version, default_version = gated["spec"]["versions"][0], default["spec"]["versions"][0]
+    status = gated_version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    trainer_status = status.pop("trainerStatus")
+    assert gated_version["schema"] == default_version["schema"]
+    assert "trainerStatus" not in json.dumps(default)
+    props = trainer_status["properties"]
+    assert props["progressPercentage"]["minimum"] == 0 and props["progressPercentage"]["maximum"] == 100
+    assert props["estimatedRemainingSeconds"]["minimum"] == 0
+    assert props["metrics"]["maxItems"] == 256
+    assert props["metrics"]["x-kubernetes-list-type"] == "atomic"
+    assert props["metrics"]["items"]["required"] == ["name", "value"]
+    assert props["lastUpdatedTime"]["format"] == "date-time"
+    assert trainer_status["x-kubernetes-validations"] == [
+        {
+            "rule": "has(self.lastUpdatedTime)",
+            "message": "lastUpdatedTime is required when trainerStatus is present",
+        }
+    ]
+    names = [c["name"] for c in gated_version["additionalPrinterColumns"]]
+    default_names = [c["name"] for c in default_version["additionalPrinterColumns"]]
+    assert names == [*default_names[:-1], "Progress", "ETA", default_names[-1]]
+    with pytest.raises(ValueError, match="no CRD variant for feature gate"):
+        crdgen.generate(frozenset({"Nope"}))
+
+
+def test_trainjob_state_gate_crd_variant_is_committed_and_changes_only_the_state_column() -> None:
+    """config/state/crd is generated (stale = fail): ``status.state`` and ``State`` reading it."""
+    variant = crdgen.generate(frozenset({"TrainJobState"}))
+    on_disk = {p.name: p.read_text() for p in (ROOT / "config" / "state" / "crd").glob("*.yaml")}
+    assert on_disk == variant, "run `make manifests`"
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    gated = yaml.load(variant["trainer.kubeflow.org_trainjobs.yaml"], Loader=loader)
+    default = load("trainer.kubeflow.org_trainjobs.yaml")
+    gated_version, default_version = gated["spec"]["versions"][0], default["spec"]["versions"][0]
+    status = gated_version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    state = status.pop("state")
+    assert state["type"] == "string"
+    assert state["enum"] == ["Pending", "Suspended", "Running", "Complete", "Failed"]
+    assert gated_version["schema"] == default_version["schema"]
+    columns = {c["name"]: c["jsonPath"] for c in gated_version["additionalPrinterColumns"]}
+    default_columns = {c["name"]: c["jsonPath"] for c in default_version["additionalPrinterColumns"]}
+    assert default_columns["State"] == ".status.conditions[-1:].type"  # upstream's, gate off
+    assert columns == {**default_columns, "State": ".status.state"}
+    # both gates: one CRD with both changes
+    both = yaml.load(
+        crdgen.generate(frozenset({"TrainJobState", "TrainJobStatus"}))[
+            "trainer.kubeflow.org_trainjobs.yaml"
+        ],
+        Loader=loader,
+    )
+    both_version = both["spec"]["versions"][0]
+    assert {"state", "trainerStatus"} <= set(
+        both_version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    )
+    names = [c["name"] for c in both_version["additionalPrinterColumns"]]
+    assert names == ["State", "Progress", "ETA", "Age"]

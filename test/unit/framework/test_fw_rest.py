@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+import manager.metrics.client  # noqa: F401  (registers the client metrics on REGISTRY)
 from manager.client import (
     AlreadyExists,
     ApiError,
@@ -26,6 +27,7 @@ from manager.client.errors import Forbidden, InternalError
 from manager.client.metrics import requests_count
 from manager.client.ratelimit import TokenBucket
 from manager.config import RestConfig
+from manager.metrics.registry import REGISTRY
 from manager.restmapper import NoKindMatch, RESTMapper
 from manager.scheme import GroupVersionKind
 
@@ -258,8 +260,16 @@ async def test_client_side_qps_limit_spaces_requests(server: tuple[FakeServer, R
     try:
         loop = asyncio.get_running_loop()
         start = loop.time()
+        waited = REGISTRY.get_sample_value(
+            "rest_client_rate_limiter_duration_seconds_sum", {"verb": "GET", "host": throttled.host}
+        )
         for _ in range(6):
             await throttled.request("GET", "/anything")
         assert loop.time() - start >= 5 / 50 * 0.9
+        # client-go's throttling histogram shows the wait on the manager's registry
+        labels = {"verb": "GET", "host": throttled.host}
+        assert REGISTRY.get_sample_value("rest_client_rate_limiter_duration_seconds_count", labels) >= 6
+        total = REGISTRY.get_sample_value("rest_client_rate_limiter_duration_seconds_sum", labels)
+        assert total - (waited or 0) >= 5 / 50 * 0.8
     finally:
         await throttled.aclose()

@@ -149,24 +149,55 @@ def test_event_message_is_cut_at_950_characters() -> None:
     assert creation_failed_message("x" * 951) == prefix + "x" * 950 + " ..."
 
 
-async def test_failed_is_removed_and_re_added_at_the_end() -> None:
-    tj = trainjob(status={"conditions": [FAILED_JOBS, {**RESUMED, "lastTransitionTime": NOW}]})
-    reconciler, client, _ = setup(node_runtime(), tj)
-    await reconciler.reconcile(REQ)  # creates the JobSet
+COMPLETED = {
+    "type": "Complete",
+    "status": "True",
+    "reason": "AllJobsCompleted",
+    "message": "jobset completed successfully",
+    "lastTransitionTime": "2025-01-01T00:00:00Z",
+}
+
+
+@pytest.mark.parametrize("terminal", [FAILED_JOBS, COMPLETED], ids=["failed", "complete"])
+async def test_finished_trainjob_whose_jobset_is_gone_gets_no_new_jobset(terminal: Json) -> None:
+    # Upstream v2.1.0 drops Failed, re-applies the JobSet and runs the training again (#3737, #3779).
+    jobs = [{"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}]
+    status = {"conditions": [{**RESUMED, "lastTransitionTime": NOW}, terminal], "jobsStatus": jobs}
+    reconciler, client, recorder = setup(node_runtime(), trainjob(status=status))
+    assert await reconciler.reconcile(REQ) is None  # no NotFound error, no retry loop
+    assert await client.list(JOBSET_GVK, namespace="default") == []
+    assert client.writes == 0
+    assert (await stored_trainjob(client))["status"] == status
+    assert recorder.events == []
+
+
+async def test_running_trainjob_whose_jobset_is_deleted_gets_it_back() -> None:
+    reconciler, client, _ = setup(node_runtime(), trainjob())
+    await reconciler.reconcile(REQ)
+    first = await client.get(JOBSET_GVK, "test-job", "default")
+    await client.delete(first)
+    await reconciler.reconcile(REQ)
+    again = await client.get(JOBSET_GVK, "test-job", "default")
+    assert again["metadata"]["uid"] != first["metadata"]["uid"]
+    assert again["metadata"]["ownerReferences"][0]["name"] == "test-job"
+
+
+async def test_finished_trainjob_still_mirrors_its_existing_jobset() -> None:
+    reconciler, client, _ = setup(node_runtime(), trainjob())
+    await reconciler.reconcile(REQ)
     jobset = await client.get(JOBSET_GVK, "test-job", "default")
-    jobset["status"] = {"conditions": [{**FAILED_JOBS, "observedGeneration": 3}]}
+    jobs = [{"name": "node", "ready": 0, "succeeded": 0, "failed": 1, "active": 0, "suspended": 0}]
+    jobset["status"] = {
+        "conditions": [{**FAILED_JOBS, "observedGeneration": 3}],
+        "replicatedJobsStatus": jobs,
+    }
     await client.status.update(jobset)
     await reconciler.reconcile(REQ)
-    conditions = (await stored_trainjob(client))["status"]["conditions"]
-    assert [c["type"] for c in conditions] == ["Suspended", "Failed"]
-    assert conditions[1] == {**FAILED_JOBS, "observedGeneration": 3}
-
-
-async def test_failed_disappears_when_the_jobset_is_no_longer_failed() -> None:
-    tj = trainjob(status={"conditions": [FAILED_JOBS]})
-    reconciler, client, _ = setup(node_runtime(), tj)
+    status = (await stored_trainjob(client))["status"]
+    assert status == {"conditions": [{**FAILED_JOBS, "observedGeneration": 3}], "jobsStatus": jobs}
+    applies = client.requests["apply"]
     await reconciler.reconcile(REQ)
-    assert "conditions" not in (await stored_trainjob(client)).get("status", {})
+    assert client.requests["apply"] == applies  # a finished TrainJob is never re-applied
 
 
 async def test_deleted_trainjob_is_done() -> None:
@@ -283,3 +314,35 @@ async def test_status_conflict_from_a_stale_cached_trainjob_is_no_error() -> Non
     assert (await stored_trainjob(client))["status"]["conditions"] == [
         {**SUSPENDED, "lastTransitionTime": NOW}
     ]
+
+
+async def test_state_is_written_only_with_the_trainjob_state_gate() -> None:
+    from trainer import features
+
+    reconciler, client, _ = setup(node_runtime(), trainjob(suspend=True))
+    await reconciler.reconcile(REQ)
+    assert "state" not in (await stored_trainjob(client))["status"]  # gate off: v2.1's status
+    with features.override(features.TrainJobState, True):
+        await reconciler.reconcile(REQ)
+        assert (await stored_trainjob(client))["status"]["state"] == "Suspended"
+        current = await stored_trainjob(client)
+        current["spec"]["suspend"] = False
+        await client.update(current)
+        await reconciler.reconcile(REQ)
+        resumed = (await stored_trainjob(client))["status"]
+        # upstream's column (last condition's type) would still read Suspended here
+        assert [c["type"] for c in resumed["conditions"]] == ["Suspended"]
+        assert resumed["state"] == "Pending"
+        jobset = await client.get(JOBSET_GVK, "test-job", "default")
+        jobs = [{"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}]
+        jobset["status"] = {"replicatedJobsStatus": jobs}
+        await client.status.update(jobset)
+        await reconciler.reconcile(REQ)
+        assert (await stored_trainjob(client))["status"]["state"] == "Running"
+        jobset = await client.get(JOBSET_GVK, "test-job", "default")
+        jobset["status"] = {"conditions": [FAILED_JOBS], "replicatedJobsStatus": jobs}
+        await client.status.update(jobset)
+        await reconciler.reconcile(REQ)
+        assert (await stored_trainjob(client))["status"]["state"] == "Failed"
+    await reconciler.reconcile(REQ)  # gate off again: the field goes, it cannot go stale
+    assert "state" not in (await stored_trainjob(client))["status"]

@@ -126,4 +126,6 @@ class WatchExtensionPlugin(Protocol):
 class TrainJobStatusPlugin(Protocol):
     name: str
 
-    async def status(self, trainjob: TrainJob) -> Json: ...
+    async def status(self, trainjob: TrainJob) -> Json | None:
+        """The TrainJob's new status, or ``None`` to keep the one it has."""
+        ...

@@ -28,7 +28,7 @@ from trainer.runtime.objects import JOBSET_GVK, name_of, namespace_of, owner_ref
 from trainer.runtime.plugins.base import PluginContext, Watch
 from trainer.runtime.plugins.watches import by_controller_owner
 from trainer.runtime.runtime_info import canonical_resources
-from trainer.runtime.status import set_status_condition
+from trainer.runtime.status import is_finished, set_status_condition
 
 Json = dict[str, Any]
 
@@ -341,10 +341,19 @@ class JobSet:
                         )
         return errors
 
-    async def status(self, trainjob: TrainJob) -> Json:
-        """The TrainJob status from its JobSet: terminal conditions and per-job counters."""
-        jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob)))
+    async def status(self, trainjob: TrainJob) -> Json | None:
+        """The TrainJob status from its JobSet: terminal conditions and per-job counters.
+
+        A finished TrainJob whose JobSet is gone (deleted by hand or by its TTL) keeps the
+        status it has: ``None`` tells the reconciler so, instead of a NotFound error.
+        """
         status = trainjob.status.to_dict() if trainjob.status is not None else {}
+        try:
+            jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob)))
+        except NotFound:
+            if is_finished(status):
+                return None
+            raise
         jobset_status = jobset.get("status") or {}
         conditions = jobset_status.get("conditions") or []
         # Completed is looked at before Failed, whatever their order on the JobSet.
