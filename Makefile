@@ -22,7 +22,7 @@ DEPLOY_TIMEOUT ?= 300s
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
 .PHONY: venv test test-unit test-integration test-e2e lint run cluster-up cluster-down \
-        build-assets bench bench-framework clean install uninstall deploy undeploy \
+        build-assets bench bench-burst bench-framework clean install uninstall deploy undeploy \
         conformance build-originals
 
 $(STAMP): pyproject.toml
@@ -103,8 +103,19 @@ conformance: $(STAMP) build-assets build-originals
 build-originals: $(STAMP)
 	$(PY) -m trainer conformance --build-only
 
-bench: $(STAMP)
+bench: $(STAMP) build-assets build-originals
 	$(PY) -m pytest test/bench -m bench -s $(PYTEST_ARGS)
+	$(MAKE) bench-burst
+
+# Burst side by side (issue 12): BURST_N TrainJobs on torch-distributed created at once, on our
+# manager and on the Go jobset+trainer managers, each on its own full local control plane, one
+# after the other. Writes $(BURST_OUT)/burst.json and burst.md (ratios ours / Go).
+# BURST_ARGS passes options, e.g. `--running` (unsuspended) or `--sides ours`.
+BURST_N ?= 1000
+BURST_OUT ?= bench-results
+BURST_ARGS ?=
+bench-burst: $(STAMP) build-assets build-originals
+	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BURST_OUT) $(BURST_ARGS)
 
 # Workqueue ops/s and informer events/s to a no-op reconcile (in-process), then informer
 # throughput and memory per cached Pod at 10k Pods against a real kube-apiserver.

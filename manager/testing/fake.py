@@ -73,7 +73,13 @@ def _now() -> str:
 
 def _not_found(gvk: GroupVersionKind, name: str) -> NotFound:
     return NotFound(
-        f'{gvk.kind.lower()}s "{name}" not found', status={"reason": "NotFound", "code": 404}, code=404
+        f'{gvk.kind.lower()}s "{name}" not found',
+        status={
+            "reason": "NotFound",
+            "code": 404,
+            "details": {"name": name, "group": gvk.group, "kind": f"{gvk.kind.lower()}s"},
+        },
+        code=404,
     )
 
 

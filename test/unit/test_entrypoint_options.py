@@ -52,7 +52,7 @@ def test_client_connection_throttles_the_client() -> None:
     # throttled by them (divergences.md; the bucket itself: test_fw_rest.py).
     rest = RestConfig(host="https://127.0.0.1:6443")
     apply_client_connection(rest, load(None))
-    assert (rest.qps, rest.burst) == (50, 100)
+    assert (rest.qps, rest.burst) == (1000, 2000)
     apply_client_connection(rest, load({"clientConnection": {"qps": 5, "burst": 7}}))
     assert (rest.qps, rest.burst) == (5, 7)
     apply_client_connection(rest, load({"clientConnection": {"qps": 0}}))

@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 from manager import Builder, ChannelSource, Manager
-from manager.client.errors import NotFound
+from manager.client.errors import Conflict, NotFound
 from manager.controller.event import GenericEvent
 from manager.controller.handler import Funcs, RequestQueue
 from manager.controller.reconcile import Request, Result
@@ -87,15 +87,20 @@ class RuntimeReconciler:
         if runtime is None:
             return None
         trainjobs = await self.list_referencing_trainjobs(runtime)
-        if not contains_finalizer(runtime, tc.ResourceInUseFinalizer) and trainjobs:
-            add_finalizer(runtime, tc.ResourceInUseFinalizer)
-            await self.client.update(self.typed(runtime))
-        elif (
-            (runtime.get("metadata") or {}).get("deletionTimestamp")
-            and not trainjobs
-            and remove_finalizer(runtime, tc.ResourceInUseFinalizer)
-        ):
-            await self.client.update(self.typed(runtime))
+        try:
+            if not contains_finalizer(runtime, tc.ResourceInUseFinalizer) and trainjobs:
+                add_finalizer(runtime, tc.ResourceInUseFinalizer)
+                await self.client.update(self.typed(runtime))
+            elif (
+                (runtime.get("metadata") or {}).get("deletionTimestamp")
+                and not trainjobs
+                and remove_finalizer(runtime, tc.ResourceInUseFinalizer)
+            ):
+                await self.client.update(self.typed(runtime))
+        except Conflict:
+            # the cache holds an older runtime (typically before our own finalizer update): the
+            # newer version's watch event reconciles it again -- cache lag, no error, no back-off
+            log.debug("finalizer update conflict: waiting for the newer runtime")
         return None
 
     def typed(self, runtime: Json) -> Json:

@@ -24,7 +24,7 @@ import structlog
 
 from manager import Builder, Manager
 from manager.cache.interfaces import Reader
-from manager.client.errors import ApiError, NotFound
+from manager.client.errors import ApiError, Conflict, NotFound
 from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
 from manager.events import EventType
@@ -138,13 +138,14 @@ class TrainJobReconciler:
             remove_failed_condition(status)
         trainjob["status"] = status
         runtime = self.lookup_runtime(trainjob)
+        applied: list[Json] = []
         if runtime is None:
             errors.append(self.mark_unsupported_runtime(trainjob, status, previous_failed))
-        elif not finished and (err := await self.reconcile_objects(runtime, trainjob)) is not None:
+        elif not finished and (err := await self.reconcile_objects(runtime, trainjob, applied)) is not None:
             errors.append(err)
         set_suspended_condition(trainjob, status, self.now)
         if runtime is not None:
-            status, err = await self.trainjob_status(runtime, trainjob, status)
+            status, err = await self.trainjob_status(runtime, trainjob, status, applied)
             if err is not None:
                 errors.append(err)
         set_state(trainjob, status)
@@ -181,14 +182,19 @@ class TrainJobReconciler:
         set_failed_unsupported(status, message, previous, self.now)
         return message
 
-    async def reconcile_objects(self, runtime: Runtime, trainjob: Json) -> str | None:
+    async def reconcile_objects(
+        self, runtime: Runtime, trainjob: Json, applied: list[Json] | None = None
+    ) -> str | None:
         """Step 4: build the objects and server-side apply each, in order; stop at the first error.
 
-        A failure is reported as a Warning event ``TrainJobResourcesCreationFailed`` and returned.
+        What the server stored for each apply is appended to ``applied``. A failure is reported
+        as a Warning event ``TrainJobResourcesCreationFailed`` and returned.
         """
         try:
             for obj in await runtime.new_objects(trainjob):
-                await self.client.apply(obj, field_owner=FIELD_MANAGER, force=True)
+                stored = await self.client.apply(obj, field_owner=FIELD_MANAGER, force=True)
+                if applied is not None:
+                    applied.append(stored if isinstance(stored, dict) else obj)
         except PluginFailure as failure:
             # A third-party plugin raised: this TrainJob fails with a condition naming it (so it
             # is not retried forever); the manager and every other TrainJob carry on.
@@ -216,15 +222,23 @@ class TrainJobReconciler:
         return None
 
     async def trainjob_status(
-        self, runtime: Runtime, trainjob: Json, status: Json
+        self, runtime: Runtime, trainjob: Json, status: Json, applied: Sequence[Json] = ()
     ) -> tuple[Json, str | None]:
         """Step 6: the status plugin's view (terminal conditions and jobsStatus from the JobSet).
 
-        On error the in-memory status (steps 3-5) is kept and the error returned.
+        On error the in-memory status (steps 3-5) is kept and the error returned. An object
+        this reconcile has just applied but the cache has not seen yet is expected cache lag,
+        not an error: the status is kept, and the object's own watch event (it is owned by the
+        TrainJob) brings the TrainJob back with the object in the cache -- no error, no back-off
+        (upstream returns the NotFound and is retried with back-off; docs/divergences.md).
         """
         try:
             computed = await runtime.trainjob_status(trainjob)
         except (RuntimeFailure, ApiError) as err:
+            missing = err if isinstance(err, NotFound) else err.__cause__
+            if isinstance(missing, NotFound) and _just_applied(missing, applied):
+                log.debug("applied object not in the cache yet; waiting for its watch event")
+                return status, None
             return status, str(err)
         return (computed if computed is not None else status), None
 
@@ -241,9 +255,29 @@ class TrainJobReconciler:
             trainjob.pop("status")
         try:
             await self.client.status.update(trainjob, field_owner=FIELD_MANAGER)
+        except Conflict:
+            # the cache holds an older TrainJob (typically without our previous status write):
+            # the newer version's watch event reconciles again from it -- cache lag, no error
+            log.debug("status conflict on TrainJob: waiting for its newer version")
+            return None
         except ApiError as err:
             return str(err)
         return None
+
+
+def _just_applied(err: NotFound, applied: Sequence[Json]) -> bool:
+    """Whether the NotFound names an object of ``applied`` (by resource and name)."""
+    details = err.status.get("details") or {}
+    name = details.get("name")
+    kind = str(details.get("kind") or "").lower()  # ``JobSet`` (cache) or ``jobsets`` (server)
+    for obj in applied:
+        meta = obj.get("metadata") or {}
+        if name is not None and meta.get("name") != name:
+            continue
+        if kind and not kind.startswith(str(obj.get("kind", "")).lower()):
+            continue
+        return True
+    return False
 
 
 def set_state(trainjob: Json, status: Json) -> None:

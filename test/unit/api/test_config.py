@@ -36,7 +36,7 @@ SHIPPED = {
         "webhookServiceName": "kubeflow-trainer-controller-manager",
         "webhookSecretName": "kubeflow-trainer-webhook-cert",
     },
-    "clientConnection": {"qps": 50, "burst": 100},
+    "clientConnection": {"qps": 1000, "burst": 2000},
 }
 
 
@@ -57,7 +57,7 @@ def test_empty_config_gets_upstream_defaults() -> None:
             "webhookServiceName": "kubeflow-trainer-controller-manager",
             "webhookSecretName": "kubeflow-trainer-webhook-cert",
         },
-        "clientConnection": {"qps": 50.0, "burst": 100},
+        "clientConnection": {"qps": 1000.0, "burst": 2000},
     }
     # Leader election stays off when absent; groupKindConcurrency stays unset.
     assert cfg.leader_election is None and cfg.controller is None

@@ -6,7 +6,7 @@ import re
 from fractions import Fraction
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from trainer.api.quantity import Format, Quantity, QuantityError, is_quantity
@@ -280,6 +280,7 @@ def test_parse_matches_independent_value(text: str) -> None:
 
 
 @given(quantity_text())
+@example("5000000P")  # beyond E: Go prints 5e21, not the suffix-less mantissa
 def test_printed_form_round_trips_and_is_stable(text: str) -> None:
     q = Quantity(text)
     printed = str(q)

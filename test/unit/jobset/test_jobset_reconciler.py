@@ -243,16 +243,20 @@ async def test_success_policy_completes_and_stops() -> None:
     assert metrics.completed.labels("test-jobset", "default")._value.get() == 1
 
 
-async def test_status_conflict_drops_events_and_is_raised_for_a_rate_limited_retry() -> None:
+async def test_status_conflict_drops_events_and_waits_for_the_newer_jobset() -> None:
     client = RecordingClient(
         two_rjobs(successPolicy={"operator": "Any"}),
         job("test-jobset-b-1", "b", conditions=[cond("Complete")]),
     )
     client.inject_error("status.update", Conflict("conflict", code=409))
     rec, events, _ = reconciler(client)
-    with pytest.raises(Conflict):
-        await rec.reconcile(REQ)
+    # the newer JobSet's watch event reconciles again: no error, no back-off
+    assert await rec.reconcile(REQ) is None
     assert events.items == []
+    # that next pass writes the status and records the events
+    await rec.reconcile(REQ)
+    assert (await get_jobset(client))["status"]["terminalState"] == "Completed"
+    assert events.items == [("Normal", "AllJobsCompleted", "jobset completed successfully")]
 
 
 async def test_inner_error_skips_status_write() -> None:
@@ -471,3 +475,40 @@ async def test_status_update_sends_the_jobset_as_go_reencodes_it() -> None:
         assert replicated["template"]["metadata"] == {}
         assert replicated["template"]["spec"]["template"]["metadata"] == {}
     assert body["status"]["restarts"] == 0
+
+
+class LaggingCache(RecordingClient):
+    """Reads see no Job and no Service yet (their watch events are on the way); writes are live."""
+
+    async def list(self, gvk: Any, **kwargs: Any) -> Any:
+        return [] if gvk == JOB_GVK else await super().list(gvk, **kwargs)
+
+    async def get(self, gvk: Any, name: str, namespace: str | None = None) -> Any:
+        if gvk.kind in ("Job", "Service"):
+            from manager.testing.fake import _not_found
+
+            raise _not_found(gvk, name)
+        return await super().get(gvk, name, namespace)
+
+
+async def test_jobs_and_service_not_yet_in_the_cache_are_no_error() -> None:
+    client = LaggingCache(two_rjobs(network=dns()))
+    rec, events, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-a-0", "test-jobset-b-0", "test-jobset-b-1"]
+    # the JobSet's status event comes back before the Jobs' and the Service's: the creates meet
+    # AlreadyExists for our own objects, which is cache lag: no error, no Warning event
+    assert await rec.reconcile(REQ) is None
+    assert events.items == []
+    assert client.names("Job") == ["test-jobset-a-0", "test-jobset-b-0", "test-jobset-b-1"]
+
+
+async def test_job_of_the_same_name_owned_by_another_jobset_is_still_an_error() -> None:
+    foreign = job("test-jobset-a-0", "a", js_name="other")
+    foreign["metadata"]["ownerReferences"] = [
+        {"apiVersion": c.API_VERSION, "kind": "JobSet", "name": "other", "uid": "other", "controller": True}
+    ]
+    client = RecordingClient(jobset(rjob("a", 1), uid="mine"), foreign)
+    rec, _, _ = reconciler(client)
+    with pytest.raises(Exception, match='job "test-jobset-a-0" creation failed with error'):
+        await rec.reconcile(REQ)

@@ -260,3 +260,19 @@ async def test_finalizer_write_stores_the_runtime_as_go_reencodes_it(kind_name: 
     assert pod_template["metadata"] == {}
     assert pod_template["spec"]["containers"][0]["resources"] == {}
     assert pod_template["spec"]["containers"][0]["name"] == "node"
+
+
+@pytest.mark.parametrize("kind_name", list(KINDS))
+async def test_finalizer_conflict_from_a_stale_cache_is_no_error(kind_name: str) -> None:
+    from manager.client.errors import Conflict
+
+    kind, namespace, req, gvk = KINDS[kind_name]
+    client = fake_client(
+        [runtime("runtime", namespace=namespace), trainjob("tj", runtime_name="runtime", kind=kind_name)]
+    )
+    client.inject_error("update", Conflict("the object has been modified", code=409))
+    reconciler = RuntimeReconciler(client, kind)
+    # the newer runtime's watch event reconciles again: no error, no back-off
+    assert await reconciler.reconcile(req) is None
+    await reconciler.reconcile(req)
+    assert (await client.get(gvk, "runtime", namespace or ""))["metadata"]["finalizers"] == [FINALIZER]

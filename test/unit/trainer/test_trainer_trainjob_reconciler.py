@@ -257,6 +257,66 @@ async def test_apply_of_an_unserved_kind_is_reported_like_any_apply_error() -> N
     assert event.reason == "TrainJobResourcesCreationFailed"
 
 
+class LaggingReader(ClientReader):
+    """A cache that has not seen any JobSet yet (its watch event is still on the way)."""
+
+    lagging = True
+
+    async def get(self, gvk: Any, key: Any) -> Json:
+        if self.lagging and gvk == JOBSET_GVK:
+            from manager.testing.fake import _not_found
+
+            raise _not_found(gvk, key.name)
+        return await super().get(gvk, key)
+
+
+async def test_jobset_not_yet_in_the_cache_after_its_apply_is_no_error() -> None:
+    client = fake_client([node_runtime(), trainjob(suspend=True)])
+    reader = LaggingReader(client)
+    reconciler = TrainJobReconciler(
+        client, new_runtimes(reader, NoIndexer()), FakeRecorder(), now=lambda: NOW
+    )
+    # no ReconcileError (no back-off): the JobSet's own watch event brings the TrainJob back
+    assert await reconciler.reconcile(REQ) is None
+    assert (await client.get(JOBSET_GVK, "test-job", "default"))["spec"]["suspend"] is True
+    assert (await stored_trainjob(client))["status"]["conditions"] == [
+        {**SUSPENDED, "lastTransitionTime": NOW}
+    ]
+    # the watch event: the cache now has the JobSet and its status is mirrored as usual
+    jobset = await client.get(JOBSET_GVK, "test-job", "default")
+    jobs = [{"name": "node", "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 1}]
+    jobset["status"] = {"replicatedJobsStatus": jobs}
+    await client.status.update(jobset)
+    reader.lagging = False
+    assert await reconciler.reconcile(REQ) is None
+    assert (await stored_trainjob(client))["status"]["jobsStatus"] == jobs
+
+
+async def test_jobset_missing_without_an_apply_is_still_an_error() -> None:
+    # a failed apply leaves nothing to wait for: the missing JobSet stays an error (retried)
+    client = fake_client([node_runtime(), trainjob(suspend=True)])
+    reconciler = TrainJobReconciler(
+        client, new_runtimes(LaggingReader(client), NoIndexer()), FakeRecorder(), now=lambda: NOW
+    )
+    client.inject_error("apply", InternalError("etcd is down"))
+    with pytest.raises(ReconcileError, match='jobsets "test-job" not found'):
+        await reconciler.reconcile(REQ)
+
+
+async def test_status_conflict_from_a_stale_cached_trainjob_is_no_error() -> None:
+    from manager.client.errors import Conflict
+
+    reconciler, client, _ = setup(node_runtime(), trainjob(suspend=True))
+    client.inject_error("status.update", Conflict("the object has been modified", code=409))
+    # the newer TrainJob's watch event brings it back: no error, no back-off
+    assert await reconciler.reconcile(REQ) is None
+    assert "status" not in await stored_trainjob(client)
+    assert await reconciler.reconcile(REQ) is None
+    assert (await stored_trainjob(client))["status"]["conditions"] == [
+        {**SUSPENDED, "lastTransitionTime": NOW}
+    ]
+
+
 async def test_state_is_written_only_with_the_trainjob_state_gate() -> None:
     from trainer import features
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from manager import Request, Result
-from manager.client.errors import ApiError, Conflict, NotFound
+from manager.client.errors import AlreadyExists, ApiError, Conflict, NotFound
 from manager.scheme import GroupVersionKind
 from trainer.api import gocodec
 from trainer.api import jobset_constants as c
@@ -110,9 +110,11 @@ class JobSetReconciler:
     async def update_status(self, js: Object, opts: S.ReconcileOpts) -> None:
         """One status PUT with the whole in-memory status, then the queued events.
 
-        A Conflict is raised as it is: the framework's ``Result`` has no ``requeue`` flag, so
-        the rate-limited retry upstream gets from ``Requeue: true`` comes from the error path
-        (see docs/divergences.md, J-3).
+        A Conflict means the cache holds an older JobSet than the server: the newer version's
+        watch event is on its way and reconciles the JobSet again from fresh state, so the
+        conflict is expected cache lag -- no error, no back-off (upstream returns
+        ``Requeue: true``, a rate-limited retry; docs/divergences.md). The events of this pass
+        are dropped, as upstream; the next pass computes them again.
         """
         status = js.setdefault("status", {})
         status["restarts"] = int(status.get("restarts") or 0)  # never omitted, as in Go
@@ -124,8 +126,8 @@ class JobSetReconciler:
             # Upstream's typed Status().Update: the whole struct as Go re-encodes it.
             await self.client.status.update(_JOBSET_CODEC.encode(js))
         except Conflict:
-            log.debug("status conflict on JobSet %s, requeueing", J.name_of(js))
-            raise
+            log.debug("status conflict on JobSet %s: waiting for its newer version", J.name_of(js))
+            return
         for event in opts.events:
             await self.recorder.event(js, event.type, event.reason, event.message)
 
@@ -209,10 +211,23 @@ class JobSetReconciler:
             raise errors[0]
 
     async def create_jobs(self, jobs: list[Object]) -> None:
+        """Create the Jobs, 50 at a time.
+
+        ``AlreadyExists`` for a Job the cache has not seen yet, or has seen owned by the same
+        JobSet, is expected cache lag (our own create of a moment ago), not an error: the Job's
+        watch event brings the JobSet back. A Job of that name owned by something else stays an
+        error, as upstream.
+        """
+
         def create(job: Object) -> Callable[[], Awaitable[None]]:
             async def call() -> None:
                 try:
                     await self.client.create(job)
+                except AlreadyExists as err:
+                    if not await self._is_cache_lag(job):
+                        raise JobCreationError(
+                            f'job "{J.name_of(job)}" creation failed with error: {err}'
+                        ) from err
                 except ApiError as err:
                     raise JobCreationError(
                         f'job "{J.name_of(job)}" creation failed with error: {err}'
@@ -228,6 +243,15 @@ class JobSetReconciler:
             cause = causes[0] if len(causes) == 1 else ExceptionGroup("job creation failed", causes)
             raise JobCreationError("\n".join(str(e) for e in errors)) from cause
 
+    async def _is_cache_lag(self, job: Object) -> bool:
+        meta = J.meta(job)
+        try:
+            cached = await self.client.get(JOB_GVK, J.name_of(job), str(meta.get("namespace") or ""))
+        except NotFound:
+            return True
+        owner = _controller_uid(cached)
+        return owner is not None and owner == _controller_uid(job)
+
     # -- headless Service (2.8) -----------------------------------------------------------------------
 
     async def create_headless_svc_if_necessary(self, js: Object) -> None:
@@ -240,6 +264,8 @@ class JobSetReconciler:
             pass
         try:
             await self.client.create(construct_headless_service(js))
+        except AlreadyExists:
+            return  # the cache has not seen it yet: it exists, as the get above would have said
         except ApiError as err:
             await self.recorder.event(js, "Warning", c.HeadlessServiceCreationFailedReason, str(err))
             raise
@@ -313,6 +339,13 @@ class JobSetReconciler:
             log.error("job %s is missing the %s label", J.name_of(job), c.ReplicatedJobNameKey)
         job.setdefault("spec", {})["suspend"] = False
         await self.client.update(job)
+
+
+def _controller_uid(obj: Object) -> str | None:
+    for ref in J.meta(obj).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return str(ref.get("uid") or "") or None
+    return None
 
 
 def merge_pod_template(job: Object, template: Object) -> None:

@@ -1,0 +1,441 @@
+"""Burst scenario, side by side (issue 12): N TrainJobs on ``torch-distributed`` created at once.
+
+For each side, one after the other (the machine has 2 cores), the conformance harness starts a
+full local control plane (etcd, kube-apiserver, kube-controller-manager, scheduler, KWOK nodes)
+served either by this manager (``ours``: ``python -m trainer`` at its shipped defaults) or by the
+Go jobset v0.10.1 and trainer v2.1.0 managers (``theirs``, at the harness's settings: JobSet
+500/500, its shipped default). Then N suspended (or, with ``--running``, unsuspended) TrainJobs
+are created concurrently and two watches (JobSets, Jobs) time each TrainJob from its create
+returning to its JobSet and to its first Job appearing. Measured per side:
+
+- latency to JobSet and to Job: p50 / p99 / max; total time from the first create to the last Job;
+- manager CPU seconds during the burst and peak RSS (``/proc/<pid>/stat``, ``VmHWM``);
+- API requests by verb and reconcile errors by controller, from the managers' own ``/metrics``
+  (``rest_client_requests_total``, ``controller_runtime_reconcile_errors_total``), as deltas.
+
+Writes ``burst.json`` and ``burst.md`` (a table with ours / Go ratios) into ``--out``.
+
+    python test/bench/burst.py --n 1000            # what ``make bench`` runs
+    python test/bench/burst.py --n 50 --sides ours  # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import ssl
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from trainer.conformance import harness
+from trainer.conformance.kube import Kube
+
+NAMESPACE = "default"
+RUNTIME = "torch-distributed"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+TICKS = os.sysconf("SC_CLK_TCK")
+SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$")
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def say(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+# -- /proc and /metrics -------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        if m:
+            out.append((m.group(1), dict(LABEL.findall(m.group(3) or "")), float(m.group(4))))
+    return out
+
+
+def summarise(samples: Iterable[tuple[str, dict[str, str], float]]) -> dict[str, dict[str, float]]:
+    """``requests``: by HTTP verb; ``codes``: by status code; ``errors``: reconcile errors by controller."""
+    requests: dict[str, float] = {}
+    codes: dict[str, float] = {}
+    errors: dict[str, float] = {}
+    for name, labels, value in samples:
+        if name == "rest_client_requests_total":
+            verb = labels.get("method", "?")
+            requests[verb] = requests.get(verb, 0.0) + value
+            code = labels.get("code", "?")
+            codes[code] = codes.get(code, 0.0) + value
+        elif name == "controller_runtime_reconcile_errors_total":
+            ctrl = labels.get("controller", "?")
+            errors[ctrl] = errors.get(ctrl, 0.0) + value
+    return {"requests": requests, "codes": codes, "errors": errors}
+
+
+def delta(
+    after: dict[str, dict[str, float]], before: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
+    return {key: {k: v - before.get(key, {}).get(k, 0.0) for k, v in after[key].items()} for key in after}
+
+
+async def metrics_token(kube: Kube) -> str | None:
+    """A ServiceAccount token allowed to GET /metrics (the Go JobSet manager serves it with authn/authz)."""
+    objs = [
+        (
+            "/api/v1/namespaces/default/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "bench"}},
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "bench-metrics"},
+                "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+            },
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "bench-metrics"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "bench-metrics",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": "default"}],
+            },
+        ),
+    ]
+    for path, body in objs:
+        await kube.request("POST", path, body)
+    for _ in range(20):
+        status, body = await kube.request(
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts/bench/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 7200},
+            },
+        )
+        if status == 201:
+            return str(body["status"]["token"])
+        await asyncio.sleep(1)
+    return None
+
+
+class Manager:
+    """One manager process of a side and where its /metrics are."""
+
+    def __init__(self, name: str, pid: int, url: str, token: str | None = None) -> None:
+        self.name, self.pid, self.url, self.token = name, pid, url, token
+
+    async def scrape(self, session: aiohttp.ClientSession) -> dict[str, dict[str, float]]:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        try:
+            async with session.get(
+                self.url, headers=headers, ssl=ctx if self.url.startswith("https") else None
+            ) as resp:
+                if resp.status != 200:
+                    say(f"{self.name}: GET {self.url} -> {resp.status}")
+                    return {"requests": {}, "codes": {}, "errors": {}}
+                return summarise(parse_metrics(await resp.text()))
+        except aiohttp.ClientError as err:
+            say(f"{self.name}: GET {self.url} failed: {err}")
+            return {"requests": {}, "codes": {}, "errors": {}}
+
+
+def _bind(address: str) -> str:
+    return address if not address.startswith(":") else f"127.0.0.1{address}"
+
+
+async def managers_of(side: harness.Side, workdir: Path) -> list[Manager]:
+    procs = {p.name: p.pid for p in side.processes if p.pid is not None}
+    if side.name == "ours":
+        cfg = yaml.safe_load((workdir / "ours-manager" / "config.yaml").read_text())
+        return [
+            Manager(
+                "trainer-py", procs["trainer-py"], f"http://{_bind(cfg['metrics']['bindAddress'])}/metrics"
+            )
+        ]
+    js = yaml.safe_load((workdir / "theirs-managers" / "jobset-config.yaml").read_text())
+    tr = yaml.safe_load((workdir / "theirs-managers" / "trainer-config.yaml").read_text())
+    token = await metrics_token(side.kube)
+    return [
+        Manager(
+            "jobset-go", procs["jobset-go"], f"https://{_bind(js['metrics']['bindAddress'])}/metrics", token
+        ),
+        Manager("trainer-go", procs["trainer-go"], f"http://{_bind(tr['metrics']['bindAddress'])}/metrics"),
+    ]
+
+
+# -- the burst ----------------------------------------------------------------------------------
+
+
+class Watcher:
+    """First time each JobSet and each TrainJob's first Job is seen in a watch."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.jobsets: dict[str, float] = {}
+        self.jobs: dict[str, float] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+        self.ready = 0
+
+    async def _watch(self, path: str, seen: dict[str, float], key_of: Any) -> None:
+        cfg = self.kube.config
+        ctx = cfg.ssl_context or False
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session:
+            while True:
+                headers = {"Accept": "application/json"}
+                if auth := await cfg.authorization():
+                    headers["Authorization"] = auth
+                url = cfg.host.rstrip("/") + path + "?watch=true&timeoutSeconds=3600"
+                async with session.get(
+                    url, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
+                ) as resp:
+                    self.ready += 1
+                    async for line in resp.content:
+                        now = time.monotonic()
+                        event = json.loads(line)
+                        if event.get("type") not in ("ADDED", "MODIFIED"):
+                            continue
+                        key = key_of(event["object"])
+                        if key and key not in seen:
+                            seen[key] = now
+
+    def start(self) -> None:
+        self.tasks = [
+            asyncio.create_task(
+                self._watch(
+                    f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets",
+                    self.jobsets,
+                    lambda o: o["metadata"]["name"],
+                )
+            ),
+            asyncio.create_task(
+                self._watch(
+                    f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs",
+                    self.jobs,
+                    lambda o: (o["metadata"].get("labels") or {}).get(JOBSET_LABEL),
+                )
+            ),
+        ]
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def trainjob(name: str, suspend: bool) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"runtimeRef": {"name": RUNTIME}, "suspend": suspend},
+    }
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p99": None, "max": None}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+    return {"p50": at(0.50), "p99": at(0.99), "max": round(ordered[-1], 3)}
+
+
+async def burst(side: harness.Side, workdir: Path, n: int, running: bool, timeout: float) -> dict[str, Any]:
+    managers = await managers_of(side, workdir)
+    watcher = Watcher(side.kube)
+    watcher.start()
+    while watcher.ready < 2:  # noqa: ASYNC110 -- polling a counter
+        await asyncio.sleep(0.1)
+    async with aiohttp.ClientSession() as session:
+        await asyncio.sleep(2)  # let start-up settle before the baseline
+        before = {m.name: await m.scrape(session) for m in managers}
+        cpu_before = {m.name: cpu_seconds(m.pid) for m in managers}
+        created: dict[str, float] = {}
+        failures: list[str] = []
+
+        async def create(name: str) -> None:
+            status, body = await side.kube.create(trainjob(name, not running), NAMESPACE)
+            created[name] = time.monotonic()
+            if status != 201:
+                failures.append(f"{name}: {status} {str(body)[:200]}")
+
+        names = [f"burst-{i:05d}" for i in range(n)]
+        start = time.monotonic()
+        await asyncio.gather(*(create(name) for name in names))
+        created_all = time.monotonic() - start
+        say(f"{side.name}: {n} TrainJobs created in {created_all:.1f}s ({len(failures)} failed)")
+        deadline = start + timeout
+        while time.monotonic() < deadline and (len(watcher.jobsets) < n or len(watcher.jobs) < n):  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+        done = time.monotonic()
+        await asyncio.sleep(3)  # the status writes after the last Job
+        cpu = {m.name: round(cpu_seconds(m.pid) - cpu_before[m.name], 2) for m in managers}
+        after = {m.name: await m.scrape(session) for m in managers}
+        rss = {m.name: round(peak_rss_mb(m.pid), 1) for m in managers}
+    await watcher.stop()
+    to_jobset = [watcher.jobsets[k] - created[k] for k in names if k in watcher.jobsets and k in created]
+    to_job = [watcher.jobs[k] - created[k] for k in names if k in watcher.jobs and k in created]
+    last = max([*watcher.jobs.values(), start]) if watcher.jobs else done
+    requests: dict[str, float] = {}
+    codes: dict[str, float] = {}
+    errors: dict[str, float] = {}
+    for m in managers:
+        d = delta(after[m.name], before[m.name])
+        for verb, v in d["requests"].items():
+            requests[verb] = requests.get(verb, 0.0) + v
+        for code, v in d.get("codes", {}).items():
+            codes[code] = codes.get(code, 0.0) + v
+        for ctrl, v in d["errors"].items():
+            if v:
+                errors[f"{m.name}/{ctrl}"] = v
+    return {
+        "side": side.name,
+        "n": n,
+        "running": running,
+        "create_failures": failures[:10],
+        "create_failures_count": len(failures),
+        "created_all_s": round(created_all, 2),
+        "jobsets_seen": len(watcher.jobsets),
+        "jobs_seen": len(watcher.jobs),
+        "to_jobset_s": percentiles(to_jobset),
+        "to_job_s": percentiles(to_job),
+        "total_s": round(last - start, 2),
+        "cpu_s": cpu,
+        "cpu_s_total": round(sum(cpu.values()), 2),
+        "peak_rss_mb": rss,
+        "peak_rss_mb_total": round(sum(rss.values()), 1),
+        "requests_by_verb": {k: int(v) for k, v in sorted(requests.items())},
+        "requests_total": int(sum(requests.values())),
+        "responses_by_code": {k: int(v) for k, v in sorted(codes.items()) if v},
+        "conflicts": int(codes.get("409", 0.0)),
+        "reconcile_errors": {k: int(v) for k, v in sorted(errors.items())},
+        "reconcile_errors_total": int(sum(errors.values())),
+    }
+
+
+async def run_side(name: str, n: int, running: bool, timeout: float) -> dict[str, Any]:
+    workdir = harness.new_workdir()
+    say(f"{name}: starting the control plane and the managers in {workdir}")
+    side = await (harness.start_ours(workdir) if name == "ours" else harness.start_theirs(workdir))
+    try:
+        return await burst(side, workdir, n, running, timeout)
+    finally:
+        await side.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a is not None and b else "n/a"
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    ours, theirs = results.get("ours"), results.get("theirs")
+    sides = [s for s in (ours, theirs) if s is not None]
+    rows: list[tuple[str, list[float | None]]] = []
+    for key, label in (("to_jobset_s", "TrainJob to JobSet"), ("to_job_s", "TrainJob to Job")):
+        for q in ("p50", "p99", "max"):
+            rows.append((f"{label} {q} (s)", [s[key][q] for s in sides]))
+    rows.append(("total, first create to last Job (s)", [s["total_s"] for s in sides]))
+    rows.append(("manager CPU (s)", [s["cpu_s_total"] for s in sides]))
+    rows.append(("peak RSS (MB)", [s["peak_rss_mb_total"] for s in sides]))
+    verbs = sorted({v for s in sides for v in s["requests_by_verb"]})
+    for verb in verbs:
+        rows.append((f"API requests {verb}", [s["requests_by_verb"].get(verb, 0) for s in sides]))
+    rows.append(("API requests total", [s["requests_total"] for s in sides]))
+    rows.append(("409 Conflict responses", [s.get("conflicts") for s in sides]))
+    rows.append(("reconcile errors", [s["reconcile_errors_total"] for s in sides]))
+    head = ["", *(("ours" if s is ours else "Go trainer + Go jobset") for s in sides)]
+    if ours and theirs:
+        head.append("ours / Go")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, values in rows:
+        cells = [label, *("n/a" if v is None else f"{v:g}" for v in values)]
+        if ours and theirs:
+            cells.append(_ratio(values[0], values[1]))
+        lines.append("| " + " | ".join(cells) + " |")
+    first = sides[0]
+    mode = "running" if first["running"] else "suspended"
+    detail = "; ".join(
+        f"{s['side']}: CPU {s['cpu_s']}, RSS {s['peak_rss_mb']}, errors {s['reconcile_errors'] or 0}"
+        for s in sides
+    )
+    return (
+        f"{first['n']} {mode} TrainJobs on `{RUNTIME}` created at once.\n\n"
+        + "\n".join(lines)
+        + f"\n\n{detail}\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=1000, help="TrainJobs in the burst (default 1000)")
+    parser.add_argument("--sides", default="ours,theirs", help="ours, theirs or both (default both)")
+    parser.add_argument("--running", action="store_true", help="unsuspended TrainJobs (pods on KWOK nodes)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the Jobs")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where burst.json/.md go")
+    args = parser.parse_args(argv)
+    results: dict[str, dict[str, Any]] = {}
+    for name in [s.strip() for s in args.sides.split(",") if s.strip()]:
+        if name not in ("ours", "theirs"):
+            parser.error(f"--sides: unknown side {name!r} (ours, theirs)")
+        results[name] = asyncio.run(run_side(name, args.n, args.running, args.timeout))
+        say(json.dumps(results[name]))
+    args.out.mkdir(parents=True, exist_ok=True)
+    suffix = "-running" if args.running else ""
+    (args.out / f"burst{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
+    report = table(results)
+    (args.out / f"burst{suffix}.md").write_text(report)
+    print(report)
+    incomplete = [
+        r["side"] for r in results.values() if r["jobs_seen"] < r["n"] or r["create_failures_count"]
+    ]
+    if incomplete:
+        say(f"incomplete burst on: {', '.join(incomplete)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
