@@ -397,11 +397,9 @@ class Quantity:
         while exponent % 3:
             mantissa *= 10
             exponent -= 1
-        if fmt is Format.DECIMAL_SI and exponent in _DECIMAL_BY_EXPONENT:
-            return f"{mantissa}{_DECIMAL_BY_EXPONENT[exponent]}"
-        # Go's suffixer falls through to the exponent form where no SI suffix exists (beyond
-        # E or below n): 5000000P prints as 5e21.
-        return f"{mantissa}e{exponent}" if exponent else str(mantissa)
+        if fmt is Format.DECIMAL_EXPONENT:
+            return f"{mantissa}e{exponent}" if exponent else str(mantissa)
+        return f"{mantissa}{_DECIMAL_BY_EXPONENT.get(exponent, '')}"
 
     def __str__(self) -> str:
         """Go's ``String()``: the remembered canonical input, else the canonical form."""
