@@ -7,9 +7,13 @@ KWOK runs no code, so the test does what the trainer pod's ``kubeflow`` SDK
 path and token path from the env the manager injected into that pod, and POST
 ``{"trainerStatus": {...}}`` with ``Authorization: Bearer <token>``. The token is a real one of
 the pod's ServiceAccount, issued by TokenRequest bound to the pod with the audience from the
-pod's projected volume; the CA is the one in the ConfigMap the manager built for the pod. The
-SDK itself is not installed: it needs ``kubeflow-trainer-api>=2.3`` while the test extra pins
-2.1.0, so the requests below are the SDK's, field for field.
+pod's projected volume; the CA is the one in the ConfigMap the manager built for the pod.
+
+The SDK needs ``kubeflow-trainer-api>=2.3`` while the test extra pins 2.1.0, so it is installed
+into a virtualenv of its own, and its ``update_trainjob_status()`` runs there, unchanged, with
+the injected env pointing at the token and CA files the kubelet would mount. Only the cluster
+DNS is emulated: the Service name in the URL resolves to 127.0.0.1, where the manager listens.
+The other requests (wrong tokens, garbage bodies) are the SDK's, field for field, sent directly.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import base64
 import json
 import signal
 import ssl
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -212,6 +217,51 @@ async def pod_token(full_cluster: Environment, pod: Json, audience: str) -> str:
     return str(body["status"]["token"])
 
 
+SDK_VERSION = "0.5.0"
+
+# Runs in the SDK's virtualenv as the trainer pod's code would; cluster DNS is emulated by
+# resolving the Service's name to loopback. Exit 0 only when update_trainjob_status() says sent.
+SDK_SCRIPT = """
+import socket, sys
+service = sys.argv[1]
+real = socket.getaddrinfo
+def resolve(host, *args, **kwargs):
+    return real("127.0.0.1" if host == service else host, *args, **kwargs)
+socket.getaddrinfo = resolve
+from kubeflow.trainer import update_trainjob_status
+sent = update_trainjob_status(progress_percent=77, estimated_remaining_seconds=600, metrics={"loss": 0.125})
+sys.exit(0 if sent else 3)
+"""
+
+
+@pytest.fixture(scope="module")
+def sdk_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtualenv with PyPI's ``kubeflow`` SDK (its own dependency set)."""
+    venv = tmp_path_factory.mktemp("kubeflow-sdk") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", f"kubeflow=={SDK_VERSION}"], check=True, timeout=600
+    )
+    return python
+
+
+def run_sdk(python: Path, env: dict[str, str], token: str, ca_pem: str, mounts: Path) -> int:
+    """``update_trainjob_status()`` with the pod's env, the token and CA where the pod mounts them."""
+    token_path, ca_path = mounts / "token", mounts / "ca.crt"
+    token_path.write_text(token)
+    ca_path.write_text(ca_pem)
+    pod_env = {
+        "PATH": "/usr/bin:/bin",
+        "KUBEFLOW_TRAINER_SERVER_URL": env["KUBEFLOW_TRAINER_SERVER_URL"],
+        "KUBEFLOW_TRAINER_SERVER_CA_CERT": str(ca_path),
+        "KUBEFLOW_TRAINER_SERVER_TOKEN": str(token_path),
+    }
+    host = str(urlsplit(env["KUBEFLOW_TRAINER_SERVER_URL"]).hostname)
+    done = subprocess.run([str(python), "-c", SDK_SCRIPT, host], env=pod_env, timeout=60, check=False)
+    return done.returncode
+
+
 async def sdk_post(url: str, ca_pem: str, token: str, payload: bytes | Json) -> tuple[int, Any]:
     """What ``update_trainjob_status()`` sends (requests.post(url, json=..., headers=..., verify=ca)).
 
@@ -263,7 +313,11 @@ async def table(full_cluster: Environment, ns: str) -> Json:
 
 
 async def test_sdk_update_lands_and_is_authorised_per_trainjob(
-    progress_product: tuple[Client, int], full_cluster: Environment, full_namespace: str
+    progress_product: tuple[Client, int],
+    full_cluster: Environment,
+    full_namespace: str,
+    sdk_python: Path,
+    tmp_path: Path,
 ) -> None:
     client, status_port = progress_product
     ns = full_namespace
@@ -314,6 +368,13 @@ async def test_sdk_update_lands_and_is_authorised_per_trainjob(
     assert row["cells"][columns.index("Progress")] == 42
     assert row["cells"][columns.index("ETA")] == 1800
 
+    # the SDK itself, unchanged, with the env the manager injected into the pod
+    assert await asyncio.to_thread(run_sdk, sdk_python, env, token_a, ca_pem, tmp_path) == 0
+    trainer_status = (await client.get(TJ, "progress-a", ns))["status"]["trainerStatus"]
+    assert trainer_status["progressPercentage"] == 77
+    assert trainer_status["estimatedRemainingSeconds"] == 600
+    assert trainer_status["metrics"] == [{"name": "loss", "value": "0.125"}]
+
     # a pod of another TrainJob, even with a token for this TrainJob's audience: 403
     token_b = await pod_token(full_cluster, pod_b, audience)
     code, answer = await sdk_post(url, ca_pem, token_b, sdk_body(99, 1, {}))
@@ -352,7 +413,7 @@ async def test_sdk_update_lands_and_is_authorised_per_trainjob(
         assert code == 400, answer
         assert needle in answer["message"]
     tj = await client.get(TJ, "progress-a", ns)
-    assert tj["status"]["trainerStatus"]["progressPercentage"] == 42
+    assert tj["status"]["trainerStatus"]["progressPercentage"] == 77
     try:
         other = await client.get(TJ, "progress-b", ns)
     except NotFound:
