@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,8 +47,11 @@ def _pip(*args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def example_plugin() -> Iterator[None]:
-    _pip("install", "--no-deps", "--no-cache-dir", str(PACKAGE))  # builds with PyPI setuptools
+def example_plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # Built from a copy: setuptools writes build/ and *.egg-info next to the sources it builds.
+    source = tmp_path_factory.mktemp("plugin") / PACKAGE.name
+    shutil.copytree(PACKAGE, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    _pip("install", "--no-deps", "--no-cache-dir", str(source))  # builds with PyPI setuptools
     try:
         yield
     finally:
