@@ -186,6 +186,9 @@ def test_the_rendered_configuration_is_one_the_manager_accepts(tmp_path: Path) -
                 "webhook": {"port": 9444},
                 "controller": {"groupKindConcurrency": {"trainJob": 12}},
                 "clientConnection": {"qps": 7.5, "burst": 15},
+                "featureGates": {"TrainJobStatus": True},
+                "statusServer": {"port": 10444, "qps": 3, "burst": 6},
+                "runtimePlugins": ["example"],
             }
         }
     }
@@ -205,9 +208,14 @@ def test_the_rendered_configuration_is_one_the_manager_accepts(tmp_path: Path) -
     assert cfg.cert_management.webhook_secret_name == "kubeflow-trainer-webhook-cert"
     # The ports follow the Configuration.
     ports = {p["name"]: p["containerPort"] for p in container(objs)["ports"]}
-    assert ports == {"webhook-server": 9444, "metrics": 9090, "health": 8081}
+    assert ports == {"webhook-server": 9444, "metrics": 9090, "health": 8081, "status-server": 10444}
     service = one(objs, "Service", MANAGER)
     assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]}["webhook-server"] == 9444
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]}["status-server"] == 10444
+    # Beyond v2.1: gates, the status server and plugins pass through as the manager reads them.
+    assert cfg.feature_gates == {"TrainJobStatus": True}
+    assert cfg.status_server is not None and cfg.status_server.port == 10444
+    assert cfg.runtime_plugins == ["example"]
 
 
 def test_fullname_override_renames_objects_and_keeps_every_reference(tmp_path: Path) -> None:
@@ -390,7 +398,11 @@ def test_webhook_secret_and_service_are_rendered_by_default() -> None:
     assert secret["metadata"]["namespace"] == NS and not secret.get("data")
     service = one(objs, "Service", MANAGER)
     ports = {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"]}
-    assert ports == {"webhook-server": (443, 9443), "monitoring-port": (8080, 8080)}
+    assert ports == {
+        "webhook-server": (443, 9443),
+        "monitoring-port": (8080, 8080),
+        "status-server": (10443, 10443),
+    }
 
 
 # -- runtimes -------------------------------------------------------------------------------
