@@ -62,10 +62,12 @@ async def running_manager(
     ca: TinyCA | None = None,
     dns: Sequence[str] = ("localhost",),
     ready_timeout: float = 60,
+    log_format: str | None = "json",
 ) -> AsyncIterator[RunningManager]:
     """The manager against ``env``, ready; ``config`` entries override the defaults (metrics off).
 
-    ``ca`` (a new one by default) signs the serving certificate for ``dns`` and 127.0.0.1.
+    ``ca`` (a new one by default) signs the serving certificate for ``dns`` and 127.0.0.1;
+    ``log_format=None`` leaves the log flags to ``args``.
     """
     ca = ca or TinyCA("trainer-test-webhook-ca")
     ca.issue_server("localhost", ips=["127.0.0.1"], dns=list(dns)).write(
@@ -93,7 +95,7 @@ async def running_manager(
         f"--kubeconfig={env.kubeconfig}",
         f"--webhook-cert-dir={tmp_path}",
         *args,
-        "--log-format=json",
+        *([f"--log-format={log_format}"] if log_format else []),
         cwd=ROOT,
         stdout=log_file,
         stderr=asyncio.subprocess.STDOUT,
