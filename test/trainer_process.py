@@ -63,16 +63,22 @@ async def running_manager(
     dns: Sequence[str] = ("localhost",),
     ready_timeout: float = 60,
     log_format: str | None = "json",
+    cert_dir: Path | None = None,
+    wait_ready: bool = True,
 ) -> AsyncIterator[RunningManager]:
     """The manager against ``env``, ready; ``config`` entries override the defaults (metrics off).
 
     ``ca`` (a new one by default) signs the serving certificate for ``dns`` and 127.0.0.1;
-    ``log_format=None`` leaves the log flags to ``args``.
+    ``log_format=None`` leaves the log flags to ``args``. With ``cert_dir`` the manager reads its
+    certificates there and none is issued (the test or the rotator writes them); with
+    ``wait_ready=False`` the manager is yielded as soon as it is started.
     """
     ca = ca or TinyCA("trainer-test-webhook-ca")
-    ca.issue_server("localhost", ips=["127.0.0.1"], dns=list(dns)).write(
-        tmp_path / "tls.crt", tmp_path / "tls.key"
-    )
+    if cert_dir is None:
+        cert_dir = tmp_path
+        ca.issue_server("localhost", ips=["127.0.0.1"], dns=list(dns)).write(
+            tmp_path / "tls.crt", tmp_path / "tls.key"
+        )
     health, port = f"127.0.0.1:{free_port()}", free_port()
     full: Json = {
         "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
@@ -93,7 +99,7 @@ async def running_manager(
         "trainer",
         f"--config={tmp_path / 'config.yaml'}",
         f"--kubeconfig={env.kubeconfig}",
-        f"--webhook-cert-dir={tmp_path}",
+        f"--webhook-cert-dir={cert_dir}",
         *args,
         *([f"--log-format={log_format}"] if log_format else []),
         cwd=ROOT,
@@ -103,7 +109,10 @@ async def running_manager(
     try:
         async with aiohttp.ClientSession() as http:
             manager = RunningManager(proc, full, health, port, ca, log_path, http)
-            await eventually(manager.ready, timeout=ready_timeout, message="the manager never became ready")
+            if wait_ready:
+                await eventually(
+                    manager.ready, timeout=ready_timeout, message="the manager never became ready"
+                )
             yield manager
     finally:
         if proc.returncode is None:
