@@ -28,10 +28,10 @@ from test_in_cluster import (
     TRAINJOB_GVK,
     _port_443_free,
     manager_as_the_pod_runs_it,
+    service_to_localhost,
 )
 
 from manager.client import Client
-from manager.client.patch import Patch
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment, assets
@@ -77,22 +77,7 @@ async def test_the_helm_chart_runs_a_trainjob_through_the_service_with_rotated_c
         client = Client(admin.transport, admin.mapper, field_owner="e2e")
         service = await client.get(SERVICE_GVK, NAME, NS)
         assert service["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
-        await client.patch(
-            service,
-            Patch.merge(
-                {
-                    "spec": {
-                        "type": "ExternalName",
-                        "externalName": "localhost",
-                        "clusterIP": None,
-                        "clusterIPs": None,
-                        "ipFamilies": None,
-                        "ipFamilyPolicy": None,
-                        "internalTrafficPolicy": None,
-                    }
-                }
-            ),
-        )
+        await service_to_localhost(client, service)
         work = tmp_path / "pod"
         work.mkdir()
         async with (

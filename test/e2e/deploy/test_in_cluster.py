@@ -63,6 +63,26 @@ JOBSET_GVK = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
 Json = dict[str, Any]
 
 
+async def service_to_localhost(client: Client, service: Json) -> None:
+    """The Service as an ExternalName for localhost, where the test runs the manager (its ports kept)."""
+    await client.patch(
+        service,
+        Patch.merge(
+            {
+                "spec": {
+                    "type": "ExternalName",
+                    "externalName": "localhost",
+                    "clusterIP": None,
+                    "clusterIPs": None,
+                    "ipFamilies": None,
+                    "ipFamilyPolicy": None,
+                    "internalTrafficPolicy": None,
+                }
+            }
+        ),
+    )
+
+
 def _trainjob(name: str, runtime: str) -> Json:
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
@@ -248,22 +268,7 @@ async def test_config_default_runs_a_trainjob_through_the_service_with_rotated_c
         # The only change to the shipped objects: the Service resolves to loopback.
         service = await client.get(SERVICE_GVK, NAME, NS)
         ports = service["spec"]["ports"]
-        await client.patch(
-            service,
-            Patch.merge(
-                {
-                    "spec": {
-                        "type": "ExternalName",
-                        "externalName": "localhost",
-                        "clusterIP": None,
-                        "clusterIPs": None,
-                        "ipFamilies": None,
-                        "ipFamilyPolicy": None,
-                        "internalTrafficPolicy": None,
-                    }
-                }
-            ),
-        )
+        await service_to_localhost(client, service)
         service = await client.get(SERVICE_GVK, NAME, NS)
         assert (service["spec"]["type"], service["spec"]["externalName"]) == ("ExternalName", "localhost")
         assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [
