@@ -1,5 +1,6 @@
 """Helpers of the deployment e2e tests (a unique module name: ``conftest`` is ambiguous on
-sys.path): the wheel the image would install, clusters of their own, the cached kubectl.
+sys.path): the wheel the image would install, clusters of their own, the cached kubectl, the
+three webhook configurations every deployment registers, the wait for a manager's /readyz.
 
 The wheel is built from this checkout and installed with its dependencies into a clean
 virtual environment outside the repository, as the Dockerfile does: a module or package file
@@ -17,12 +18,60 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from manager.envtest import Environment, assets
+from manager.scheme import GroupVersionKind
+from manager.testing import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 CONSOLE_SCRIPT = "trainer-controller-manager"
+WEBHOOK_CONFIGURATIONS = (
+    (
+        GroupVersionKind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
+        "validator.trainer.kubeflow.org",
+    ),
+    (
+        GroupVersionKind("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration"),
+        "jobset-mutating-webhook-configuration",
+    ),
+    (
+        GroupVersionKind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
+        "jobset-validating-webhook-configuration",
+    ),
+)
+
+
+def _read(path: Path) -> str:
+    return path.read_text()
+
+
+async def wait_until_ready(
+    http: aiohttp.ClientSession,
+    probe: str,
+    log_path: Path,
+    *,
+    proc: asyncio.subprocess.Process | None = None,
+    traceback_free: bool = False,
+    message: str = "the manager never became ready",
+) -> None:
+    """Until ``{probe}/readyz`` answers 200; fails early if ``proc`` exited or (``traceback_free``)
+    the log shows a Python traceback."""
+
+    async def ready() -> None:
+        log = _read(log_path)
+        if proc is not None:
+            assert proc.returncode is None, log[-3000:]
+        if traceback_free:
+            assert "Traceback" not in log, log[-3000:]
+        try:
+            async with http.get(f"{probe}/readyz") as r:
+                assert r.status == 200, await r.text()
+        except aiohttp.ClientConnectionError as err:
+            raise AssertionError(f"probe not answering: {err}") from err
+
+    await eventually(ready, timeout=120, message=message)
 
 
 @dataclass(frozen=True)

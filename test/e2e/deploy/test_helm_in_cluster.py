@@ -17,9 +17,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from deploy_e2e import ROOT, Installed, own_cluster
+from deploy_e2e import ROOT, WEBHOOK_CONFIGURATIONS, Installed, own_cluster, wait_until_ready
 from test_in_cluster import (
-    CONFIGURATIONS,
     JOBSET_GVK,
     NAME,
     NS,
@@ -29,10 +28,10 @@ from test_in_cluster import (
     TRAINJOB_GVK,
     _port_443_free,
     manager_as_the_pod_runs_it,
+    service_to_localhost,
 )
 
 from manager.client import Client
-from manager.client.patch import Patch
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment, assets
@@ -78,40 +77,16 @@ async def test_the_helm_chart_runs_a_trainjob_through_the_service_with_rotated_c
         client = Client(admin.transport, admin.mapper, field_owner="e2e")
         service = await client.get(SERVICE_GVK, NAME, NS)
         assert service["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
-        await client.patch(
-            service,
-            Patch.merge(
-                {
-                    "spec": {
-                        "type": "ExternalName",
-                        "externalName": "localhost",
-                        "clusterIP": None,
-                        "clusterIPs": None,
-                        "ipFamilies": None,
-                        "ipFamilyPolicy": None,
-                        "internalTrafficPolicy": None,
-                    }
-                }
-            ),
-        )
+        await service_to_localhost(client, service)
         work = tmp_path / "pod"
         work.mkdir()
         async with (
             manager_as_the_pod_runs_it(cluster, client, installed_wheel, work) as (probe, log_path, _state),
             aiohttp.ClientSession() as http,
         ):
-
-            async def ready() -> None:
-                assert "Traceback" not in log_path.read_text(), log_path.read_text()[-3000:]
-                try:
-                    async with http.get(f"{probe}/readyz") as r:
-                        assert r.status == 200, await r.text()
-                except aiohttp.ClientConnectionError as err:
-                    raise AssertionError(f"probe not answering: {err}") from err
-
-            await eventually(ready, timeout=120, message="the manager never became ready")
+            await wait_until_ready(http, probe, log_path, traceback_free=True)
             secret = await client.get(SECRET_GVK, SECRET, NS)
-            for gvk, name in CONFIGURATIONS:
+            for gvk, name in WEBHOOK_CONFIGURATIONS:
                 hooks = (await client.get(gvk, name))["webhooks"]
                 assert {h["clientConfig"]["caBundle"] for h in hooks} == {secret["data"]["ca.crt"]}, name
 

@@ -39,7 +39,7 @@ from urllib.parse import urlparse
 import aiohttp
 import pytest
 import yaml
-from deploy_e2e import ROOT, Installed, kubectl, own_cluster
+from deploy_e2e import ROOT, WEBHOOK_CONFIGURATIONS, Installed, kubectl, own_cluster, wait_until_ready
 
 from manager.client import Client, NotFound
 from manager.client.errors import ApiError
@@ -60,21 +60,27 @@ CONFIGMAP_GVK = GroupVersionKind("", "v1", "ConfigMap")
 DEPLOYMENT_GVK = GroupVersionKind("apps", "v1", "Deployment")
 TRAINJOB_GVK = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainJob")
 JOBSET_GVK = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
-CONFIGURATIONS = (
-    (
-        GroupVersionKind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
-        "validator.trainer.kubeflow.org",
-    ),
-    (
-        GroupVersionKind("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration"),
-        "jobset-mutating-webhook-configuration",
-    ),
-    (
-        GroupVersionKind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
-        "jobset-validating-webhook-configuration",
-    ),
-)
 Json = dict[str, Any]
+
+
+async def service_to_localhost(client: Client, service: Json) -> None:
+    """The Service as an ExternalName for localhost, where the test runs the manager (its ports kept)."""
+    await client.patch(
+        service,
+        Patch.merge(
+            {
+                "spec": {
+                    "type": "ExternalName",
+                    "externalName": "localhost",
+                    "clusterIP": None,
+                    "clusterIPs": None,
+                    "ipFamilies": None,
+                    "ipFamilyPolicy": None,
+                    "internalTrafficPolicy": None,
+                }
+            }
+        ),
+    )
 
 
 def _trainjob(name: str, runtime: str) -> Json:
@@ -262,22 +268,7 @@ async def test_config_default_runs_a_trainjob_through_the_service_with_rotated_c
         # The only change to the shipped objects: the Service resolves to loopback.
         service = await client.get(SERVICE_GVK, NAME, NS)
         ports = service["spec"]["ports"]
-        await client.patch(
-            service,
-            Patch.merge(
-                {
-                    "spec": {
-                        "type": "ExternalName",
-                        "externalName": "localhost",
-                        "clusterIP": None,
-                        "clusterIPs": None,
-                        "ipFamilies": None,
-                        "ipFamilyPolicy": None,
-                        "internalTrafficPolicy": None,
-                    }
-                }
-            ),
-        )
+        await service_to_localhost(client, service)
         service = await client.get(SERVICE_GVK, NAME, NS)
         assert (service["spec"]["type"], service["spec"]["externalName"]) == ("ExternalName", "localhost")
         assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [
@@ -290,21 +281,12 @@ async def test_config_default_runs_a_trainjob_through_the_service_with_rotated_c
             manager_as_the_pod_runs_it(cluster, client, installed_wheel, work) as (probe, log_path, state),
             aiohttp.ClientSession() as http,
         ):
-
-            async def ready() -> None:
-                assert "Traceback" not in log_path.read_text(), log_path.read_text()[-3000:]
-                try:
-                    async with http.get(f"{probe}/readyz") as r:
-                        assert r.status == 200, await r.text()
-                except aiohttp.ClientConnectionError as err:
-                    raise AssertionError(f"probe not answering: {err}") from err
-
-            await eventually(ready, timeout=120, message="the manager never became ready")
+            await wait_until_ready(http, probe, log_path, traceback_free=True)
 
             # The rotator filled the Secret and injected its CA into all three configurations.
             secret = await client.get(SECRET_GVK, SECRET, NS)
             assert sorted(secret["data"]) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
-            for gvk, name in CONFIGURATIONS:
+            for gvk, name in WEBHOOK_CONFIGURATIONS:
                 hooks = (await client.get(gvk, name))["webhooks"]
                 assert {h["clientConfig"]["caBundle"] for h in hooks} == {secret["data"]["ca.crt"]}, name
                 assert {json.dumps(h["clientConfig"]["service"], sort_keys=True) for h in hooks} == {

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from deploy_e2e import ROOT, own_cluster
+from deploy_e2e import ROOT, WEBHOOK_CONFIGURATIONS, own_cluster, wait_until_ready
 
 from manager.client import Client, NotFound
 from manager.cluster import Cluster
@@ -37,20 +37,6 @@ CRD_GVK = GroupVersionKind("apiextensions.k8s.io", "v1", "CustomResourceDefiniti
 RUNTIME_GVK = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime")
 TRAINJOB_GVK = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainJob")
 NAMESPACE_GVK = GroupVersionKind("", "v1", "Namespace")
-WEBHOOK_CONFIGURATIONS = (
-    (
-        GroupVersionKind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
-        "validator.trainer.kubeflow.org",
-    ),
-    (
-        GroupVersionKind("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration"),
-        "jobset-mutating-webhook-configuration",
-    ),
-    (
-        GroupVersionKind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
-        "jobset-validating-webhook-configuration",
-    ),
-)
 
 
 @pytest.fixture(scope="module")
@@ -92,16 +78,9 @@ async def make_run(env: Environment, work: Path, **variables: str) -> AsyncItera
         )
     try:
         async with aiohttp.ClientSession() as http:
-
-            async def ready() -> None:
-                assert proc.returncode is None, log_path.read_text()[-3000:]
-                try:
-                    async with http.get(f"http://127.0.0.1:{health}/readyz") as r:
-                        assert r.status == 200, await r.text()
-                except aiohttp.ClientConnectionError as err:
-                    raise AssertionError(f"probe not answering: {err}") from err
-
-            await eventually(ready, timeout=120, message="make run never became ready")
+            await wait_until_ready(
+                http, f"http://127.0.0.1:{health}", log_path, proc=proc, message="make run never became ready"
+            )
         yield log_path.read_text(), log_path
     finally:
         if proc.returncode is None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import signal
 import ssl
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 import yaml
+from trainer_process import running_manager, shipped_webhooks
 
 from manager.client import Client, NotFound
 from manager.cluster import Cluster
@@ -53,21 +53,6 @@ SERVICE = "kubeflow-trainer-controller-manager"
 Json = dict[str, Any]
 
 
-def webhook_configurations(namespace: str) -> list[Json]:
-    """The shipped webhook configurations, the namespaced webhooks limited to ``namespace``
-    (as test_trainer_e2e does)."""
-    docs: list[Json] = []
-    for path in sorted((ROOT / "config" / "webhook").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if not isinstance(doc, dict) or not doc.get("kind", "").endswith("WebhookConfiguration"):
-                continue
-            for hook in doc.get("webhooks", []):
-                if hook["name"] != "validator.clustertrainingruntime.trainer.kubeflow.org":
-                    hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-            docs.append(doc)
-    return docs
-
-
 @pytest.fixture
 async def progress_product(
     full_cluster: Environment, full_namespace: str, tmp_path: Path
@@ -75,9 +60,6 @@ async def progress_product(
     """The manager with the gate on, the gate's CRD, the webhook Secret with the CA, the torch runtime."""
     await full_cluster.install_crds([ROOT / "config" / "progress" / "crd"])
     ca = TinyCA("trainer-e2e-status-ca")
-    ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost", f"{SERVICE}.{MANAGER_NS}.svc"]).write(
-        tmp_path / "tls.crt", tmp_path / "tls.key"
-    )
     await full_cluster.apply(
         "/api/v1/namespaces/" + MANAGER_NS,
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MANAGER_NS}},
@@ -89,78 +71,40 @@ async def progress_product(
         "data": {"ca.crt": base64.b64encode(ca.cert_pem).decode()},
     }
     await full_cluster.apply(f"/api/v1/namespaces/{MANAGER_NS}/secrets/kubeflow-trainer-webhook-cert", secret)
-    health, port, status_port = f"127.0.0.1:{free_port()}", free_port(), free_port()
-    config = {
-        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
-        "kind": "Configuration",
-        "health": {"healthProbeBindAddress": health},
-        "metrics": {"bindAddress": "0"},
-        "webhook": {"port": port, "host": "127.0.0.1"},
-        "certManagement": {"enable": False},
-        "statusServer": {"port": status_port},
-        "featureGates": {"TrainJobStatus": True},
-    }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    log_path = tmp_path / "manager.log"
-    log_file = log_path.open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "trainer",
-        f"--config={tmp_path / 'config.yaml'}",
-        f"--kubeconfig={full_cluster.kubeconfig}",
-        f"--webhook-cert-dir={tmp_path}",
-        "--controllers=jobset,trainer",
-        "--log-format=json",
-        cwd=ROOT,
-        stdout=log_file,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    status_port = free_port()
+    config = {"statusServer": {"port": status_port}, "featureGates": {"TrainJobStatus": True}}
     try:
-        async with aiohttp.ClientSession() as http:
-
-            async def ready() -> None:
-                assert proc.returncode is None, log_path.read_text()[-3000:]
-                try:
-                    async with http.get(f"http://{health}/readyz") as r:
-                        assert r.status == 200, await r.text()
-                except aiohttp.ClientConnectionError as err:
-                    raise AssertionError(str(err)) from err
-
-            await eventually(ready, timeout=90, message="the manager never became ready")
-        hooks = webhook_configurations(full_namespace)
-        (tmp_path / "webhooks.yaml").write_text(yaml.safe_dump_all(hooks))
-        await full_cluster.install_webhooks(
-            [tmp_path / "webhooks.yaml"], host="127.0.0.1", port=port, ca_bundle=ca.cert_pem
-        )
-        # The shipped torch runtime as a TrainingRuntime of the test namespace whose pods name
-        # their ServiceAccount: this local API server runs without the ServiceAccount admission
-        # plugin (envtest's default), which in a real cluster sets ``default`` on every pod, and
-        # a projected token needs one.
-        runtime = yaml.safe_load((ROOT / "config" / "runtimes" / "torch-distributed.yaml").read_text())
-        runtime["kind"] = "TrainingRuntime"
-        runtime["metadata"] = {"name": "torch-progress", "namespace": full_namespace}
-        for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
-            rjob["template"]["spec"]["template"]["spec"]["serviceAccountName"] = "default"
-        (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(runtime))
-        await full_cluster.apply_manifests([tmp_path / "runtime.yaml"], field_manager="e2e")
-        rest = await load_kubeconfig(full_cluster.kubeconfig)
-        async with Cluster(rest, field_owner="e2e") as cluster:
-            yield Client(cluster.transport, cluster.mapper, field_owner="e2e"), status_port
+        async with (
+            running_manager(
+                full_cluster,
+                tmp_path,
+                config,
+                args=["--controllers=jobset,trainer"],
+                ca=ca,
+                dns=["localhost", f"{SERVICE}.{MANAGER_NS}.svc"],
+                ready_timeout=90,
+            ) as manager,
+            shipped_webhooks(full_cluster, full_namespace, tmp_path, manager),
+        ):
+            # The shipped torch runtime as a TrainingRuntime of the test namespace whose pods name
+            # their ServiceAccount: this local API server runs without the ServiceAccount admission
+            # plugin (envtest's default), which in a real cluster sets ``default`` on every pod, and
+            # a projected token needs one.
+            runtime = yaml.safe_load((ROOT / "config" / "runtimes" / "torch-distributed.yaml").read_text())
+            runtime["kind"] = "TrainingRuntime"
+            runtime["metadata"] = {"name": "torch-progress", "namespace": full_namespace}
+            for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+                rjob["template"]["spec"]["template"]["spec"]["serviceAccountName"] = "default"
+            (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(runtime))
+            await full_cluster.apply_manifests([tmp_path / "runtime.yaml"], field_manager="e2e")
+            rest = await load_kubeconfig(full_cluster.kubeconfig)
+            async with Cluster(rest, field_owner="e2e") as cluster:
+                yield Client(cluster.transport, cluster.mapper, field_owner="e2e"), status_port
     finally:
-        for doc in webhook_configurations(full_namespace):
-            plural = doc["kind"].lower() + "s"
-            await full_cluster.request(
-                "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}"
-            )
-        proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(proc.wait(), 60)
-        log_file.close()
         # the default (v2.1) TrainJob CRD back for every other test of the session
         await full_cluster.install_crds(
             [ROOT / "config" / "crd" / "bases" / "trainer.kubeflow.org_trainjobs.yaml"]
         )
-        assert code == 0, log_path.read_text()[-4000:]
 
 
 async def trainer_pod(client: Client, ns: str, trainjob: str) -> Json:

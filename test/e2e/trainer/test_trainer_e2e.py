@@ -10,23 +10,17 @@ the shipped torch and deepspeed runtimes run to ``Complete`` (KWOK completes the
 
 from __future__ import annotations
 
-import asyncio
-import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
-import yaml
+from trainer_process import running_manager, shipped_webhooks
 
 from manager.client import Client, NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
-from manager.envtest.certs import TinyCA
-from manager.envtest.process import free_port
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 
@@ -39,83 +33,19 @@ VWC_PATH = (
 Json = dict[str, Any]
 
 
-def webhook_configurations(namespace: str) -> list[Json]:
-    """Every shipped webhook configuration, the namespaced webhooks limited to ``namespace``."""
-    docs: list[Json] = []
-    for path in sorted((ROOT / "config" / "webhook").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if not isinstance(doc, dict) or not doc.get("kind", "").endswith("WebhookConfiguration"):
-                continue
-            for hook in doc.get("webhooks", []):
-                if hook["name"] != "validator.clustertrainingruntime.trainer.kubeflow.org":
-                    hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-            docs.append(doc)
-    return docs
-
-
 @pytest.fixture
 async def product(full_cluster: Environment, full_namespace: str, tmp_path: Path) -> AsyncIterator[Client]:
     """The manager as a subprocess, every shipped webhook installed for the test namespace, the torch runtime applied."""
-    ca = TinyCA("trainer-e2e-webhook-ca")
-    ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
-        tmp_path / "tls.crt", tmp_path / "tls.key"
-    )
-    health, port = f"127.0.0.1:{free_port()}", free_port()
-    config = {
-        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
-        "kind": "Configuration",
-        "health": {"healthProbeBindAddress": health},
-        "metrics": {"bindAddress": "0"},
-        "webhook": {"port": port, "host": "127.0.0.1"},
-        "certManagement": {"enable": False},
-    }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    log_path = tmp_path / "manager.log"  # a file, not a pipe: a full pipe would block the manager
-    log_file = log_path.open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "trainer",
-        f"--config={tmp_path / 'config.yaml'}",
-        f"--kubeconfig={full_cluster.kubeconfig}",
-        f"--webhook-cert-dir={tmp_path}",
-        "--log-format=json",
-        cwd=ROOT,
-        stdout=log_file,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        async with aiohttp.ClientSession() as http:
-
-            async def ready() -> None:
-                try:
-                    async with http.get(f"http://{health}/readyz") as r:
-                        assert r.status == 200, await r.text()
-                except aiohttp.ClientConnectionError as err:
-                    raise AssertionError(str(err)) from err
-
-            await eventually(ready, timeout=60, message="the manager never became ready")
-        docs = webhook_configurations(full_namespace)
-        (tmp_path / "webhooks.yaml").write_text(yaml.safe_dump_all(docs))
-        await full_cluster.install_webhooks(
-            [tmp_path / "webhooks.yaml"], host="127.0.0.1", port=port, ca_bundle=ca.cert_pem
-        )
+    async with (
+        running_manager(full_cluster, tmp_path) as manager,
+        shipped_webhooks(full_cluster, full_namespace, tmp_path, manager),
+    ):
         await full_cluster.apply_manifests(
             [ROOT / "config" / "runtimes" / "torch-distributed.yaml"], field_manager="e2e"
         )
         rest = await load_kubeconfig(full_cluster.kubeconfig)
         async with Cluster(rest, field_owner="e2e") as cluster:
             yield Client(cluster.transport, cluster.mapper, field_owner="e2e")
-    finally:
-        for doc in webhook_configurations(full_namespace):
-            plural = doc["kind"].lower() + "s"
-            await full_cluster.request(
-                "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}"
-            )
-        proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(proc.wait(), 60)
-        log_file.close()
-        assert code == 0, log_path.read_text()[-4000:]
 
 
 async def test_torch_trainjob_gets_its_jobset_and_gc_removes_it(product: Client, full_namespace: str) -> None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import signal
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,16 +19,14 @@ from typing import Any
 
 import aiohttp
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
-from test_trainer_e2e import webhook_configurations
+from trainer_process import running_manager, shipped_webhooks
 
 from manager.client import Client, NotFound
 from manager.client.errors import Conflict
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
-from manager.envtest.certs import TinyCA
 from manager.envtest.process import free_port
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
@@ -52,7 +48,7 @@ class Product:
 @pytest.fixture
 async def product(full_cluster: Environment, full_namespace: str, tmp_path: Path) -> AsyncIterator[Product]:
     """The manager as a subprocess (webhooks for the test namespace, metrics on a free port)."""
-    async with running_manager(full_cluster, full_namespace, tmp_path, {}) as product:
+    async with running_product(full_cluster, full_namespace, tmp_path, {}) as product:
         yield product
 
 
@@ -63,7 +59,7 @@ async def state_product(
     """The manager with the TrainJobState gate and its CRD variant (the default CRD put back after)."""
     await full_cluster.install_crds([ROOT / "config" / "state" / "crd"])
     try:
-        async with running_manager(
+        async with running_product(
             full_cluster, full_namespace, tmp_path, {"TrainJobState": True}
         ) as product:
             yield product
@@ -74,68 +70,22 @@ async def state_product(
 
 
 @contextlib.asynccontextmanager
-async def running_manager(
+async def running_product(
     full_cluster: Environment, full_namespace: str, tmp_path: Path, gates: dict[str, bool]
 ) -> AsyncIterator[Product]:
-    ca = TinyCA("trainer-e2e-webhook-ca")
-    ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
-        tmp_path / "tls.crt", tmp_path / "tls.key"
-    )
-    health, metrics, port = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}", free_port()
+    metrics = f"127.0.0.1:{free_port()}"
     config = {
-        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
-        "kind": "Configuration",
-        "health": {"healthProbeBindAddress": health},
         "metrics": {"bindAddress": metrics, "secureServing": False},
-        "webhook": {"port": port, "host": "127.0.0.1"},
-        "certManagement": {"enable": False},
         **({"featureGates": gates} if gates else {}),
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    log_path = tmp_path / "manager.log"  # a file, not a pipe: a full pipe would block the manager
-    log_file = log_path.open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "trainer",
-        f"--config={tmp_path / 'config.yaml'}",
-        f"--kubeconfig={full_cluster.kubeconfig}",
-        f"--webhook-cert-dir={tmp_path}",
-        "--log-format=json",
-        cwd=ROOT,
-        stdout=log_file,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        async with aiohttp.ClientSession() as http:
-
-            async def ready() -> None:
-                try:
-                    async with http.get(f"http://{health}/readyz") as r:
-                        assert r.status == 200, await r.text()
-                except aiohttp.ClientConnectionError as err:
-                    raise AssertionError(str(err)) from err
-
-            await eventually(ready, timeout=60, message="the manager never became ready")
-            docs = webhook_configurations(full_namespace)
-            (tmp_path / "webhooks.yaml").write_text(yaml.safe_dump_all(docs))
-            await full_cluster.install_webhooks(
-                [tmp_path / "webhooks.yaml"], host="127.0.0.1", port=port, ca_bundle=ca.cert_pem
-            )
-            rest = await load_kubeconfig(full_cluster.kubeconfig)
-            async with Cluster(rest, field_owner="e2e") as cluster:
-                client = Client(cluster.transport, cluster.mapper, field_owner="e2e")
-                yield Product(client, f"http://{metrics}/metrics", http)
-    finally:
-        for doc in webhook_configurations(full_namespace):
-            plural = doc["kind"].lower() + "s"
-            await full_cluster.request(
-                "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}"
-            )
-        proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(proc.wait(), 60)
-        log_file.close()
-        assert code == 0, log_path.read_text()[-4000:]
+    async with (
+        running_manager(full_cluster, tmp_path, config) as manager,
+        shipped_webhooks(full_cluster, full_namespace, tmp_path, manager),
+    ):
+        rest = await load_kubeconfig(full_cluster.kubeconfig)
+        async with Cluster(rest, field_owner="e2e") as cluster:
+            client = Client(cluster.transport, cluster.mapper, field_owner="e2e")
+            yield Product(client, f"http://{metrics}/metrics", manager.http)
 
 
 def pending_runtime(

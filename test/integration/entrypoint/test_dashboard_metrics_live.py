@@ -9,65 +9,45 @@ is not mistaken for a missing one.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import signal
 from pathlib import Path
 
 import aiohttp
-import yaml
 from dashboard_queries import exported_series_names, metric_names, queries
-from test_main import start_manager, write_config
+from trainer_process import running_manager
 
 from manager.envtest import Environment
-from manager.envtest.certs import TinyCA
+from manager.envtest.process import free_port
 from manager.testing import eventually
 
 
 async def test_every_dashboard_query_names_an_exported_metric(
     control_plane: Environment, tmp_path: Path
 ) -> None:
-    config_path = write_config(
-        tmp_path / "config.yaml",
-        leaderElection={
+    metrics = f"127.0.0.1:{free_port()}"
+    config = {
+        "metrics": {"bindAddress": metrics, "secureServing": False},
+        "leaderElection": {
             "leaderElect": True,
             "resourceName": "dashboard-test",
             "resourceNamespace": "default",
         },
-    )
-    config = yaml.safe_load(config_path.read_text())
-    metrics = config["metrics"]["bindAddress"]
-    TinyCA("dashboard-test-ca").issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
-        tmp_path / "tls.crt", tmp_path / "tls.key"
-    )
-    log_path = tmp_path / "manager.log"
-    log_file = log_path.open("wb")
-    proc = await start_manager(
-        f"--config={config_path}",
-        f"--kubeconfig={control_plane.kubeconfig}",
-        f"--webhook-cert-dir={tmp_path}",
-        stdout=log_file,
-    )
-    try:
-        async with aiohttp.ClientSession() as http:
+    }
+    async with running_manager(control_plane, tmp_path, config) as manager:
 
-            async def leading() -> str:
-                try:
-                    async with http.get(f"http://{metrics}/metrics") as r:
-                        text = await r.text()
-                except aiohttp.ClientConnectionError as err:
-                    raise AssertionError(f"metrics port not open: {err}") from err
-                assert 'leader_election_master_status{name="dashboard-test"} 1.0' in text
-                return text
+        async def leading() -> str:
+            try:
+                async with manager.http.get(f"http://{metrics}/metrics") as r:
+                    text = await r.text()
+            except aiohttp.ClientConnectionError as err:
+                raise AssertionError(f"metrics port not open: {err}") from err
+            assert 'leader_election_master_status{name="dashboard-test"} 1.0' in text
+            return text
 
-            text = await eventually(leading, timeout=60, message="the manager never led")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(proc.wait(), 60)
-        log_file.close()
-    output = log_path.read_text()
-    assert code == 0, output[-4000:]
+        text = await eventually(leading, timeout=60, message="the manager never led")
+    output = manager.log_path.read_text()
+    assert manager.proc.returncode == 0, output[-4000:]
     registered = set()
     for line in output.splitlines():
         with contextlib.suppress(ValueError):

@@ -6,42 +6,19 @@ API error the JobSet controller hits most: it must log one line, with no Python 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-import yaml
+from trainer_process import running_manager
 
 from manager.envtest import Environment
-from manager.envtest.certs import TinyCA
 from manager.envtest.process import free_port
 from manager.testing import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 ZAP_KEYS = ("level", "ts", "caller", "msg")
-
-
-def _config(tmp_path: Path) -> tuple[Path, str]:
-    health = f"127.0.0.1:{free_port()}"
-    config = {
-        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
-        "kind": "Configuration",
-        "health": {"healthProbeBindAddress": health},
-        "metrics": {"bindAddress": f"127.0.0.1:{free_port()}"},
-        "webhook": {"port": free_port(), "host": "127.0.0.1"},
-        "certManagement": {"enable": False},
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    TinyCA("logging-test-ca").issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
-        tmp_path / "tls.crt", tmp_path / "tls.key"
-    )
-    return path, health
 
 
 async def _terminating_namespace_with_a_jobset(env: Environment) -> str:
@@ -99,50 +76,25 @@ async def _run_manager(
     env: Environment, tmp_path: Path, *flags: str
 ) -> tuple[list[dict[str, Any]], str, str]:
     """Start the manager, wait for readiness and the JobSet controller's refused create, stop it."""
-    config, health = _config(tmp_path)
     namespace = await _terminating_namespace_with_a_jobset(env)
-    log_path = tmp_path / "manager.log"  # a file, not a pipe: a full pipe would block the manager
-    with log_path.open("wb") as log_file:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "trainer",
-            f"--config={config}",
-            f"--kubeconfig={env.kubeconfig}",
-            f"--webhook-cert-dir={tmp_path}",
-            *flags,
-            cwd=ROOT,
-            stdout=log_file,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        try:
-            async with aiohttp.ClientSession() as http:
-
-                async def ready() -> None:
-                    try:
-                        async with http.get(f"http://{health}/readyz") as r:
-                            assert r.status == 200, await r.text()
-                    except aiohttp.ClientConnectionError as err:
-                        raise AssertionError(f"probe port not open: {err}") from err
-
-                await eventually(ready, timeout=90, message="/readyz never answered 200")
+    config = {"metrics": {"bindAddress": f"127.0.0.1:{free_port()}"}}
+    try:
+        async with running_manager(
+            env, tmp_path, config, args=flags, ready_timeout=90, log_format=None
+        ) as manager:
 
             def refused() -> None:
-                text = log_path.read_text()
+                text = manager.log_path.read_text()
                 assert any(
                     e.get("msg") == "Reconciler error" and e.get("namespace") == namespace
                     for e in _entries(text)
                 ), text[-3000:]
 
             await eventually(refused, timeout=60, message="the refused Job create was never logged")
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            code = await asyncio.wait_for(proc.wait(), 60)
-            await env.request(
-                "DELETE", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/refused"
-            )
-    output = log_path.read_text()
-    assert code == 0, output[-4000:]
+    finally:
+        await env.request("DELETE", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/refused")
+    output = manager.log_path.read_text()
+    assert manager.proc.returncode == 0, output[-4000:]
     return _entries(output), output, namespace
 
 

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import yaml
+from trainer_process import running_manager
 
 from manager.envtest import Environment
-from manager.envtest.certs import TinyCA
 from manager.envtest.process import free_port
-from manager.testing import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -50,45 +47,18 @@ async def start_manager(*args: str, stdout: Any = asyncio.subprocess.PIPE) -> as
 async def test_manager_serves_probes_and_metrics_and_stops_gracefully(
     control_plane: Environment, tmp_path: Path
 ) -> None:
-    config_path = write_config(tmp_path / "config.yaml")
-    config = yaml.safe_load(config_path.read_text())
-    health = config["health"]["healthProbeBindAddress"]
-    metrics = config["metrics"]["bindAddress"]
-    TinyCA("entrypoint-test-ca").issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
-        tmp_path / "tls.crt", tmp_path / "tls.key"
-    )
-    # a long-running manager logs to a file: a full pipe nobody reads would block it
-    log_path = tmp_path / "manager.log"
-    log_file = log_path.open("wb")
-    proc = await start_manager(
-        f"--config={config_path}",
-        f"--kubeconfig={control_plane.kubeconfig}",
-        f"--webhook-cert-dir={tmp_path}",
-        stdout=log_file,
-    )
-    try:
-        async with aiohttp.ClientSession() as http:
-
-            async def ready() -> None:
-                try:
-                    async with http.get(f"http://{health}/readyz") as r:
-                        assert r.status == 200, await r.text()
-                except aiohttp.ClientConnectionError as err:
-                    raise AssertionError(f"probe port not open: {err}") from err
-
-            await eventually(ready, timeout=60, message="/readyz never answered 200")
-            async with http.get(f"http://{health}/healthz") as r:
-                assert r.status == 200
-            async with http.get(f"http://{metrics}/metrics") as r:
-                text = await r.text()
+    metrics = f"127.0.0.1:{free_port()}"
+    config = {"metrics": {"bindAddress": metrics, "secureServing": False}}
+    async with running_manager(control_plane, tmp_path, config) as manager:  # waits for /readyz 200
+        async with manager.http.get(f"http://{manager.health}/healthz") as r:
             assert r.status == 200
-            assert "rest_client_requests_total" in text
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(proc.wait(), 60)
-    log_file.close()
-    output = log_path.read_text()
-    assert code == 0, output[-4000:]
+        async with manager.http.get(f"http://{metrics}/metrics") as r:
+            text = await r.text()
+        assert r.status == 200
+        assert "rest_client_requests_total" in text
+    # running_manager stopped it with SIGTERM and asserted the exit code
+    output = manager.log_path.read_text()
+    assert manager.proc.returncode == 0, output[-4000:]
     assert "running the empty manager" in output or "controllers registered" in output
 
 

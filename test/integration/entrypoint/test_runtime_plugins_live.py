@@ -14,23 +14,20 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
-import yaml
 from test_main import start_manager, write_config
+from trainer_process import running_manager
 
 from manager.client import Client, NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
-from manager.envtest.certs import TinyCA
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 
@@ -112,74 +109,48 @@ async def _exists(client: Client, gvk: GroupVersionKind, name: str, ns: str) -> 
 async def test_an_installed_plugin_runs_and_one_that_raises_fails_only_its_trainjob(
     example_plugin: None, control_plane: Environment, namespace: str, tmp_path: Path
 ) -> None:
-    config_path = write_config(tmp_path / "config.yaml", runtimePlugins=["RunSettings"])
-    config = yaml.safe_load(config_path.read_text())
-    health = config["health"]["healthProbeBindAddress"]
-    TinyCA("plugin-test-ca").issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
-        tmp_path / "tls.crt", tmp_path / "tls.key"
-    )
-    log_path = tmp_path / "manager.log"
-    log_file = log_path.open("wb")
-    proc = await start_manager(
-        f"--config={config_path}",
-        f"--kubeconfig={control_plane.kubeconfig}",
-        f"--webhook-cert-dir={tmp_path}",
-        "--controllers=trainer,jobset",
-        stdout=log_file,
-    )
-    try:
-        async with aiohttp.ClientSession() as http:
+    config = {"runtimePlugins": ["RunSettings"]}
+    async with running_manager(
+        control_plane, tmp_path, config, args=["--controllers=trainer,jobset"]
+    ) as manager:
+        rest = await load_kubeconfig(control_plane.kubeconfig)
+        async with Cluster(rest, field_owner="plugin-test") as cluster:
+            client = Client(cluster.transport, cluster.mapper, field_owner="plugin-test")
+            ns = namespace
+            await client.create(runtime(ns))
+            await client.create(trainjob(ns, "explodes", {"example.com/explode": "true"}))
+            await client.create(trainjob(ns, "fine"))
 
-            async def ready() -> None:
-                try:
-                    async with http.get(f"http://{health}/readyz") as r:
-                        assert r.status == 200, await r.text()
-                except aiohttp.ClientConnectionError as err:
-                    raise AssertionError(str(err)) from err
+            async def failed_alone() -> None:
+                tj = await client.get(TJ, "explodes", ns)
+                failed = [c for c in tj.get("status", {}).get("conditions", []) if c["type"] == "Failed"]
+                assert failed, tj.get("status")
+                failed = failed[0]
+                assert (failed["status"], failed["reason"]) == ("True", "RuntimePluginFailed")
+                assert failed["message"] == (
+                    "runtime plugin RunSettings failed: ZeroDivisionError: the example plugin was asked to explode"
+                )
 
-            await eventually(ready, timeout=60, message="the manager never became ready")
-            rest = await load_kubeconfig(control_plane.kubeconfig)
-            async with Cluster(rest, field_owner="plugin-test") as cluster:
-                client = Client(cluster.transport, cluster.mapper, field_owner="plugin-test")
-                ns = namespace
-                await client.create(runtime(ns))
-                await client.create(trainjob(ns, "explodes", {"example.com/explode": "true"}))
-                await client.create(trainjob(ns, "fine"))
-
-                async def failed_alone() -> None:
-                    tj = await client.get(TJ, "explodes", ns)
-                    failed = [c for c in tj.get("status", {}).get("conditions", []) if c["type"] == "Failed"]
-                    assert failed, tj.get("status")
-                    failed = failed[0]
-                    assert (failed["status"], failed["reason"]) == ("True", "RuntimePluginFailed")
-                    assert failed["message"] == (
-                        "runtime plugin RunSettings failed: ZeroDivisionError: the example plugin was asked to explode"
-                    )
-
-                await eventually(failed_alone, timeout=120)
-                for name in ("fine",):
-                    configmap = await eventually(
-                        lambda n=name: _exists(client, CONFIGMAP, f"{n}-run-settings", ns), timeout=30
-                    )
-                    assert configmap["data"] == {"numNodes": "2"}
-                    assert configmap["metadata"]["ownerReferences"][0]["name"] == name
-                    jobset = await eventually(lambda n=name: _exists(client, JOBSET, n, ns), timeout=120)
-                    [container] = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
-                        "containers"
-                    ]
-                    assert {"name": "RUN_SETTINGS", "value": "/etc/run-settings"} in container["env"]
-                with pytest.raises(NotFound):
-                    await client.get(JOBSET, "explodes", ns)
-                await ready()  # the manager is unharmed ...
-                await client.create(trainjob(ns, "later"))  # ... and still runs the plugin
-                await eventually(lambda: _exists(client, CONFIGMAP, "later-run-settings", ns), timeout=120)
-                await eventually(lambda: _exists(client, JOBSET, "later", ns), timeout=120)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(proc.wait(), 60)
-        log_file.close()
-    output = log_path.read_text()
-    assert code == 0, output[-4000:]
+            await eventually(failed_alone, timeout=120)
+            for name in ("fine",):
+                configmap = await eventually(
+                    lambda n=name: _exists(client, CONFIGMAP, f"{n}-run-settings", ns), timeout=30
+                )
+                assert configmap["data"] == {"numNodes": "2"}
+                assert configmap["metadata"]["ownerReferences"][0]["name"] == name
+                jobset = await eventually(lambda n=name: _exists(client, JOBSET, n, ns), timeout=120)
+                [container] = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+                    "containers"
+                ]
+                assert {"name": "RUN_SETTINGS", "value": "/etc/run-settings"} in container["env"]
+            with pytest.raises(NotFound):
+                await client.get(JOBSET, "explodes", ns)
+            await manager.ready()  # the manager is unharmed ...
+            await client.create(trainjob(ns, "later"))  # ... and still runs the plugin
+            await eventually(lambda: _exists(client, CONFIGMAP, "later-run-settings", ns), timeout=120)
+            await eventually(lambda: _exists(client, JOBSET, "later", ns), timeout=120)
+    output = manager.log_path.read_text()
+    assert manager.proc.returncode == 0, output[-4000:]
     [startup] = [json.loads(line) for line in output.splitlines() if '"runtime plugins"' in line]
     assert startup["enabled"] == ["RunSettings"]
     assert startup["discovered"] == {

@@ -8,11 +8,8 @@ it. The CA goes into the configurations of the components that run, and only tho
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
-import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +17,12 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from trainer_process import running_manager
 
 from manager.client import AlreadyExists, Client, NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
-from manager.envtest.process import free_port
 from manager.testing import eventually
 from webhooks.certs import MWC_GVK, SECRET_GVK, VWC_GVK
 
@@ -78,71 +75,48 @@ async def live(control_plane: Environment) -> AsyncIterator[Client]:
 async def test_readiness_waits_for_rotated_certificates(
     control_plane: Environment, live: Client, tmp_path: Path, controllers: str
 ) -> None:
-    health = f"127.0.0.1:{free_port()}"
-    config = {
-        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
-        "kind": "Configuration",
-        "health": {"healthProbeBindAddress": health},
-        "metrics": {"bindAddress": "0"},
-        "webhook": {"port": free_port(), "host": "127.0.0.1"},
-    }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     cert_dir = tmp_path / "certs"
     cert_dir.mkdir()
-    log_path = tmp_path / "manager.log"  # a file, not a pipe: a full pipe would block the manager
-    log_file = log_path.open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "trainer",
-        f"--config={tmp_path / 'config.yaml'}",
-        f"--kubeconfig={control_plane.kubeconfig}",
-        f"--webhook-cert-dir={cert_dir}",
-        "--log-format=json",
-        f"--controllers={controllers}",
-        cwd=ROOT,
-        stdout=log_file,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        async with aiohttp.ClientSession() as http:
+    # certificate management on (the default made explicit): the rotator fills the Secret
+    async with running_manager(
+        control_plane,
+        tmp_path,
+        {"certManagement": {"enable": True}},
+        args=[f"--controllers={controllers}"],
+        cert_dir=cert_dir,
+        wait_ready=False,
+    ) as manager:
+        http, health = manager.http, manager.health
 
-            async def webhook_check() -> tuple[int, str]:
-                try:
-                    async with http.get(f"http://{health}/readyz/webhook") as r:
-                        return r.status, await r.text()
-                except aiohttp.ClientConnectionError as err:
-                    raise AssertionError(f"probe port not open: {err}") from err
+        async def webhook_check() -> tuple[int, str]:
+            try:
+                async with http.get(f"http://{health}/readyz/webhook") as r:
+                    return r.status, await r.text()
+            except aiohttp.ClientConnectionError as err:
+                raise AssertionError(f"probe port not open: {err}") from err
 
-            async def certificates_not_ready() -> None:
-                status, text = await webhook_check()
-                assert status != 200 and "certificates are not ready" in text, (status, text)
+        async def certificates_not_ready() -> None:
+            status, text = await webhook_check()
+            assert status != 200 and "certificates are not ready" in text, (status, text)
 
-            await eventually(certificates_not_ready, timeout=60)
+        await eventually(certificates_not_ready, timeout=60)
 
-            async def secret_filled() -> Json:
-                secret: Json = await live.get(SECRET_GVK, SECRET, NAMESPACE)
-                assert (secret.get("data") or {}).get("tls.crt"), "the rotator has not written the Secret yet"
-                return secret
+        async def secret_filled() -> Json:
+            secret: Json = await live.get(SECRET_GVK, SECRET, NAMESPACE)
+            assert (secret.get("data") or {}).get("tls.crt"), "the rotator has not written the Secret yet"
+            return secret
 
-            secret = await eventually(secret_filled, timeout=60)
-            for key, value in secret["data"].items():  # the kubelet mounts the Secret
-                (cert_dir / key).write_bytes(base64.b64decode(value))
+        secret = await eventually(secret_filled, timeout=60)
+        for key, value in secret["data"].items():  # the kubelet mounts the Secret
+            (cert_dir / key).write_bytes(base64.b64decode(value))
 
-            async def ready() -> None:
-                async with http.get(f"http://{health}/readyz") as r:
-                    assert r.status == 200, await r.text()
-
-            await eventually(ready, timeout=60)
-            injected = await live.get(VWC_GVK, VWC)
-            assert {h["clientConfig"]["caBundle"] for h in injected["webhooks"]} == {secret["data"]["ca.crt"]}
-            # the JobSet configurations get the CA when the jobset component runs, else nothing
-            expected = secret["data"]["ca.crt"] if controllers == "*" else None
-            for gvk, name in JOBSET_CONFIGURATIONS:
-                hooks = (await live.get(gvk, name))["webhooks"]
-                assert [h["clientConfig"].get("caBundle") for h in hooks] == [expected] * 2, name
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(proc.wait(), 60)
-    log_file.close()
-    assert code == 0, log_path.read_text()[-4000:]
+        await eventually(manager.ready, timeout=60)
+        injected = await live.get(VWC_GVK, VWC)
+        assert {h["clientConfig"]["caBundle"] for h in injected["webhooks"]} == {secret["data"]["ca.crt"]}
+        # the JobSet configurations get the CA when the jobset component runs, else nothing
+        expected = secret["data"]["ca.crt"] if controllers == "*" else None
+        for gvk, name in JOBSET_CONFIGURATIONS:
+            hooks = (await live.get(gvk, name))["webhooks"]
+            assert [h["clientConfig"].get("caBundle") for h in hooks] == [expected] * 2, name
+    # running_manager stopped it with SIGTERM and asserted the exit code
+    assert manager.proc.returncode == 0, manager.log_path.read_text()[-4000:]
