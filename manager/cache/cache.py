@@ -255,7 +255,11 @@ class Cache:
         namespace: str | None = None,
         label_selector: str | dict[str, str] | None = None,
         field_selector: dict[str, str] | None = None,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[Object]:
+        """Matching cached objects, each a copy; ``unsafe_disable_deep_copy`` (controller-runtime's
+        ``client.UnsafeDisableDeepCopy``) returns the cached objects themselves, for callers that
+        only read them: mutating one corrupts the cache."""
         informer = await self._synced_informer(gvk)
         store = informer.store
         namespace = namespace if informer.mapping.namespaced else None
@@ -267,7 +271,7 @@ class Cache:
             candidates = store.values()
         selector = selectors.to_selector(label_selector)
         out = [
-            self._out(o)
+            o if unsafe_disable_deep_copy else self._out(o)
             for o in candidates
             if selector.empty() or selector.matches((o.get("metadata") or {}).get("labels"))
         ]

@@ -182,8 +182,12 @@ class Client(_Base):
         label_selector: LabelSelector = None,
         field_selector: Mapping[str, str] | None = None,
         limit: int = 500,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[Any]:
-        """All matching objects; live lists are fetched in pages of ``limit`` (limit/continue)."""
+        """All matching objects; live lists are fetched in pages of ``limit`` (limit/continue).
+
+        ``unsafe_disable_deep_copy``: cached kinds return the cache's own objects, uncopied (for
+        read-only use; ``client.UnsafeDisableDeepCopy``); live lists are fresh objects anyway."""
         gvk = gvk_for(kind)
         if self._cached(gvk):
             items = await self.cache.list(
@@ -193,6 +197,7 @@ class Client(_Base):
                 if isinstance(label_selector, str) or label_selector is None
                 else dict(label_selector),
                 field_selector=dict(field_selector) if field_selector else None,
+                unsafe_disable_deep_copy=unsafe_disable_deep_copy,
             )
         else:
             items, _ = await self.list_raw(

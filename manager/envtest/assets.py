@@ -215,3 +215,52 @@ def ensure_go_main(main: GoMain, *, quiet: bool = False) -> tuple[Path, float]:
     if found is None:
         raise AssetBuildError(f"{main.module}@{main.version}", f"{main.name} is missing after the build")
     return found, seconds
+
+
+def _source_digest(directory: Path) -> str:
+    """A short digest of a Go module's own files (go.mod, go.sum, *.go): the cache key."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and (path.suffix == ".go" or path.name in ("go.mod", "go.sum")):
+            digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def ensure_go_source(directory: Path, name: str, *, quiet: bool = False) -> tuple[Path, float]:
+    """A Go main module kept in this repository (``directory`` holds its go.mod and main
+    package), built once per content into ``<go-mains>/<name>@<digest>/<name>``, under a lock,
+    with ``GOFLAGS=-mod=mod`` (dependencies from the module proxy). Returns the binary and the
+    seconds spent building it now (0 when cached)."""
+    if shutil.which("go") is None:
+        raise AssetBuildError("go toolchain", "`go` is not on PATH")
+    out = go_mains_dir() / f"{name}@{_source_digest(directory)}"
+    binary = out / name
+    if binary.is_file():
+        return binary, 0.0
+    with _build_lock(out):
+        if binary.is_file():
+            return binary, 0.0
+        out.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "local"),
+            "GOWORK": "off",
+            "GOFLAGS": "-mod=mod -modcacherw",
+            "CGO_ENABLED": "0",
+        }
+        started = time.monotonic()
+        proc = subprocess.run(
+            ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / f"{name}.tmp"), "."],
+            cwd=directory,
+            env=env,
+            stdout=subprocess.PIPE if quiet else sys.stderr,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise AssetBuildError(f"go build {directory}", (proc.stdout or "see the output above")[-4000:])
+        (out / f"{name}.tmp").rename(binary)
+    return binary, time.monotonic() - started

@@ -192,6 +192,7 @@ class FakeClient:
         label_selector: str | Mapping[str, str] | None = None,
         field_selector: Mapping[str, str] | None = None,
         limit: int = 500,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[Any]:
         self._enter("list")
         gvk = gvk_for(kind)
