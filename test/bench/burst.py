@@ -357,6 +357,9 @@ async def burst(
         "jobs_seen": len(watcher.jobs),
         "to_jobset_s": percentiles(to_jobset),
         "to_job_s": percentiles(to_job),
+        # every TrainJob's latency, sorted (the PNG of ``make bench`` plots their distribution)
+        "to_jobset_all_s": sorted(round(v, 3) for v in to_jobset),
+        "to_job_all_s": sorted(round(v, 3) for v in to_job),
         "total_s": round(last - start, 2),
         "cpu_s": cpu,
         "cpu_s_total": round(sum(cpu.values()), 2),
@@ -447,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         if name not in ("ours", "theirs"):
             parser.error(f"--sides: unknown side {name!r} (ours, theirs)")
         results[name] = asyncio.run(run_side(name, args.n, args.running, args.timeout, args.profile))
-        say(json.dumps(results[name]))
+        say(json.dumps({k: v for k, v in results[name].items() if not k.endswith("_all_s")}))
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = "-running" if args.running else ""
     (args.out / f"burst{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
