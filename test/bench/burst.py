@@ -258,6 +258,18 @@ class Watcher:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
+SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "config" / "manager" / "config.yaml"
+SHIPPED_KEYS = ("controller", "clientConnection")
+
+
+def shipped_overrides() -> dict[str, Any]:
+    """The shipped Configuration's ``controller`` (TrainJob: 5 workers, T-2) and
+    ``clientConnection``: what a deployment of ours runs with, beyond the harness's minimal file."""
+    configmap = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    cfg = yaml.safe_load(configmap["data"]["controller_manager_config.yaml"])
+    return {k: cfg[k] for k in SHIPPED_KEYS if k in cfg}
+
+
 def trainjob(name: str, suspend: bool) -> dict[str, Any]:
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
@@ -375,13 +387,24 @@ async def burst(
 
 
 async def run_side(
-    name: str, n: int, running: bool, timeout: float, profile: Path | None = None
+    name: str,
+    n: int,
+    running: bool,
+    timeout: float,
+    profile: Path | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     workdir = harness.new_workdir()
     say(f"{name}: starting the control plane and the managers in {workdir}")
-    side = await (harness.start_ours(workdir) if name == "ours" else harness.start_theirs(workdir))
+    side = await (
+        harness.start_ours(workdir, config_overrides=overrides)
+        if name == "ours"
+        else harness.start_theirs(workdir)
+    )
     try:
-        return await burst(side, workdir, n, running, timeout, profile)
+        result = await burst(side, workdir, n, running, timeout, profile)
+        result["config_overrides"] = overrides if name == "ours" else None
+        return result
     finally:
         await side.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -444,12 +467,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", type=Path, help="py-spy our manager during the burst: collapsed stacks into this file"
     )
+    parser.add_argument(
+        "--harness-config",
+        action="store_true",
+        help="ours with the harness's minimal Configuration only (1 TrainJob worker), not the shipped "
+        "controller and clientConnection sections",
+    )
     args = parser.parse_args(argv)
+    overrides = None if args.harness_config else shipped_overrides()
     results: dict[str, dict[str, Any]] = {}
     for name in [s.strip() for s in args.sides.split(",") if s.strip()]:
         if name not in ("ours", "theirs"):
             parser.error(f"--sides: unknown side {name!r} (ours, theirs)")
-        results[name] = asyncio.run(run_side(name, args.n, args.running, args.timeout, args.profile))
+        results[name] = asyncio.run(
+            run_side(name, args.n, args.running, args.timeout, args.profile, overrides)
+        )
         say(json.dumps({k: v for k, v in results[name].items() if not k.endswith("_all_s")}))
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = "-running" if args.running else ""

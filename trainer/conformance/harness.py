@@ -213,8 +213,16 @@ async def start_theirs(
     return side
 
 
-async def start_ours(workdir: Path, nodes: int = 2, pod_run_seconds: float | None = POD_RUN_SECONDS) -> Side:
-    """This repository's manager (``python -m trainer``), with this repository's CRDs."""
+async def start_ours(
+    workdir: Path,
+    nodes: int = 2,
+    pod_run_seconds: float | None = POD_RUN_SECONDS,
+    config_overrides: dict[str, Any] | None = None,
+) -> Side:
+    """This repository's manager (``python -m trainer``), with this repository's CRDs.
+
+    ``config_overrides``: top-level Configuration fields added to the harness's own (the
+    benchmarks pass the shipped ``controller`` and ``clientConnection``)."""
     env = await _start_env(workdir, "ours", nodes, [CRD_DIR], pod_run_seconds)
     side = Side("ours", await Kube.from_kubeconfig(env.kubeconfig), env=env)
     try:
@@ -232,6 +240,7 @@ async def start_ours(workdir: Path, nodes: int = 2, pod_run_seconds: float | Non
             "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
             "leaderElection": {"leaderElect": False},
             "certManagement": {"enable": False},
+            **(config_overrides or {}),
         }
         (base / "config.yaml").write_text(yaml.safe_dump(config))
         proc = Process(
