@@ -473,8 +473,19 @@ def main(argv: list[str] | None = None) -> int:
         help="ours with the harness's minimal Configuration only (1 TrainJob worker), not the shipped "
         "controller and clientConnection sections",
     )
+    parser.add_argument(
+        "--ours-concurrency",
+        action="append",
+        default=[],
+        metavar="KIND.GROUP=N",
+        help="extra controller.groupKindConcurrency for ours, e.g. JobSet.jobset.x-k8s.io=5",
+    )
     args = parser.parse_args(argv)
-    overrides = None if args.harness_config else shipped_overrides()
+    overrides = {} if args.harness_config else shipped_overrides()
+    for item in args.ours_concurrency:
+        key, _, value = item.partition("=")
+        gkc = overrides.setdefault("controller", {}).setdefault("groupKindConcurrency", {})
+        gkc[key] = int(value)
     results: dict[str, dict[str, Any]] = {}
     for name in [s.strip() for s in args.sides.split(",") if s.strip()]:
         if name not in ("ours", "theirs"):
