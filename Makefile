@@ -23,7 +23,7 @@ KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.en
 
 .PHONY: venv test test-unit test-integration test-e2e lint run cluster-up cluster-down \
         build-assets bench bench-burst bench-framework clean install uninstall deploy undeploy \
-        conformance build-originals
+        conformance build-originals spec-coverage
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check manager trainer webhooks test
 	$(VENV)/bin/ruff format --check manager trainer webhooks test
 	$(VENV)/bin/mypy manager trainer webhooks
+
+# How many catalogue scenarios of docs/behaviour the tests' `# spec:` markers cover, per area;
+# fails when a marker names an id the catalogue does not have.
+spec-coverage:
+	$(PYTHON) test/spec_coverage.py --list
 
 run: $(STAMP)
 	$(PY) -m trainer.local_run --dir $(LOCAL_DIR) --webhook-host '$(WEBHOOK_HOST)' \
