@@ -112,7 +112,7 @@ bench: $(STAMP) build-assets build-originals
 	$(PY) -m pytest test/bench -m bench -s $(PYTEST_ARGS)
 	$(MAKE) bench-burst
 
-# Burst side by side (issue 12): BURST_N TrainJobs on torch-distributed created at once, on our
+# Burst side by side: BURST_N TrainJobs on torch-distributed created at once, on our
 # manager and on the Go jobset+trainer managers, each on its own full local control plane, one
 # after the other. Writes $(BURST_OUT)/burst.json and burst.md (ratios ours / Go).
 # BURST_ARGS passes options, e.g. `--running` (unsuspended) or `--sides ours`.
