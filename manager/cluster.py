@@ -18,9 +18,9 @@ from manager.cache.cache import Cache, CacheOptions
 from manager.cache.interfaces import Informers, Reader
 from manager.client.client import Client
 from manager.client.rest import RestTransport
+from manager.client.restmapper import RESTMapper
 from manager.config import RestConfig
 from manager.events import EventRecorder
-from manager.restmapper import RESTMapper
 from manager.runnable import Runnable
 from manager.scheme import KindRef
 

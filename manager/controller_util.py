@@ -19,12 +19,13 @@ from typing import Any, TypeVar
 from manager.client.errors import Conflict, NotFound
 from manager.client.objects import gvk_of
 from manager.client.patch import Patch, merge_diff
+from manager.errors import Error
 
 Object = dict[str, Any]
 T = TypeVar("T")
 
 
-class OwnerReferenceError(ValueError):
+class OwnerReferenceError(Error, ValueError):
     """An owner reference that Kubernetes would not honour."""
 
 

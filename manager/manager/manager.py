@@ -32,6 +32,7 @@ from manager.controller.controller import Options as ControllerOptions
 from manager.controller.predicate import Predicate
 from manager.controller.reconcile import ReconcileFunc
 from manager.debug import debug_server
+from manager.errors import Error
 from manager.health.checks import Checker, flag_checker
 from manager.health.server import CheckSet, HealthProbeServer
 from manager.leaderelection.elector import (
@@ -49,14 +50,14 @@ from manager.scheme import KindRef
 log = structlog.get_logger("manager")
 
 
-class LeaderElectionLost(Exception):
+class LeaderElectionLost(Error):
     """This replica lost its lease; exit now (non-zero) so no two leaders act at once."""
 
     def __init__(self) -> None:
         super().__init__("leader election lost")
 
 
-class ShutdownTimeoutError(Exception):
+class ShutdownTimeoutError(Error):
     pass
 
 

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from manager import Builder, Manager
-from manager.restmapper import NoKindMatch
+from manager.client.restmapper import NoKindMatch
 from trainer.controllers.jobset.metrics import default_metrics
 from trainer.controllers.jobset.placement import (
     NODE_GVK,

@@ -16,11 +16,11 @@ from typing import Any, Protocol, cast
 
 import structlog
 
+from manager.client.restmapper import NoKindMatch
 from manager.controller.builder import Builder
 from manager.controller.handler import enqueue_for_object, enqueue_from_map
 from manager.events import EventRecorder
 from manager.manager import Manager
-from manager.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind
 from trainer.api import scheduling_constants as c
 from trainer.controllers import elasticquota, podgroup

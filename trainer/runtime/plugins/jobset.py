@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from manager.client.errors import ApiError, NotFound
+from manager.client.errors import NotFound, RequestError
 from manager.scheme import ObjectKey
 from trainer.api import jobset_constants as jc
 from trainer.api import trainer_constants as tc
@@ -277,7 +277,7 @@ class JobSet:
             jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(new), name_of(new)))
         except NotFound:
             return []
-        except ApiError as err:
+        except RequestError as err:
             return [FieldError.internal(path, err)]
         return [
             FieldError.forbidden(
