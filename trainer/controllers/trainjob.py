@@ -23,8 +23,8 @@ from typing import Any, Protocol
 import structlog
 
 from manager import Builder, Manager
-from manager.cache.interfaces import Reader
 from manager.client.errors import Conflict, NotFound, RequestError
+from manager.client.interfaces import Reader
 from manager.client.restmapper import NoKindMatch
 from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result

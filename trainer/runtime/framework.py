@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from manager.cache.interfaces import Reader
 from manager.client.errors import RequestError
+from manager.client.interfaces import Reader
 from manager.scheme import GroupVersionKind
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime import indexes

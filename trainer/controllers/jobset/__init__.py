@@ -42,7 +42,7 @@ async def setup(mgr: Manager, webhook_server: Any | None = None) -> bool:
     from webhooks import pod as pod_webhooks
 
     try:
-        await mgr.client.mapper.mapping(JOBSET_GVK)
+        await mgr.mapper.mapping(JOBSET_GVK)
     except NoKindMatch:
         log.info("jobset.x-k8s.io/v1alpha2 is not served by the API server; skipping the JobSet controllers")
         return False

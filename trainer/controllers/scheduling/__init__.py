@@ -49,7 +49,7 @@ async def served(mgr: Manager, gvk: GroupVersionKind) -> bool:
     failure at start-up fails loudly instead of silently disabling the controllers.
     """
     try:
-        await mgr.client.mapper.mapping(gvk)
+        await mgr.mapper.mapping(gvk)
     except NoKindMatch:
         return False
     return True
