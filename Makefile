@@ -23,7 +23,7 @@ KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.en
 
 .PHONY: venv test test-unit test-integration test-e2e lint run cluster-up cluster-down \
         build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report clean install uninstall deploy undeploy \
-        conformance build-originals
+        conformance build-originals spec-coverage
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check manager trainer webhooks test
 	$(VENV)/bin/ruff format --check manager trainer webhooks test
 	$(VENV)/bin/mypy manager trainer webhooks
+
+# How many catalogue scenarios of docs/behaviour the tests' `# spec:` markers cover, per area;
+# fails when a marker names an id the catalogue does not have.
+spec-coverage:
+	$(PYTHON) test/spec_coverage.py --list
 
 run: $(STAMP)
 	$(PY) -m trainer.local_run --dir $(LOCAL_DIR) --webhook-host '$(WEBHOOK_HOST)' \
@@ -103,7 +108,7 @@ conformance: $(STAMP) build-assets build-originals
 build-originals: $(STAMP)
 	$(PY) -m trainer conformance --build-only
 
-# Everything of issue 12 in one run, into $(BENCH_OUT): the burst (suspended and running, ours
+# Every benchmark scenario in one run, into $(BENCH_OUT): the burst (suspended and running, ours
 # and the Go managers), the scale scenario (test/bench/scale.py, when present), the framework
 # scenario (bench-mirror), the floor (suspended and running), then one bench.json, one bench.md
 # (ratios ours / Go, kopf, controller-runtime, floor) and $(BENCH_PNG) (burst latency per
@@ -133,7 +138,7 @@ bench: $(BENCH_STAMP) build-assets build-originals
 bench-report: $(BENCH_STAMP)
 	$(PY) test/bench/report.py --in $(BENCH_OUT) --png $(BENCH_PNG)
 
-# Burst side by side (issue 12): BURST_N TrainJobs on torch-distributed created at once, on our
+# Burst side by side: BURST_N TrainJobs on torch-distributed created at once, on our
 # manager and on the Go jobset+trainer managers, each on its own full local control plane, one
 # after the other. Writes $(BURST_OUT)/burst.json and burst.md (ratios ours / Go).
 # BURST_ARGS passes options, e.g. `--running` (unsuspended) or `--sides ours`.
@@ -143,7 +148,7 @@ BURST_ARGS ?=
 bench-burst: $(STAMP) build-assets build-originals
 	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BURST_OUT) $(BURST_ARGS)
 
-# Framework scenario (issue 12): MIRROR_N ConfigMaps mirrored into Secrets by one trivial
+# Framework scenario: MIRROR_N ConfigMaps mirrored into Secrets by one trivial
 # reconciler on manager/, on kopf and on controller-runtime (test/bench/mirror/), and written by
 # a bare client (the floor), each on its own etcd + kube-apiserver. MIRROR_ARGS e.g. `--sides ours,kopf`.
 MIRROR_N ?= 5000
@@ -151,7 +156,7 @@ MIRROR_ARGS ?=
 bench-mirror: $(BENCH_STAMP) build-assets
 	$(PY) test/bench/framework.py --n $(MIRROR_N) --out $(BURST_OUT) $(MIRROR_ARGS)
 
-# Floor (issue 12): the burst's JobSets and Jobs written by a bare client, no manager running.
+# Floor: the burst's JobSets and Jobs written by a bare client, no manager running.
 # FLOOR_ARGS e.g. `--running`.
 FLOOR_ARGS ?=
 bench-floor: $(STAMP) build-assets

@@ -23,7 +23,7 @@ from manager.client.errors import NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.controller_util import create_or_update, set_controller_reference
-from manager.runtime import signals
+from manager.manager import signals
 
 CONFIGMAP = GroupVersionKind("", "v1", "ConfigMap")
 SECRET = GroupVersionKind("", "v1", "Secret")
