@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from trainer.conformance import harness
 from trainer.conformance.kube import Kube
 
@@ -158,7 +160,13 @@ async def write(kube: Kube, n: int, jobset: dict[str, Any], jobs: list[dict[str,
                 return
         to_job[name] = time.monotonic() - start
 
-    await asyncio.gather(*(lane(name) for name in names))
+    async def guarded(name: str) -> None:
+        try:
+            await lane(name)
+        except (TimeoutError, aiohttp.ClientError) as err:  # a loaded machine: a failed copy, counted
+            failures.append(f"{name}: {type(err).__name__} {err}")
+
+    await asyncio.gather(*(guarded(name) for name in names))
     total = time.monotonic() - start
     written = len(to_jobset) + len(to_job) * len(jobs)
     return {
