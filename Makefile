@@ -23,7 +23,7 @@ KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.en
 
 .PHONY: venv test test-unit test-integration test-e2e lint run cluster-up cluster-down \
         build-assets bench bench-burst bench-framework clean install uninstall deploy undeploy \
-        conformance build-originals test-upstream-e2e
+        conformance build-originals test-upstream-e2e build-upstream-e2e
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -111,6 +111,11 @@ build-originals: $(STAMP)
 UPSTREAM_E2E_ARGS ?=
 test-upstream-e2e: $(STAMP) build-assets
 	$(PY) -m trainer upstream-e2e $(UPSTREAM_E2E_ARGS)
+
+# Only the builds (the suites named in UPSTREAM_E2E_SUITES, and the Go managers).
+UPSTREAM_E2E_SUITES ?= jobset trainer
+build-upstream-e2e: $(STAMP)
+	$(PY) -m trainer upstream-e2e --build-only --suites $(UPSTREAM_E2E_SUITES)
 
 bench: $(STAMP) build-assets build-originals
 	$(PY) -m pytest test/bench -m bench -s $(PYTEST_ARGS)
