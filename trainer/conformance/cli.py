@@ -182,6 +182,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = asyncio.run(run(args))
     except (OSError, RuntimeError, EnvtestError) as err:
-        print(f"conformance: error: {err}", file=sys.stderr)
+        print(f"conformance: error: {str(err) or type(err).__name__}", file=sys.stderr)
         return 2
     return report(results, args.divergences, show_listed=args.show_listed)

@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         results = asyncio.run(run(args, binaries))
     except (OSError, RuntimeError, EnvtestError) as err:
-        print(f"upstream-e2e: error: {err}", file=sys.stderr)
+        print(f"upstream-e2e: error: {str(err) or type(err).__name__}", file=sys.stderr)
         return 2
     code = report(results)
     print(
