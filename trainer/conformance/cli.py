@@ -17,6 +17,7 @@ import secrets
 import shutil
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from manager.envtest.errors import EnvtestError
@@ -173,6 +174,15 @@ async def run(args: argparse.Namespace) -> list[ScenarioResult]:
     return results
 
 
+def describe_error(err: BaseException) -> str:
+    """The error's text; one without text (a bare timeout) names its type and where it was raised."""
+    if text := str(err):
+        return text
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    return f"{type(err).__name__}{where}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.build_only:
@@ -182,6 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = asyncio.run(run(args))
     except (OSError, RuntimeError, EnvtestError) as err:
-        print(f"conformance: error: {str(err) or type(err).__name__}", file=sys.stderr)
+        print(f"conformance: error: {describe_error(err)}", file=sys.stderr)
         return 2
     return report(results, args.divergences, show_listed=args.show_listed)

@@ -34,6 +34,7 @@ from typing import Any
 from manager.envtest.assets import GoMain, ensure_go_main
 from manager.envtest.errors import EnvtestError
 from trainer.conformance import harness, originals
+from trainer.conformance.cli import describe_error
 from trainer.conformance.harness import PodTiming, Side
 
 SUITES: dict[str, GoMain] = {"jobset": originals.JOBSET_E2E, "trainer": originals.TRAINER_E2E}
@@ -306,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         results = asyncio.run(run(args, binaries))
     except (OSError, RuntimeError, EnvtestError) as err:
-        print(f"upstream-e2e: error: {str(err) or type(err).__name__}", file=sys.stderr)
+        print(f"upstream-e2e: error: {describe_error(err)}", file=sys.stderr)
         return 2
     code = report(results)
     print(

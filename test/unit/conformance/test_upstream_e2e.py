@@ -82,3 +82,16 @@ def test_bad_options_are_refused_naming_them(capsys: pytest.CaptureFixture[str])
     assert "--pod-run-seconds" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         upstream_e2e.parse_args(["--sides", "mine"])
+
+
+def test_an_error_without_text_names_its_type_and_where_it_was_raised() -> None:
+    from trainer.conformance.cli import describe_error
+
+    try:
+        raise TimeoutError
+    except TimeoutError as err:
+        text = describe_error(err)
+    assert (
+        text.startswith("TimeoutError at test_upstream_e2e.py:") and "in test_an_error_without_text" in text
+    )
+    assert describe_error(RuntimeError("cluster did not start")) == "cluster did not start"
