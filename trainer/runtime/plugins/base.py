@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from manager.cache.interfaces import Reader
+from manager.client.interfaces import Reader
 from manager.scheme import GroupVersionKind, ObjectKey
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.errors import FieldError
