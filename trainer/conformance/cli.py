@@ -179,8 +179,10 @@ def describe_error(err: BaseException) -> str:
     if text := str(err):
         return text
     frames = traceback.extract_tb(err.__traceback__)
-    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
-    return f"{type(err).__name__}{where}"
+    # the innermost frame, and the innermost of this repository's own (a library's timer says little)
+    picked = frames[-1:] + [f for f in frames if "site-packages" not in f.filename][-1:]
+    places = dict.fromkeys(f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in picked)
+    return type(err).__name__ + (f" at {', called from '.join(places)}" if places else "")
 
 
 def main(argv: list[str] | None = None) -> int:
