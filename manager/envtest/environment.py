@@ -485,7 +485,9 @@ class Environment:
                 self.url + path,
                 data=data,
                 headers={"Content-Type": content_type, "Accept": "application/json"},
-                timeout=aiohttp.ClientTimeout(total=30),
+                # Generous: two control planes starting side by side on a loaded 2-core machine
+                # have answered an admin request after more than 30 s.
+                timeout=aiohttp.ClientTimeout(total=120),
             ) as response,
         ):
             text = await response.text()
