@@ -37,6 +37,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from manager.client.errors import ApiError
 from manager.config import service_account_dir
+from manager.meta.gvk import SECRET as SECRET_GVK
 from manager.scheme import GroupVersionKind
 
 log = structlog.get_logger("trainer.certs")
@@ -71,7 +72,6 @@ ROTATION_CHECK_INTERVAL = 12 * 3600.0
 
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 
-SECRET_GVK = GroupVersionKind("", "v1", "Secret")
 VWC_GVK = GroupVersionKind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration")
 MWC_GVK = GroupVersionKind("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration")
 

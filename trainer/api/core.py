@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from manager.meta.quantity import Quantity
 from trainer.api.base import Bool, CoreRef, Ext, Int64, Model, Str, StringList, StringMap, Time
-from trainer.api.quantity import Quantity
 
 Json = dict[str, Any]
 

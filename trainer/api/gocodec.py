@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from importlib import resources
 from typing import Any
 
-from trainer.api.quantity import Quantity, QuantityError
+from manager.meta.quantity import Quantity, QuantityError
 
 __all__ = ["Codec", "DecodeError", "GoStruct", "GoType", "codec", "codec_for", "marshal"]
 

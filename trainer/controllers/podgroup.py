@@ -24,7 +24,8 @@ import structlog
 from manager.client.errors import NotFound
 from manager.client.patch import Patch, merge_diff
 from manager.controller.reconcile import Request
-from manager.scheme import GroupVersionKind, gvk_for
+from manager.meta.gvk import POD as POD  # re-exported: the kind this controller indexes
+from manager.scheme import gvk_for
 from trainer.api import scheduling_constants as c
 from trainer.api.scheduling_v1alpha1 import PodGroup
 
@@ -32,7 +33,6 @@ log = structlog.get_logger("trainer.controllers.podgroup")
 
 Object = dict[str, Any]
 
-POD = GroupVersionKind("", "v1", "Pod")
 PODGROUP = gvk_for(PodGroup)
 CONTROLLER_NAME = "podgroup"
 """Upstream's name (the lower-cased ``For`` kind): it labels metrics and the work queue."""

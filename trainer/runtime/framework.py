@@ -20,10 +20,11 @@ import structlog
 
 from manager.cache.interfaces import Reader
 from manager.client.errors import ApiError
+from manager.meta.field import FieldError
 from manager.scheme import GroupVersionKind
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime import indexes
-from trainer.runtime.errors import FieldError, PluginFailure, RuntimeFailure
+from trainer.runtime.errors import PluginFailure, RuntimeFailure
 from trainer.runtime.info import Info
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK
 from trainer.runtime.plugins import Registry, external

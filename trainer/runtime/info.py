@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer.api.quantity import Quantity
+from manager.meta.quantity import Quantity
 from trainer.api.trainer_v1alpha1 import MLPolicy, PodGroupPolicy
 
 Json = dict[str, Any]

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from manager.cache.interfaces import Reader
 from manager.client.errors import ApiError
+from manager.meta.field import FieldError
 from manager.scheme import GroupVersionKind, ObjectKey
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import (
@@ -27,7 +28,7 @@ from trainer.api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.runtime import indexes
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.framework import FieldIndexer, Framework, IndexNames
 from trainer.runtime.info import Info
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from sched_live import pod_object, set_phase
 
+from manager.meta.quantity import Quantity
 from manager.runtime.manager import Manager
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
-from trainer.api.quantity import Quantity
 from trainer.controllers.elasticquota import ELASTICQUOTA
 
 Object = dict[str, Any]

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from modelgen import kind_object
 from pydantic import ValidationError
 
+from manager.meta.quantity import Quantity
 from trainer.api import jobset_constants, scheduling_constants, trainer_constants
 from trainer.api.config_v1alpha1 import Configuration
 from trainer.api.core import container_requests, containers, env_value, find_condition, pod_spec
 from trainer.api.jobset_v1alpha2 import JobSet, JobSetSpec, Network
-from trainer.api.quantity import Quantity
 from trainer.api.scheduling_v1alpha1 import ElasticQuota, PodGroup
 from trainer.api.trainer_v1alpha1 import (
     ClusterTrainingRuntime,

@@ -11,16 +11,10 @@ import logging
 import re
 from typing import Any
 
+from manager.meta.object import labels_of, name_of
+from manager.meta.object import meta_of as meta
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.jobs import (
-    ChildJobs,
-    labels_of,
-    meta,
-    name_of,
-    replicas_of,
-    replicated_jobs,
-    spec_of,
-)
+from trainer.controllers.jobset.jobs import ChildJobs, replicas_of, replicated_jobs, spec_of
 from trainer.controllers.jobset.metrics import JobSetMetrics
 from trainer.controllers.jobset.status import (
     Event,

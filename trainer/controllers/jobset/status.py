@@ -11,8 +11,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from manager.meta.object import labels_of, name_of
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.jobs import ChildJobs, labels_of, name_of, replicated_jobs
+from trainer.controllers.jobset.jobs import ChildJobs, replicated_jobs
 
 log = logging.getLogger(__name__)
 Object = dict[str, Any]

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from manager.cache.interfaces import Reader
+from manager.meta.field import FieldError
 from manager.scheme import GroupVersionKind, ObjectKey
 from trainer.api.trainer_v1alpha1 import TrainJob
-from trainer.runtime.errors import FieldError
 from trainer.runtime.info import Info
 
 Json = dict[str, Any]

@@ -11,6 +11,8 @@ import copy
 from typing import Any
 
 from manager.client.errors import ApiError, NotFound
+from manager.meta.conditions import set_status_condition
+from manager.meta.field import FieldError
 from manager.scheme import ObjectKey
 from trainer.api import jobset_constants as jc
 from trainer.api import trainer_constants as tc
@@ -22,13 +24,13 @@ from trainer.runtime.apply import (
     upsert_volume_mounts,
     upsert_volumes,
 )
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import ContainerInfo, Endpoints, Info
 from trainer.runtime.objects import JOBSET_GVK, name_of, namespace_of, owner_reference
 from trainer.runtime.plugins.base import PluginContext, Watch
 from trainer.runtime.plugins.watches import by_controller_owner
 from trainer.runtime.runtime_info import canonical_resources
-from trainer.runtime.status import is_finished, set_status_condition
+from trainer.runtime.status import is_finished
 
 Json = dict[str, Any]
 

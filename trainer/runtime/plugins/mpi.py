@@ -14,11 +14,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from manager.client.errors import NotFound
+from manager.meta.field import FieldError
 from manager.scheme import ObjectKey
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
 from trainer.runtime.apply import upsert_env_vars, upsert_volume_mounts, upsert_volumes
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import Info
 from trainer.runtime.objects import (
     CONFIGMAP_GVK,

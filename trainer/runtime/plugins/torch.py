@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from manager.meta.field import ErrorType, FieldError
 from trainer.api import jobset_constants as jc
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import Trainer, TrainJob
 from trainer.runtime.apply import env_vars, upsert_env_vars, upsert_ports
-from trainer.runtime.errors import ErrorType, FieldError
 from trainer.runtime.info import Info
 from trainer.runtime.objects import name_of
 from trainer.runtime.plugins import torchtune

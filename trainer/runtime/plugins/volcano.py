@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from manager.client.errors import ApiError, NotFound
+from manager.meta.field import FieldError
 from manager.scheme import ObjectKey
 from trainer.api.resources import render_resources
 from trainer.api.trainer_v1alpha1 import TrainJob
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import Info
 from trainer.runtime.objects import (
     PRIORITYCLASS_GVK,
