@@ -19,12 +19,13 @@ from typing import Any, TypeVar
 from manager.client.errors import Conflict, NotFound
 from manager.client.objects import gvk_of
 from manager.client.patch import Patch, merge_diff
+from manager.errors import Error
 
 Object = dict[str, Any]
 T = TypeVar("T")
 
 
-class OwnerReferenceError(ValueError):
+class OwnerReferenceError(Error, ValueError):
     """An owner reference that Kubernetes would not honour."""
 
 
@@ -162,8 +163,8 @@ def remove_finalizer(obj: Object, finalizer: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Backoff:
-    """client-go's ``wait.Backoff``; ``DEFAULT_RETRY`` is ``retry.DefaultRetry``."""
+class RetryBackoff:
+    """client-go's ``wait.Backoff`` for retries; ``DEFAULT_RETRY`` is ``retry.DefaultRetry``."""
 
     steps: int = 5
     duration: float = 0.010
@@ -171,12 +172,12 @@ class Backoff:
     jitter: float = 0.1
 
 
-DEFAULT_RETRY = Backoff()
+DEFAULT_RETRY = RetryBackoff()
 
 
 async def retry_on_conflict(
     fn: Callable[[], Awaitable[T]],
-    backoff: Backoff = DEFAULT_RETRY,
+    backoff: RetryBackoff = DEFAULT_RETRY,
     *,
     retriable: Callable[[BaseException], bool] = lambda err: isinstance(err, Conflict),
 ) -> T:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from manager.client.errors import ApiError, NotFound
+from manager.client.errors import NotFound, RequestError
 from manager.client.objects import to_dict
 from manager.client.patch import Patch
 
@@ -115,7 +115,7 @@ class EventRecorder:
                 except NotFound:
                     pass  # expired or deleted: create a fresh one below
             result = await self._create(involved, namespace, event_type, reason, message)
-        except ApiError as err:
+        except RequestError as err:
             log.warning("could not record event %s/%s: %s", reason, message, err)
             return None
         meta = result.get("metadata") or {}

@@ -17,9 +17,9 @@ from typing import Any
 from manager import Manager, Options
 from manager import log as mlog
 from manager.cluster import Cluster
-from manager.config import ConfigError, get_config
-from manager.health.checks import NotReadyError, flag_checker, ping
-from manager.runtime.signals import run_until_signalled
+from manager.config import RestConfigError, get_config
+from manager.health.checks import CheckFailedError, flag_checker, ping
+from manager.manager.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError
@@ -108,9 +108,9 @@ def serve_webhooks(
 
     def ready() -> None:
         if not rotator.is_ready():
-            raise NotReadyError("certificates are not ready")
+            raise CheckFailedError("certificates are not ready")
         if not server_started():
-            raise NotReadyError("webhook server has not started")
+            raise CheckFailedError("webhook server has not started")
 
     mgr.add_readyz_check("webhook", ready)
 
@@ -156,7 +156,7 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
         return 1
     try:
         rest = await get_config(args.kubeconfig or None)
-    except ConfigError as err:
+    except RestConfigError as err:
         log.error("unable to get kubeconfig", error=str(err))
         return 1
     apply_client_connection(rest, cfg)

@@ -23,13 +23,14 @@ from manager.cache.store import ALL_NAMESPACES, NAMESPACE_INDEX, field_index_fun
 from manager.cache.transform import Transform, strip_managed_fields
 from manager.client.client import Client
 from manager.client.errors import NotFound
+from manager.errors import Error
 from manager.scheme import GroupVersionKind, KindRef, ObjectKey, gvk_for
 
 log = logging.getLogger(__name__)
 Object = dict[str, Any]
 
 
-class CacheError(Exception):
+class CacheError(Error):
     """Base of cache usage errors."""
 
 

@@ -18,7 +18,7 @@ from manager.cache.reflector import ListWatchOptions, Reflector
 from manager.cache.store import Store, object_key
 from manager.cache.transform import Transform, strip_managed_fields
 from manager.client.client import Client
-from manager.restmapper import RESTMapping
+from manager.client.restmapper import RESTMapping
 
 log = logging.getLogger(__name__)
 Object = dict[str, Any]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from manager.client import objects, rest
-from manager.client.errors import Gone, NotFound
+from manager.client.errors import ApiError, Gone, NotFound
 from manager.client.patch import Patch
-from manager.restmapper import RESTMapper, RESTMapping
+from manager.client.restmapper import RESTMapper, RESTMapping
 from manager.scheme import GroupVersionKind, KindRef, ObjectKey, gvk_for
 
 PropagationPolicy = Literal["Orphan", "Background", "Foreground"]
@@ -365,8 +365,6 @@ def ignore_not_found(err: BaseException) -> None:
 
 
 async def _watch_events(stream: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-    from manager.client.errors import ApiError
-
     async for event in stream:
         if event.get("type") == "ERROR":
             status = event.get("object") or {}

@@ -37,6 +37,7 @@ from manager.controller.reconcile import (
     is_routine,
 )
 from manager.controller.source import Source
+from manager.errors import Error
 from manager.metrics import controller as m
 from manager.metrics.workqueue import PrometheusQueueMetrics
 from manager.workqueue import RateLimiter, RateLimitingQueue, ShutDownError, default_controller_rate_limiter
@@ -71,7 +72,7 @@ class _ControllerMetrics:
         self.total_requeue_after = m.RECONCILE_TOTAL.labels(name, "requeue_after")
 
 
-class CacheSyncTimeoutError(Exception):
+class CacheSyncTimeoutError(Error):
     """A source did not deliver its initial state within ``cache_sync_timeout``."""
 
 

@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from manager.client.errors import ApiError, NotFound
-from manager.restmapper import NoKindMatch
+from manager.client.errors import NotFound, RequestError
+from manager.client.restmapper import NoKindMatch
+from manager.errors import Error
 from manager.scheme import ObjectKey
 
 
@@ -57,7 +58,7 @@ class Reconciler(Protocol):
 ReconcileFunc = Callable[[Request], Awaitable["Result | None"]]
 
 
-class TerminalError(Exception):
+class TerminalError(Error):
     """An error retrying cannot fix (bad spec, unsupported configuration): no requeue.
 
     The object is reconciled again when an event for it arrives, as with any other key.
@@ -69,7 +70,7 @@ class TerminalError(Exception):
             self.__cause__ = message
 
 
-class ReconcileError(Exception):
+class ReconcileError(Error):
     """An expected failure (e.g. a dependency not ready yet): retried with backoff.
 
     Exceptions that are neither this, an API error nor a ``TerminalError`` are probable bugs
@@ -126,7 +127,7 @@ def object_reconciler(reader: ObjectReader, kind: Any, fn: ObjectReconcileFunc) 
     return reconcile
 
 
-_ROUTINE = (ReconcileError, ApiError, NoKindMatch, TimeoutError)
+_ROUTINE = (ReconcileError, RequestError, NoKindMatch, TimeoutError)
 
 
 def is_routine(err: BaseException) -> bool:

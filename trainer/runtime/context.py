@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from manager import Manager
+from manager.client.restmapper import NoKindMatch
 from manager.events import EventRecorder
-from manager.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind
 from manager.webhook.server import WebhookServer
 from trainer.runtime.readers import CacheReader

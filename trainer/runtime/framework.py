@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import structlog
 
 from manager.cache.interfaces import Reader
-from manager.client.errors import ApiError
+from manager.client.errors import RequestError
 from manager.meta.field import FieldError
 from manager.scheme import GroupVersionKind
 from trainer.api.trainer_v1alpha1 import TrainJob
@@ -177,7 +177,7 @@ class Framework:
                     raise failure from err
                 if isinstance(err, RuntimeFailure):
                     raise
-                if isinstance(err, ApiError):
+                if isinstance(err, RequestError):
                     raise RuntimeFailure(str(err)) from err
                 if isinstance(err, (KeyError, TypeError, ValueError, AttributeError, IndexError)):
                     raise RuntimeFailure(f"plugin {plugin.name}: malformed input: {err!r}") from err
@@ -195,7 +195,7 @@ class Framework:
                 plugin_warnings, plugin_errors = await plugin.validate(info, old, new)
             except Exception as err:
                 if plugin.name not in self.external and not isinstance(
-                    err, (ApiError, KeyError, TypeError, ValueError, AttributeError, IndexError)
+                    err, (RequestError, KeyError, TypeError, ValueError, AttributeError, IndexError)
                 ):
                     raise
                 plugin_warnings, plugin_errors = (
@@ -212,7 +212,7 @@ class Framework:
             return None
         try:
             return await self.trainjob_status_plugin.status(trainjob)
-        except ApiError as err:
+        except RequestError as err:
             raise RuntimeFailure(str(err)) from err
 
     def watches(self) -> list[Watch]:

@@ -22,7 +22,7 @@ from typing import Any
 from manager.cache.cache import ResourceNotCached, not_found
 from manager.cache.interfaces import Reader
 from manager.client.errors import ApiError, NotFound
-from manager.restmapper import NoKindMatch
+from manager.client.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind, ObjectKey
 
 Json = dict[str, Any]

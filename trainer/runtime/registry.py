@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from manager.cache.interfaces import Reader
-from manager.client.errors import ApiError
+from manager.client.errors import RequestError
 from manager.meta.field import FieldError
 from manager.scheme import GroupVersionKind, ObjectKey
 from trainer.api import trainer_constants as tc
@@ -158,7 +158,7 @@ class _BaseRuntime(abc.ABC):
             )
         try:
             runtime = await self._fetch(tj)
-        except ApiError as err:
+        except RequestError as err:
             raise RuntimeFailure(self._not_found(err)) from err
         spec = runtime.spec
         template = spec.template if spec is not None and spec.template is not None else JobSetTemplateSpec()
@@ -193,7 +193,7 @@ class _BaseRuntime(abc.ABC):
             return [], [FieldError.invalid("spec", None, "Required")]
         try:
             runtime = await self._fetch(new_tj)
-        except (ApiError, RuntimeFailure) as err:
+        except (RequestError, RuntimeFailure) as err:
             return [], [self._lookup_error(new_tj, err)]
         warnings = self._warnings(runtime)
         spec = runtime.spec

@@ -19,8 +19,8 @@ from manager.client.patch import Patch
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
+from manager.manager import Manager, Options
 from manager.meta.quantity import Quantity
-from manager.runtime.manager import Manager, Options
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 from trainer.controllers.elasticquota import ELASTICQUOTA

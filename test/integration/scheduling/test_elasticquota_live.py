@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from sched_live import pod_object, set_phase
 
+from manager.manager import Manager
 from manager.meta.quantity import Quantity
-from manager.runtime.manager import Manager
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 from trainer.controllers.elasticquota import ELASTICQUOTA

@@ -13,8 +13,8 @@ from aiohttp import web
 from manager.cache import Cache, CacheNotStarted, CacheOptions, CacheSyncTimeout, ResourceNotCached
 from manager.cache.informer import SharedInformer
 from manager.client import Client, RestTransport
+from manager.client.restmapper import RESTMapper, RESTMapping
 from manager.config import RestConfig
-from manager.restmapper import RESTMapper, RESTMapping
 from manager.scheme import GroupVersionKind, ObjectKey
 from manager.testing.eventually import eventually
 

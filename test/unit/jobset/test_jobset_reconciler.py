@@ -408,7 +408,7 @@ def test_merge_pod_template_union_rules() -> None:
 async def test_setup_skips_when_the_crd_is_not_served() -> None:
     from types import SimpleNamespace
 
-    from manager.restmapper import NoKindMatch
+    from manager.client.restmapper import NoKindMatch
     from trainer.controllers.jobset import setup
     from trainer.runtime.context import SetupContext
 

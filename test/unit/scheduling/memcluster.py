@@ -23,10 +23,10 @@ from manager.cache.informer import SharedInformer
 from manager.client.client import Client
 from manager.client.errors import NotFound
 from manager.client.patch import Patch
+from manager.client.restmapper import RESTMapper, RESTMapping
 from manager.controller.controller import Controller
 from manager.controller.controller import Options as ControllerOptions
 from manager.metrics import REGISTRY
-from manager.restmapper import RESTMapper, RESTMapping
 from manager.scheme import GroupVersionKind, KindRef, ObjectKey, gvk_for, gvk_of_object
 from manager.testing.fake import merge_patch
 from trainer.controllers import elasticquota, podgroup

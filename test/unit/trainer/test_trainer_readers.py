@@ -8,7 +8,7 @@ import pytest
 
 from manager.cache.cache import ResourceNotCached
 from manager.client.errors import ApiError, NotFound
-from manager.restmapper import NoKindMatch
+from manager.client.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind, ObjectKey
 from trainer.runtime.readers import CacheReader
 

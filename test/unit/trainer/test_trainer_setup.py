@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import webhooks
-from manager.restmapper import NoKindMatch
+from manager.client.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind
 from trainer.components import COMPONENTS, component
 from trainer.controllers import trainer_setup

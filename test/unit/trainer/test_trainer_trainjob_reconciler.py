@@ -245,7 +245,7 @@ def test_every_trainjob_event_passes_and_notifies_the_watchers() -> None:
 
 
 async def test_apply_of_an_unserved_kind_is_reported_like_any_apply_error() -> None:
-    from manager.restmapper import NoKindMatch
+    from manager.client.restmapper import NoKindMatch
 
     reconciler, client, recorder = setup(node_runtime(), trainjob())
     client.inject_error("apply", NoKindMatch(JOBSET_GVK))

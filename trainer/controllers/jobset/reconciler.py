@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from manager import Request, Result
-from manager.client.errors import AlreadyExists, ApiError, Conflict, NotFound
+from manager.client.errors import AlreadyExists, Conflict, NotFound, RequestError
 from manager.meta.gvk import JOB as JOB_GVK
 from manager.meta.gvk import SERVICE as SERVICE_GVK
 from manager.meta.object import labels_of, meta_of, name_of
@@ -229,7 +229,7 @@ class JobSetReconciler:
                         raise JobCreationError(
                             f'job "{name_of(job)}" creation failed with error: {err}'
                         ) from err
-                except ApiError as err:
+                except RequestError as err:
                     raise JobCreationError(f'job "{name_of(job)}" creation failed with error: {err}') from err
 
             return call
@@ -265,7 +265,7 @@ class JobSetReconciler:
             await self.client.create(construct_headless_service(js))
         except AlreadyExists:
             return  # the cache has not seen it yet: it exists, as the get above would have said
-        except ApiError as err:
+        except RequestError as err:
             await self.recorder.event(js, "Warning", c.HeadlessServiceCreationFailedReason, str(err))
             raise
 

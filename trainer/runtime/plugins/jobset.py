@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from manager.client.errors import ApiError, NotFound
+from manager.client.errors import NotFound, RequestError
 from manager.meta.conditions import set_status_condition
 from manager.meta.field import FieldError
 from manager.scheme import ObjectKey
@@ -279,7 +279,7 @@ class JobSet:
             jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(new), name_of(new)))
         except NotFound:
             return []
-        except ApiError as err:
+        except RequestError as err:
             return [FieldError.internal(path, err)]
         return [
             FieldError.forbidden(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from manager.client.errors import ApiError, NotFound
+from manager.client.errors import NotFound, RequestError
 from manager.meta.field import FieldError
 from manager.scheme import ObjectKey
 from trainer.api.resources import render_resources
@@ -80,7 +80,7 @@ class Volcano:
                 return [], errors
             try:
                 await self._reader.get(PRIORITYCLASS_GVK, ObjectKey("", name))
-            except ApiError as err:
+            except RequestError as err:
                 errors.append(
                     FieldError.invalid(
                         "spec.templateSpec.priorityClassName",
@@ -101,7 +101,7 @@ class Volcano:
             exists = True
         except NotFound:
             exists = False
-        except ApiError as err:
+        except RequestError as err:
             raise RuntimeFailure(str(err)) from err  # upstream returns the read error as it is
         if exists and not trainjob.spec.suspend:
             return []
