@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
 
+from manager.meta.object import Json as Object
 from manager.webhook import DecodeError
 from trainer.api import gocodec
-
-Object = dict[str, Any]
 
 
 def decoder(api_version: str, kind: str, *, typed_view: bool = False) -> Callable[[Object | None], Object]:

@@ -13,10 +13,8 @@ from typing import Any
 
 from manager import _json
 from manager.meta.field import FieldError, aggregate
+from manager.meta.object import Json as Object
 from manager.webhook import jsonpatch
-
-Object = dict[str, Any]
-
 
 # What a caller sees when a handler fails unexpectedly; the details go to the log only.
 INTERNAL_ERROR_MESSAGE = "internal error in the admission webhook; see the webhook server's log"

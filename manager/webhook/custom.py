@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from manager.client.errors import ApiError, TransportError
 from manager.client.objects import to_dict
+from manager.meta.object import Json as Object
 from manager.webhook import jsonpatch
 from manager.webhook.admission import (
     INTERNAL_ERROR_MESSAGE,
@@ -41,7 +42,6 @@ from manager.webhook.admission import (
 log = logging.getLogger(__name__)
 Handler = Callable[[AdmissionRequest], Awaitable[AdmissionResponse]]
 Warnings = list[str]
-Object = dict[str, Any]
 Decode = Callable[[Object | None], Any]
 Encode = Callable[[Any], Object]
 

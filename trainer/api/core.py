@@ -17,10 +17,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from manager.meta.object import Json
 from manager.meta.quantity import Quantity
 from trainer.api.base import Bool, CoreRef, Ext, Int64, Model, Str, StringList, StringMap, Time
-
-Json = dict[str, Any]
 
 PodTemplateSpec = Annotated[Json, CoreRef("io.k8s.api.core.v1.PodTemplateSpec")]
 JobTemplateSpec = Annotated[Json, CoreRef("io.k8s.api.batch.v1.JobTemplateSpec")]

@@ -20,6 +20,7 @@ import yaml
 from manager.meta.duration import DurationError
 from manager.meta.duration import parse_duration as _parse_duration
 from manager.meta.field import FieldError, aggregate
+from manager.meta.object import Json as Object
 from manager.meta.validation import is_dns1035_label, is_dns1123_subdomain
 
 API_VERSION = "config.jobset.x-k8s.io/v1alpha1"
@@ -29,7 +30,6 @@ DEFAULT_WEBHOOK_SERVICE = "jobset-webhook-service"
 DEFAULT_WEBHOOK_SECRET = "jobset-webhook-server-cert"
 DEFAULT_METRICS_CERT_DIR = "/tmp/k8s-metrics-server/serving-certs"
 
-Object = dict[str, Any]
 
 # The fields a Configuration may carry; anything else is a strict-decoding error.
 _SCHEMA: dict[str, Any] = {

@@ -22,6 +22,7 @@ from manager.client.patch import Patch
 from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import Request, TerminalError
 from manager.meta.gvk import POD as POD  # re-exported: the kind this controller indexes
+from manager.meta.object import Json as Object
 from manager.meta.quantity import Quantity, QuantityError
 from manager.scheme import gvk_for
 from trainer.api import scheduling_constants as c
@@ -30,7 +31,6 @@ from trainer.api.scheduling_v1alpha1 import ElasticQuota
 
 log = structlog.get_logger("trainer.controllers.elasticquota")
 
-Object = dict[str, Any]
 Resources = ResourceQuantities
 
 ELASTICQUOTA = gvk_for(ElasticQuota)

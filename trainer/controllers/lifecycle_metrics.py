@@ -26,7 +26,6 @@ the leader, so replicas do not count the same TrainJob twice.
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from manager.controller.predicate import Funcs, Predicate
+from manager.meta import times
 from manager.metrics.registry import REGISTRY
 from trainer.api import trainer_constants as tc
 from trainer.controllers.state import COMPLETE, FAILED, RUNNING, derive_state
@@ -59,9 +59,10 @@ def _parse_time(value: Any) -> float | None:
     if not isinstance(value, str) or not value:
         return None
     try:
-        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        parsed = times.parse_time(value)
     except ValueError:
         return None
+    return parsed.timestamp() if parsed is not None else None
 
 
 def _labels(trainjob: Json) -> dict[str, str]:

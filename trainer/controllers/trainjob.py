@@ -30,6 +30,7 @@ from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
 from manager.events import EventType
 from manager.meta.conditions import find_condition, set_status_condition
+from manager.meta.object import Json
 from manager.meta.times import now as now_rfc3339
 from trainer import features
 from trainer.api import gocodec
@@ -51,7 +52,6 @@ from trainer.runtime.readers import no_kind_match_error
 from trainer.runtime.registry import Runtime, runtime_key
 from trainer.runtime.status import is_finished
 
-Json = dict[str, Any]
 log = structlog.get_logger("trainer.trainjob")
 
 __all__ = [

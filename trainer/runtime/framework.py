@@ -21,6 +21,7 @@ import structlog
 from manager.cache.interfaces import Reader
 from manager.client.errors import RequestError
 from manager.meta.field import FieldError
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime import indexes
@@ -40,7 +41,6 @@ from trainer.runtime.plugins.base import (
     WatchExtensionPlugin,
 )
 
-Json = dict[str, Any]
 IndexFunc = Callable[[Any], list[str] | None]
 
 __all__ = ["FieldIndexer", "Framework", "IndexNames"]

@@ -6,20 +6,17 @@ runtime-ref tests (spec §10 J) pin the two predicates.
 
 from __future__ import annotations
 
-from typing import Any
-
 from manager.meta.gvk import CONFIGMAP as CONFIGMAP_GVK
 from manager.meta.gvk import LIMITRANGE as LIMITRANGE_GVK
 from manager.meta.gvk import PRIORITYCLASS as PRIORITYCLASS_GVK
 from manager.meta.gvk import RUNTIMECLASS as RUNTIMECLASS_GVK
 from manager.meta.gvk import SECRET as SECRET_GVK
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 from trainer.api import jobset_constants as jc
 from trainer.api import scheduling_constants as sc
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import RuntimeRef, TrainJob
-
-Json = dict[str, Any]
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME_GVK",

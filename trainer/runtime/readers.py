@@ -23,9 +23,8 @@ from manager.cache.cache import ResourceNotCached, not_found
 from manager.cache.interfaces import Reader
 from manager.client.errors import ApiError, NotFound
 from manager.client.restmapper import NoKindMatch
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, ObjectKey
-
-Json = dict[str, Any]
 
 __all__ = ["CacheReader", "no_kind_match_error"]
 

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from manager.cache.interfaces import Reader
 from manager.client.errors import RequestError
 from manager.meta.field import FieldError
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, ObjectKey
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import (
@@ -35,8 +36,6 @@ from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTI
 from trainer.runtime.plugins import Registry, new_registry
 from trainer.runtime.plugins.base import Watch
 from trainer.runtime.runtime_info import new_runtime_info
-
-Json = dict[str, Any]
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME_KEY",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from manager.meta.object import Json
 from manager.meta.quantity import Quantity, QuantityError
 from trainer.api import trainer_constants as tc
 from trainer.api.resources import (
@@ -18,8 +19,6 @@ from trainer.api.resources import (
     max_resources,
     quantities,
 )
-
-Json = dict[str, Any]
 
 __all__ = [
     "canonical_quantities",

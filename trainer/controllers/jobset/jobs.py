@@ -11,13 +11,11 @@ import copy
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from manager.meta.object import Json as Object
 from manager.meta.object import annotations_of, labels_of, name_of
 from manager.meta.object import meta_of as meta
 from trainer.api import jobset_constants as c
-
-Object = dict[str, Any]
 
 JOB_API_VERSION = "batch/v1"
 JOB_KIND = "Job"

@@ -9,10 +9,11 @@ from __future__ import annotations
 import datetime
 import logging
 import re
-from typing import Any
 
+from manager.meta.object import Json as Object
 from manager.meta.object import labels_of, name_of
 from manager.meta.object import meta_of as meta
+from manager.meta.times import parse_time
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.jobs import ChildJobs, replicas_of, replicated_jobs, spec_of
 from trainer.controllers.jobset.metrics import JobSetMetrics
@@ -23,12 +24,10 @@ from trainer.controllers.jobset.status import (
     failed_condition,
     find_first_finished_condition,
     msg_with_job,
-    parse_time,
     set_condition,
 )
 
 log = logging.getLogger(__name__)
-Object = dict[str, Any]
 _ZERO_TIME = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 

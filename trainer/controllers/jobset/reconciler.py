@@ -19,6 +19,7 @@ from manager import Request, Result
 from manager.client.errors import AlreadyExists, Conflict, NotFound, RequestError
 from manager.meta.gvk import JOB as JOB_GVK
 from manager.meta.gvk import SERVICE as SERVICE_GVK
+from manager.meta.object import Json as Object
 from manager.meta.object import labels_of, meta_of, name_of
 from manager.scheme import GroupVersionKind
 from trainer.api import gocodec
@@ -31,7 +32,6 @@ from trainer.controllers.jobset.service import construct_headless_service
 from trainer.controllers.jobset.util import merge_maps, merge_slices
 
 log = logging.getLogger(__name__)
-Object = dict[str, Any]
 
 JOBSET_GVK = GroupVersionKind(c.GROUP, c.VERSION, c.KIND)
 JOB_OWNER_KEY = ".metadata.controller"

@@ -13,6 +13,7 @@ from typing import Any
 from manager.client.errors import NotFound, RequestError
 from manager.meta.conditions import set_status_condition
 from manager.meta.field import FieldError
+from manager.meta.object import Json
 from manager.scheme import ObjectKey
 from trainer.api import jobset_constants as jc
 from trainer.api import trainer_constants as tc
@@ -31,8 +32,6 @@ from trainer.runtime.plugins.base import PluginContext, Watch
 from trainer.runtime.plugins.watches import by_controller_owner
 from trainer.runtime.runtime_info import canonical_resources
 from trainer.runtime.status import is_finished
-
-Json = dict[str, Any]
 
 __all__ = ["JobSet"]
 

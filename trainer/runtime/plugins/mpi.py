@@ -8,13 +8,13 @@ every reconcile from the PodSet endpoints).
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from manager.client.errors import NotFound
 from manager.meta.field import FieldError
+from manager.meta.object import Json
 from manager.scheme import ObjectKey
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
@@ -31,8 +31,6 @@ from trainer.runtime.objects import (
 from trainer.runtime.plugins.base import PluginContext, Watch
 from trainer.runtime.plugins.watches import by_controller_owner
 from trainer.runtime.resources import gpu_count, trainer_resources_from_runtime
-
-Json = dict[str, Any]
 
 __all__ = ["MPI", "hostfile", "ssh_auth_secret_data"]
 
