@@ -49,7 +49,7 @@ test-integration: $(STAMP)
 test-e2e: $(STAMP)
 	$(PY) -m pytest test -m e2e $(PYTEST_ARGS)
 
-# mypy is strict on manager/ and trainer/ (pyproject lists the trainer modules not yet strict);
+# mypy is strict on manager/, trainer/ and webhooks/ (pyproject [tool.mypy]);
 # lint-imports checks the layering contracts of pyproject's [tool.importlinter].
 lint: $(STAMP)
 	$(VENV)/bin/ruff check manager trainer webhooks test
