@@ -70,10 +70,13 @@ def _field_errors(err: ValidationError, prefix: str = "") -> list[FieldError]:
     return out
 
 
-def load_trainjob(trainjob: TrainJob | Mapping[str, Any]) -> TrainJob:
-    """A private deep copy of the TrainJob (plugins rewrite it in memory); bad input -> RuntimeFailure."""
-    if isinstance(trainjob, TrainJob):
-        return trainjob.model_copy(deep=True)
+def load_trainjob(trainjob: Mapping[str, Any]) -> TrainJob:
+    """The typed view the plugins work on, a private copy (they rewrite it in memory).
+
+    The object model (``manager.meta``): a TrainJob crosses the controller and webhook seam as
+    the dict the API server sent; only here, inside the runtime, does it become a model.
+    Bad input -> RuntimeFailure with field errors.
+    """
     try:
         return TrainJob.from_dict(dict(trainjob))
     except (ValidationError, ValueError) as err:
@@ -84,7 +87,7 @@ def load_trainjob(trainjob: TrainJob | Mapping[str, Any]) -> TrainJob:
 class Runtime(Protocol):
     """What the reconciler and the webhook use (upstream ``runtime.Runtime``)."""
 
-    async def new_objects(self, trainjob: TrainJob | Mapping[str, Any]) -> list[Json]: ...
+    async def new_objects(self, trainjob: Mapping[str, Any]) -> list[Json]: ...
 
     def runtime_info(
         self,
@@ -94,12 +97,12 @@ class Runtime(Protocol):
         pod_group_policy: PodGroupPolicy | None,
     ) -> Info: ...
 
-    async def trainjob_status(self, trainjob: TrainJob | Mapping[str, Any]) -> Json | None: ...
+    async def trainjob_status(self, trainjob: Mapping[str, Any]) -> Json | None: ...
 
     def event_handler_registrars(self) -> list[Watch]: ...
 
     async def validate_objects(
-        self, old: TrainJob | Mapping[str, Any] | None, new: TrainJob | Mapping[str, Any]
+        self, old: Mapping[str, Any] | None, new: Mapping[str, Any]
     ) -> tuple[list[str], list[FieldError]]: ...
 
 
@@ -148,7 +151,7 @@ class _BaseRuntime(abc.ABC):
         self.framework.run_pod_network_plugins(info, trainjob)
         return info
 
-    async def new_objects(self, trainjob: TrainJob | Mapping[str, Any]) -> list[Json]:
+    async def new_objects(self, trainjob: Mapping[str, Any]) -> list[Json]:
         """Every object to apply for the TrainJob, in builder order."""
         tj = load_trainjob(trainjob)
         if tj.spec is None:
@@ -166,7 +169,7 @@ class _BaseRuntime(abc.ABC):
         )
         return await self.framework.run_component_builder_plugins(info, tj)
 
-    async def trainjob_status(self, trainjob: TrainJob | Mapping[str, Any]) -> Json | None:
+    async def trainjob_status(self, trainjob: Mapping[str, Any]) -> Json | None:
         return await self.framework.run_trainjob_status_plugin(load_trainjob(trainjob))
 
     def event_handler_registrars(self) -> list[Watch]:
@@ -180,7 +183,7 @@ class _BaseRuntime(abc.ABC):
         return []
 
     async def validate_objects(
-        self, old: TrainJob | Mapping[str, Any] | None, new: TrainJob | Mapping[str, Any]
+        self, old: Mapping[str, Any] | None, new: Mapping[str, Any]
     ) -> tuple[list[str], list[FieldError]]:
         """Plugin validation of a TrainJob create (``old`` None) or update."""
         try:
