@@ -107,11 +107,6 @@ class Condition(Model):
 ConditionList = Annotated[list[Condition], Ext(list_type="map", map_keys=("type",))]
 
 
-def find_condition(conditions: list[Condition] | None, condition_type: str) -> Condition | None:
-    """The condition of that type, if present."""
-    return next((c for c in conditions or () if c.type == condition_type), None)
-
-
 # -- typed accessors on pass-through core objects ------------------------------------------------
 
 

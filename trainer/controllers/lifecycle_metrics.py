@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from manager.controller.predicate import Funcs, Predicate
 from manager.meta import times
+from manager.meta.conditions import find_condition
 from manager.metrics.registry import REGISTRY
 from trainer.api import trainer_constants as tc
 from trainer.controllers.state import COMPLETE, FAILED, RUNNING, derive_state
@@ -78,13 +79,6 @@ def _labels(trainjob: Json) -> dict[str, str]:
 def _key(trainjob: Json) -> str:
     meta = trainjob.get("metadata") or {}
     return meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
-
-
-def _terminal_condition(trainjob: Json, condition_type: str) -> Json:
-    for condition in (trainjob.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == condition_type:
-            return dict(condition)
-    return {}
 
 
 class TrainJobLifecycleMetrics:
@@ -209,8 +203,11 @@ class TrainJobLifecycleMetrics:
                 self.time_to_start.labels(**labels).observe(max(0.0, now - created))
         if state in (COMPLETE, FAILED) and "finished" not in seen.counted:
             seen.counted.add("finished")
-            condition = _terminal_condition(
-                trainjob, tc.TrainJobComplete if state == COMPLETE else tc.TrainJobFailed
+            condition = (
+                find_condition(
+                    trainjob.get("status"), tc.TrainJobComplete if state == COMPLETE else tc.TrainJobFailed
+                )
+                or {}
             )
             if state == COMPLETE:
                 self.completed.labels(**labels).inc()

@@ -10,6 +10,7 @@ import datetime
 import logging
 import re
 
+from manager.meta.conditions import find_condition
 from manager.meta.object import Json as Object
 from manager.meta.object import labels_of, name_of
 from manager.meta.object import meta_of as meta
@@ -60,11 +61,8 @@ def set_jobset_completed(
 
 def find_job_failure_condition(job: Object) -> Object | None:
     """The first ``Failed=True`` condition of a Job: its reason, message and failure time."""
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Failed" and cond.get("status") == "True":
-            result: Object = cond
-            return result
-    return None
+    cond = find_condition(job.get("status"), "Failed")
+    return cond if cond is not None and cond.get("status") == "True" else None
 
 
 def _failure_time(job: Object) -> datetime.datetime | None:
