@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from manager.client.errors import Conflict, NotFound
+from manager.client.interfaces import ClientProtocol
 from manager.client.objects import gvk_of
 from manager.client.patch import Patch, merge_diff
 from manager.errors import Error
@@ -210,7 +211,7 @@ def _identity(obj: Object) -> tuple[str, str, str, str]:
 
 
 async def create_or_update(
-    client: Any, obj: Object, mutate: Callable[[Object], None]
+    client: ClientProtocol, obj: Object, mutate: Callable[[Object], None]
 ) -> tuple[Object, OperationResult]:
     """Get ``obj`` (live would be the caller's choice of client), apply ``mutate``; create it if
     missing, update it only if ``mutate`` changed something. ``mutate`` must not change the
@@ -234,7 +235,7 @@ async def create_or_update(
 
 
 async def create_or_patch(
-    client: Any, obj: Object, mutate: Callable[[Object], None]
+    client: ClientProtocol, obj: Object, mutate: Callable[[Object], None]
 ) -> tuple[Object, OperationResult]:
     """Like ``create_or_update`` but sends merge patches: one for everything but status, one for
     status (through the status subresource), so each only carries what ``mutate`` changed."""

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from manager.client.errors import NotFound, RequestError
+from manager.client.interfaces import Reader
 from manager.client.restmapper import NoKindMatch
 from manager.errors import Error
-from manager.scheme import ObjectKey
+from manager.scheme import GroupVersionKind, ObjectKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,14 +104,10 @@ def as_reconcile_func(reconciler: Reconciler | ReconcileFunc) -> ReconcileFunc:
     return in_thread
 
 
-class ObjectReader(Protocol):
-    async def get(self, kind: Any, name: str, namespace: str = "") -> dict[str, Any]: ...
-
-
 ObjectReconcileFunc = Callable[[dict[str, Any]], Awaitable["Result | None"]]
 
 
-def object_reconciler(reader: ObjectReader, kind: Any, fn: ObjectReconcileFunc) -> ReconcileFunc:
+def object_reconciler(reader: Reader, kind: GroupVersionKind, fn: ObjectReconcileFunc) -> ReconcileFunc:
     """Adapt ``fn(obj)`` into a request reconciler: fetch the object, skip it if it is gone.
 
     The counterpart of controller-runtime's ``reconcile.AsReconciler``: a NotFound means the

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 import structlog
 
 from manager import Builder, Manager
-from manager.cache.interfaces import Reader
 from manager.client.errors import Conflict, NotFound, RequestError
+from manager.client.interfaces import Reader
 from manager.client.restmapper import NoKindMatch
 from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
@@ -329,7 +329,7 @@ async def setup_trainjob_controller(
     builder = Builder(mgr).named(CONTROLLER_NAME).for_(TRAINJOB_GVK, predicates=predicates)
     registrars = [watch for runtime in runtimes.values() for watch in runtime.event_handler_registrars()]
     for watch in _unique_by_kind(registrars):
-        if watch.requires_crd is not None and not await require_kinds(mgr.client, watch.requires_crd):
+        if watch.requires_crd is not None and not await require_kinds(mgr.mapper, watch.requires_crd):
             log.error(watch.missing_crd_message or f"{watch.requires_crd.kind} CRD is not installed")
             if not watch.register_anyway:
                 continue

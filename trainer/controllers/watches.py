@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import structlog
 
-from manager.cache.interfaces import Reader
+from manager.client.interfaces import Reader
 from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Object, UpdateEvent
 from manager.controller.handler import RequestQueue
 from manager.controller.reconcile import Request

@@ -34,20 +34,19 @@ __all__ = ["DeferredIndexer", "Setup", "SetupContext", "require_kinds"]
 IndexFunc = Callable[[Any], list[str] | None]
 
 
-async def require_kinds(client: object, *gvks: GroupVersionKind) -> bool:
+async def require_kinds(mapper: object | None, *gvks: GroupVersionKind) -> bool:
     """Whether the API server serves every one of ``gvks`` (their CRDs are installed).
 
-    Asked through the client's REST mapper; only "no such kind" answers False, any other
-    discovery error propagates (a transient failure at start-up fails loudly instead of
-    silently disabling controllers). A client without a mapper (the unit-test fake) serves
-    every kind.
+    Asked through the REST mapper (``Manager.mapper``); only "no such kind" answers False, any
+    other discovery error propagates (a transient failure at start-up fails loudly instead of
+    silently disabling controllers). Without a mapper (a unit-test fake) every kind is served.
     """
-    mapper = getattr(client, "mapper", None)
     if mapper is None:
         return True
+    mapping = getattr(mapper, "mapping")  # noqa: B009 -- RESTMapper or a test double
     for gvk in gvks:
         try:
-            await mapper.mapping(gvk)
+            await mapping(gvk)
         except NoKindMatch:
             return False
     return True
@@ -90,7 +89,7 @@ class SetupContext:
     _admission_runtimes: dict[str, Runtime] | None = field(default=None, init=False, repr=False)
 
     async def require_kinds(self, *gvks: GroupVersionKind) -> bool:
-        return await require_kinds(self.manager.client, *gvks)
+        return await require_kinds(getattr(self.manager, "mapper", None), *gvks)
 
     def reader(self, *, confirm_misses: bool = False) -> CacheReader:
         """The cache-backed reader the runtimes read through (``confirm_misses``: the webhooks')."""

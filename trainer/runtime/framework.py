@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from manager.cache.interfaces import Reader
 from manager.client.errors import RequestError
+from manager.client.interfaces import Reader
 from manager.meta.field import FieldError
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from manager.cache.interfaces import Reader
 from manager.client.errors import RequestError
+from manager.client.interfaces import Reader
 from manager.meta.field import FieldError
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, ObjectKey
@@ -125,7 +125,8 @@ class _BaseRuntime(abc.ABC):
         """Upstream's text for a missing runtime of this kind."""
 
     async def _fetch(self, trainjob: TrainJob) -> TrainingRuntime | ClusterTrainingRuntime:
-        obj = await self._reader.get(self.gvk, self._key(trainjob))
+        key = self._key(trainjob)
+        obj = await self._reader.get(self.gvk, key.name, key.namespace)
         try:
             return self.kind_model.from_dict(obj)
         except (ValidationError, ValueError) as err:

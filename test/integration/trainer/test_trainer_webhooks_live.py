@@ -14,7 +14,7 @@ import pytest
 from trainer_wrappers import rjob, runtime, trainjob, wrapper_rjobs
 
 from manager.client import Forbidden, NotFound
-from manager.scheme import GroupVersionKind, ObjectKey
+from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 
 Json = dict[str, Any]
@@ -47,7 +47,7 @@ async def _update_tr(trainer: Any, change: Any) -> None:
     updated: Json = await trainer.client.update(current)
 
     async def cached() -> None:
-        seen = await trainer.manager.cache.get(TR, ObjectKey(trainer.namespace, "training-runtime"))
+        seen = await trainer.manager.cache.get(TR, "training-runtime", trainer.namespace)
         assert seen["metadata"]["resourceVersion"] == updated["metadata"]["resourceVersion"]
 
     await eventually(cached, timeout=30)

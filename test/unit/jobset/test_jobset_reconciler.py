@@ -420,7 +420,7 @@ async def test_setup_skips_when_the_crd_is_not_served() -> None:
         def __getattr__(self, name: str) -> Any:
             raise AssertionError(f"setup touched the manager's {name} although the CRD is absent")
 
-    mgr = SimpleNamespace(client=SimpleNamespace(mapper=Mapper()), cache=Untouchable(), cluster=Untouchable())
+    mgr = SimpleNamespace(mapper=Mapper(), client=Untouchable(), cache=Untouchable(), cluster=Untouchable())
     assert await setup(SetupContext(mgr)) is False  # type: ignore[arg-type]
 
 

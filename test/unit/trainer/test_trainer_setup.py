@@ -34,7 +34,7 @@ class _Untouchable:
 
 
 async def test_component_skips_itself_without_the_trainjob_crd() -> None:
-    mgr: Any = SimpleNamespace(client=SimpleNamespace(mapper=_Mapper()))
+    mgr: Any = SimpleNamespace(mapper=_Mapper())
     assert await trainer_setup.setup(SetupContext(mgr)) is False
     assert await component("trainer").setup(SetupContext(mgr, _Untouchable())) is False  # type: ignore[arg-type]
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from manager.cache.interfaces import Reader
+from manager.client.interfaces import Reader
 from manager.meta.field import FieldError
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, ObjectKey

@@ -10,7 +10,6 @@ from typing import Any
 
 from manager.client.errors import NotFound
 from manager.meta.object import Json
-from manager.scheme import ObjectKey
 from trainer.api import scheduling_constants as sc
 from trainer.api.resources import ResourceQuantities, add_resources, render_resources, scale_resources
 from trainer.api.trainer_v1alpha1 import TrainJob
@@ -94,7 +93,7 @@ class CoScheduling:
         if policy is None or policy.coscheduling is None:
             return []
         try:
-            await self._reader.get(PODGROUP_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob)))
+            await self._reader.get(PODGROUP_GVK, name_of(trainjob), namespace_of(trainjob))
             exists = True
         except NotFound:
             exists = False

@@ -14,7 +14,6 @@ from manager.client.errors import NotFound, RequestError
 from manager.meta.conditions import set_status_condition
 from manager.meta.field import FieldError
 from manager.meta.object import Json
-from manager.scheme import ObjectKey
 from trainer.api import jobset_constants as jc
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import TrainJob
@@ -186,9 +185,7 @@ class JobSet:
         if info is None or trainjob is None or trainjob.spec is None:
             raise RuntimeFailure("runtime info or object is missing")
         try:
-            existing = await self._reader.get(
-                JOBSET_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob))
-            )
+            existing = await self._reader.get(JOBSET_GVK, name_of(trainjob), namespace_of(trainjob))
         except NotFound:
             existing = None
         if (
@@ -275,7 +272,7 @@ class JobSet:
                 )
             ]
         try:
-            jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(new), name_of(new)))
+            jobset = await self._reader.get(JOBSET_GVK, name_of(new), namespace_of(new))
         except NotFound:
             return []
         except RequestError as err:
@@ -350,7 +347,7 @@ class JobSet:
         """
         status = trainjob.status.to_dict() if trainjob.status is not None else {}
         try:
-            jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob)))
+            jobset = await self._reader.get(JOBSET_GVK, name_of(trainjob), namespace_of(trainjob))
         except NotFound:
             if is_finished(status):
                 return None

@@ -15,7 +15,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from manager.client.errors import NotFound
 from manager.meta.field import FieldError
 from manager.meta.object import Json
-from manager.scheme import ObjectKey
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
 from trainer.runtime.apply import upsert_env_vars, upsert_volume_mounts, upsert_volumes
@@ -221,7 +220,7 @@ class MPI:
         tj_name, namespace = name_of(trainjob), namespace_of(trainjob)
         secret_name = f"{tj_name}{SSH_AUTH_SECRET_SUFFIX}"
         try:
-            await self._reader.get(SECRET_GVK, ObjectKey(namespace, secret_name))
+            await self._reader.get(SECRET_GVK, secret_name, namespace)
         except NotFound:
             objects.append(
                 {

@@ -9,7 +9,6 @@ from __future__ import annotations
 from manager.client.errors import NotFound, RequestError
 from manager.meta.field import FieldError
 from manager.meta.object import Json
-from manager.scheme import ObjectKey
 from trainer.api.resources import render_resources
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.errors import RuntimeFailure
@@ -76,7 +75,7 @@ class Volcano:
             if name in SYSTEM_PRIORITY_CLASSES:
                 return [], errors
             try:
-                await self._reader.get(PRIORITYCLASS_GVK, ObjectKey("", name))
+                await self._reader.get(PRIORITYCLASS_GVK, name, "")
             except RequestError as err:
                 errors.append(
                     FieldError.invalid(
@@ -94,7 +93,7 @@ class Volcano:
         policy = info.runtime_policy.pod_group_policy
         assert policy is not None and policy.volcano is not None
         try:
-            await self._reader.get(VOLCANO_PODGROUP_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob)))
+            await self._reader.get(VOLCANO_PODGROUP_GVK, name_of(trainjob), namespace_of(trainjob))
             exists = True
         except NotFound:
             exists = False

@@ -6,7 +6,7 @@ which kinds to watch and, for an event's object, which TrainJob keys to enqueue.
 
 from __future__ import annotations
 
-from manager.cache.interfaces import Reader
+from manager.client.interfaces import Reader
 from manager.meta.object import Json
 from manager.scheme import ObjectKey
 from trainer.api import trainer_constants as tc
