@@ -1,7 +1,7 @@
 """Owner references, finalizers, create-or-update and conflict retry (controllerutil).
 
 The reference and finalizer helpers mutate a JSON dict in place and return whether anything
-changed; the caller writes the object. Semantics follow controller-runtime v0.22 (framework.md
+changed; the caller writes the object. Semantics follow controller-runtime v0.22 (docs/behaviour/framework.md
 A.9): a controller reference is ``controller=true`` + ``blockOwnerDeletion=true`` and a second,
 different controller is refused; cross-namespace owners are refused.
 """

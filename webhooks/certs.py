@@ -1,4 +1,5 @@
-"""Self-managed webhook certificates (spec §6.4), as open-policy-agent's cert-controller does it.
+"""Self-managed webhook certificates (docs/behaviour/trainer.md §6.4), as open-policy-agent's cert-controller
+does it.
 
 Why: the API server only calls webhooks over TLS it trusts. Without cert-manager the manager
 keeps its own CA and serving certificate in the pre-created Secret

@@ -1,8 +1,8 @@
 """The informer cache: shared informers per kind, indexed reads, and the Runnable that runs them.
 
 Reads (``get``/``list``) are served from the stores and return copies, so callers may mutate
-what they get. Differences from controller-runtime, on purpose (framework.md D.8): managedFields
-are stripped by default, and reading a kind nobody asked to cache raises ``ResourceNotCached``
+what they get. Differences from controller-runtime, on purpose (docs/behaviour/framework.md D.8):
+managedFields are stripped by default, and reading a kind nobody asked to cache raises ``ResourceNotCached``
 unless ``fail_on_missing_informer=False`` (then an informer is started and awaited).
 """
 

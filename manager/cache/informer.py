@@ -1,7 +1,7 @@
 """A shared informer: one store, one or more reflectors feeding it, many handlers.
 
 Handlers are called synchronously, in order, right after the store changes (the design in
-framework.md D.5: natural backpressure, no per-handler buffers). A handler that raises is
+docs/behaviour/framework.md D.5: natural backpressure, no per-handler buffers). A handler that raises is
 logged and skipped; it never stops the reflector or the other handlers.
 """
 

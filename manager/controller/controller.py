@@ -1,6 +1,6 @@
 """The controller: a rate-limited queue of requests, its sources, and N workers calling the reconciler.
 
-What happens to a request after ``reconcile`` (controller-runtime's table, A.7):
+What happens to a request after ``reconcile`` (controller-runtime's table, docs/behaviour/framework.md A.7):
 
 ==============================  ============================  ===============================
 outcome                         queue                          reconcile_total{result}

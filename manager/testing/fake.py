@@ -1,6 +1,6 @@
 """FakeClient: an in-memory stand-in for ``manager.client.Client`` in unit tests.
 
-Mirrors controller-runtime's fake client (framework.md A.13) where it matters to reconcilers:
+Mirrors controller-runtime's fake client (docs/behaviour/framework.md A.13) where it matters to reconcilers:
 
 * every write bumps a cluster-wide resourceVersion; seeded objects get ``"999"``;
 * ``update`` with a stale resourceVersion raises ``Conflict``; ``create`` of an existing name

@@ -1,6 +1,7 @@
-"""TrainJob reconciler (spec §3): apply what the runtime builds, then mirror the JobSet's status.
+"""TrainJob reconciler (docs/behaviour/trainer.md §3): apply what the runtime builds, then mirror the JobSet's
+status.
 
-One request is one TrainJob. The reconcile method follows the spec's numbered steps, one
+One request is one TrainJob. The reconcile method follows the numbered steps of §3.2, one
 function each: get the TrainJob, remove ``Failed``, reconcile the objects (server-side apply
 with field manager ``trainer``), set the Suspended condition, take the status from the runtime's
 status plugin, and write the status only when it changed. A finished TrainJob (``Complete`` or

@@ -1,4 +1,4 @@
-"""Event handlers for the TrainJob controller's extra watches (spec §3.1).
+"""Event handlers for the TrainJob controller's extra watches (docs/behaviour/trainer.md §3.1).
 
 Why an async handler: the runtime plugins describe their watches as data with *async* mappers
 (they read the cache, e.g. "every suspended TrainJob using this RuntimeClass"), while the

@@ -1,4 +1,4 @@
-"""The plugin framework (spec §2.5): extension points and the phases that run them.
+"""The plugin framework (docs/behaviour/trainer.md §2.5): extension points and the phases that run them.
 
 Why a framework object: the TrainingRuntime and ClusterTrainingRuntime runtimes share one set
 of plugin instances (one reader, one set of watches); the framework sorts plugins into

@@ -1,4 +1,5 @@
-"""The runtime registry (spec §2.1): TrainingRuntime and ClusterTrainingRuntime, by GroupKind.
+"""The runtime registry (docs/behaviour/trainer.md §2.1): TrainingRuntime and ClusterTrainingRuntime, by
+GroupKind.
 
 Why two runtimes over one framework: a TrainJob names its runtime by kind; both kinds share
 the same plugins (and so the same watches), differing only in how the runtime object is read
@@ -250,7 +251,8 @@ class ClusterTrainingRuntimeRuntime(_BaseRuntime):
 
     def _lookup_error(self, trainjob: TrainJob, err: Exception) -> FieldError:
         ref = trainjob.spec.runtime_ref if trainjob.spec else None
-        # Capital R: upstream's path for this error (spec §9 quirk 14), copied as a contract.
+        # Capital R: upstream's path for this error (docs/behaviour/trainer.md §9 quirk 14), copied as a
+        # contract.
         return FieldError.invalid(
             "spec.RuntimeRef",
             ref,

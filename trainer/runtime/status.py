@@ -1,4 +1,4 @@
-"""Whether a TrainJob's run is over (spec §2.10.4).
+"""Whether a TrainJob's run is over (docs/behaviour/trainer.md §2.10.4).
 
 The condition rule itself (``meta.SetStatusCondition``) is ``manager.meta.conditions``: the
 status plugin copies JobSet terminal conditions onto the TrainJob with it, and the reconciler

@@ -54,7 +54,7 @@ async def _update_tr(trainer: Any, change: Any) -> None:
 
 
 async def test_trainjob_referencing_existing_runtimes_is_admitted(trainer: Any, runtimes: str) -> None:
-    # spec: trainer A26
+    # spec: trainer A26 A27
     # (the fixture created the TR and CTR wrappers through the runtime webhooks)
     # spec: trainer B4
     # spec: trainer B6

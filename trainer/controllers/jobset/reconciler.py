@@ -1,4 +1,5 @@
-"""The JobSet reconciler (spec 2.2): one method per step, in the order the spec numbers them.
+"""The JobSet reconciler (docs/behaviour/jobset.md §2.2): one method per step, in the order that section
+numbers them.
 
 Reads come from the manager's cache (the JobSet, its Jobs through the ``.metadata.controller``
 index, the headless Service); writes are CREATE, full UPDATE, status UPDATE and DELETE, never

@@ -1,4 +1,4 @@
-"""The extension points of the runtime framework, as Protocols (spec §2.5).
+"""The extension points of the runtime framework, as Protocols (docs/behaviour/trainer.md §2.5).
 
 Why Protocols: a plugin is a small class that implements whichever capabilities it needs; the
 framework sorts registered plugins into extension points by the methods they have, the way

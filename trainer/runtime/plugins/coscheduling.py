@@ -1,4 +1,4 @@
-"""CoScheduling plugin (spec §2.11): scheduler-plugins PodGroup and the pod-group label.
+"""CoScheduling plugin (docs/behaviour/trainer.md §2.11): scheduler-plugins PodGroup and the pod-group label.
 
 Why: gang scheduling needs every pod of the TrainJob labelled with one PodGroup whose
 ``minMember`` and ``minResources`` cover all pods, so the scheduler admits all or none.

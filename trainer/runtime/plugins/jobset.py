@@ -1,4 +1,5 @@
-"""JobSet plugin (spec §2.10): pod network, the JobSet apply document, validation, status.
+"""JobSet plugin (docs/behaviour/trainer.md §2.10): pod network, the JobSet apply document, validation,
+status.
 
 Why one plugin: the JobSet is the TrainJob's workload; this plugin turns the Info into the
 JobSet the reconciler applies, checks the TrainJob against the runtime's job template, and

@@ -1,4 +1,4 @@
-"""MPI plugin (spec §2.9): SSH keys, hostfile, OpenMPI environment, node counts.
+"""MPI plugin (docs/behaviour/trainer.md §2.9): SSH keys, hostfile, OpenMPI environment, node counts.
 
 Why: ``mpirun`` on the launcher reaches every node over SSH with a shared key (a Secret the
 plugin generates once) and reads the hosts and slots from a hostfile (a ConfigMap rebuilt

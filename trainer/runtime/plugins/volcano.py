@@ -1,4 +1,5 @@
-"""Volcano plugin (spec §2.12): Volcano PodGroup, group-name annotation, queue and priority checks.
+"""Volcano plugin (docs/behaviour/trainer.md §2.12): Volcano PodGroup, group-name annotation, queue and
+priority checks.
 
 Why: Volcano gangs pods by the ``scheduling.k8s.io/group-name`` annotation and admits the
 PodGroup into a queue with a priority class, so both are validated before the TrainJob runs.
