@@ -27,6 +27,7 @@ from manager.client.errors import NotFound
 from manager.client.interfaces import FieldIndexer, FieldSelector, LabelSelector, Reader
 from manager.errors import Error
 from manager.scheme import GroupVersionKind, KindRef, gvk_for
+from manager.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 Object = dict[str, Any]
@@ -123,6 +124,7 @@ class Cache:
         self.options = options or CacheOptions()
         self._informers: dict[GroupVersionKind, SharedInformer] = {}
         self._tasks: dict[GroupVersionKind, asyncio.Task[None]] = {}
+        self._informer_tasks = TaskSet("informers", on_error=self._informer_failed)
         self._pending_indexes: dict[
             GroupVersionKind, list[tuple[str, Callable[[Object], Iterable[str]]]]
         ] = {}
@@ -164,14 +166,11 @@ class Cache:
         )
 
     def _start_informer(self, gvk: GroupVersionKind, informer: SharedInformer) -> None:
-        task = asyncio.create_task(informer.run(), name=f"informer {gvk}")
-        self._tasks[gvk] = task
-        task.add_done_callback(self._informer_done)
+        self._tasks[gvk] = self._informer_tasks.spawn(informer.run(), name=f"informer {gvk}")
 
     @staticmethod
-    def _informer_done(task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("informer %s stopped", task.get_name(), exc_info=task.exception())
+    def _informer_failed(task: asyncio.Task[None], err: BaseException) -> None:
+        log.error("informer %s stopped", task.get_name(), exc_info=err)
 
     async def remove_informer(self, kind: KindRef) -> None:
         gvk = gvk_for(kind)
@@ -204,11 +203,8 @@ class Cache:
             await asyncio.Event().wait()  # run until cancelled
         finally:
             self._running = False
-            tasks = list(self._tasks.values())
             self._tasks.clear()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._informer_tasks.cancel()
 
     async def wait_for_cache_sync(self, timeout: float | None = None) -> bool:
         """True once every informer created so far has synced; False on timeout."""

@@ -12,7 +12,7 @@ framework (the REST mapper and ``Cache.index_field`` await the API server / the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import Any
 
 import structlog
 
@@ -24,10 +24,6 @@ from trainer.controllers import elasticquota, podgroup
 from trainer.runtime.context import SetupContext
 
 log = structlog.get_logger("trainer.controllers.scheduling")
-
-
-class _FieldIndexer(Protocol):
-    async def index_field(self, kind: GroupVersionKind, field_name: str, extract: Any) -> None: ...
 
 
 async def setup(context: SetupContext) -> bool:
@@ -56,7 +52,7 @@ async def setup_controllers(context: SetupContext, *, api_version: str = c.API_V
         )
     if not available:
         return False
-    indexer = cast(_FieldIndexer, mgr.cache)  # Framework gap: ClusterCache lacks index_field
+    indexer = mgr.cache  # a FieldIndexer (manager.client.interfaces)
     workers = context.max_concurrent_reconciles
     options: dict[str, Any] = {} if workers is None else {"max_concurrent_reconciles": workers}
     if c.PodGroupKind in available:
