@@ -49,10 +49,13 @@ test-integration: $(STAMP)
 test-e2e: $(STAMP)
 	$(PY) -m pytest test -m e2e $(PYTEST_ARGS)
 
+# mypy is strict on manager/, trainer/ and webhooks/ (pyproject [tool.mypy]);
+# lint-imports checks the layering contracts of pyproject's [tool.importlinter].
 lint: $(STAMP)
 	$(VENV)/bin/ruff check manager trainer webhooks test
 	$(VENV)/bin/ruff format --check manager trainer webhooks test
 	$(VENV)/bin/mypy manager trainer webhooks
+	$(VENV)/bin/lint-imports
 
 # How many catalogue scenarios of docs/behaviour the tests' `# spec:` markers cover, per area;
 # fails when a marker names an id the catalogue does not have.

@@ -1,8 +1,9 @@
 """``trainer-controller-manager`` (``python -m trainer``): the product's entry point.
 
-Reads the Configuration file (strictly, as upstream), builds the manager (metrics, probes,
-leader election, webhook server) and registers every enabled component from
-``trainer.components``, then runs until SIGTERM/SIGINT. Exit codes: 0 after a graceful stop,
+The composition root: reads the Configuration file (strictly, as upstream; ``trainer.options``
+turns it into options), builds the manager (metrics, probes, leader election, webhook server)
+and one ``SetupContext``, hands it to every enabled component of ``trainer.components``, then
+runs until SIGTERM/SIGINT. Exit codes: 0 after a graceful stop,
 1 on bad configuration, a lost lease or a failed runnable.
 """
 
@@ -11,22 +12,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from manager import Manager, Options
 from manager import log as mlog
 from manager.cluster import Cluster
-from manager.config import RestConfig, RestConfigError, get_config
+from manager.config import RestConfigError, get_config
 from manager.health.checks import CheckFailedError, flag_checker, ping
 from manager.manager.signals import run_until_signalled
-from manager.metrics.filters import with_authentication_and_authorization
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import features
-from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
+from trainer.api.config_v1alpha1 import Configuration, ConfigurationError
 from trainer.components import COMPONENTS, select
+from trainer.options import apply_client_connection, manager_options, read_configuration, webhook_address
+from trainer.runtime.context import SetupContext
 from trainer.runtime.plugins import BUILTIN as BUILTIN_PLUGINS
 from trainer.runtime.plugins import external as external_plugins
 from webhooks.certs import TRAINER_WEBHOOK_CONFIGURATIONS, CertConfig, CertRotator, WebhookConfiguration
@@ -62,68 +61,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="comma-separated Name=true|false pairs; override the Configuration's featureGates",
     )
     return parser.parse_args(argv)
-
-
-def read_configuration(path: str) -> Configuration:
-    """Upstream's texts: `failed to read config file: ...` / `failed to decode config file: ...`."""
-    data: Any = None
-    if path:
-        try:
-            text = Path(path).read_text()
-        except OSError as err:
-            raise ConfigurationError(f"failed to read config file: {err}") from err
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise ConfigurationError(f"failed to decode config file: {err}") from err
-    return load(data)
-
-
-def _duration(text: str | None, default: float) -> float:
-    """A Go duration such as ``15s``, ``1m30s`` or ``500ms`` in seconds."""
-    if not text:
-        return default
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-    total, number = 0.0, ""
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch.isdigit() or ch == ".":
-            number += ch
-            i += 1
-            continue
-        unit = next((u for u in ("ms", "us", "µs", "ns", "h", "m", "s") if text.startswith(u, i)), None)
-        if unit is None or not number:
-            raise ConfigurationError(f"invalid duration {text!r}")
-        total += float(number) * units[unit]
-        number, i = "", i + len(unit)
-    if number:
-        raise ConfigurationError(f"invalid duration {text!r}: missing unit")
-    return total
-
-
-def manager_options(cfg: Configuration) -> Options:
-    metrics = cfg.metrics.bind_address if cfg.metrics and cfg.metrics.bind_address else ":8443"
-    health = cfg.health.health_probe_bind_address if cfg.health else ":8081"
-    options = Options(metrics_bind_address=metrics, health_probe_bind_address=health or "")
-    if cfg.metrics is None or cfg.metrics.secure_serving is not False:
-        # HTTPS with a self-signed certificate (upstream passes no cert dir), and every scrape
-        # authenticated and authorised through the API server (divergences.md: upstream serves
-        # HTTPS without the filter)
-        options.metrics_secure_serving = True
-        options.metrics_filter_provider = with_authentication_and_authorization
-    le = cfg.leader_election
-    if le is not None and le.leader_elect:
-        options.leader_election = True
-        options.leader_election_id = le.resource_name or "trainer.kubeflow.org"
-        options.leader_election_namespace = le.resource_namespace or ""
-        options.lease_duration = _duration(le.lease_duration, options.lease_duration)
-        options.renew_deadline = _duration(le.renew_deadline, options.renew_deadline)
-        options.retry_period = _duration(le.retry_period, options.retry_period)
-    if cfg.controller and cfg.controller.group_kind_concurrency:
-        # Upstream passes this but never applies it; we apply it (divergences.md).
-        options.group_kind_concurrency = dict(cfg.controller.group_kind_concurrency)
-    return options
 
 
 def serve_webhooks(
@@ -178,18 +115,6 @@ def serve_webhooks(
     mgr.add_readyz_check("webhook", ready)
 
 
-def apply_client_connection(rest: RestConfig, cfg: Configuration) -> None:
-    """clientConnection.qps/burst throttle the client (upstream validates but ignores them).
-
-    qps 0 means no client-side limit.
-    """
-    conn = cfg.client_connection
-    if conn is None or conn.qps is None:
-        return
-    rest.qps = float(conn.qps) or None
-    rest.burst = int(conn.burst if conn.burst is not None else 100)
-
-
 def status_server(
     mgr: Manager, webhooks: WebhookServer | None, cfg: Configuration, enabled: list[str]
 ) -> tuple[Any, ...]:
@@ -223,7 +148,7 @@ def status_server(
     return (server,)
 
 
-async def run(args: argparse.Namespace, cfg: Configuration) -> int:
+async def run(args: argparse.Namespace, cfg: Configuration, options: Options) -> int:
     try:
         components = select(args.controllers)
     except ValueError as err:
@@ -236,17 +161,17 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
         return 1
     apply_client_connection(rest, cfg)
     async with Cluster(rest, field_owner=FIELD_OWNER, event_source="trainer-controller-manager") as cluster:
-        mgr = Manager(cluster, manager_options(cfg))
+        mgr = Manager(cluster, options)
         mgr.add_healthz_check("healthz", ping)
         webhooks: WebhookServer | None = None
         if components:
-            port = cfg.webhook.port if cfg.webhook and cfg.webhook.port else 9443
-            host = cfg.webhook.host if cfg.webhook and cfg.webhook.host else ""
+            host, port = webhook_address(cfg)
             webhooks = WebhookServer(host=host, port=port, cert_dir=args.webhook_cert_dir)
+        context = SetupContext(mgr, webhooks)  # one per process: the runtimes are built once
         enabled = []
         configurations: list[WebhookConfiguration] = []
         for component in components:
-            if await component.setup(mgr, webhooks):
+            if await component.setup(context):
                 enabled.append(component.name)
                 configurations += component.webhook_configurations
                 log.info("controllers registered", component=component.name)
@@ -275,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     mlog.configure_from_flags(args)
     try:
         cfg = read_configuration(args.config)
+        options = manager_options(cfg)
     except ConfigurationError as err:
         log.error("unable to load the configuration", error=str(err))
         return 1
@@ -291,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     except external_plugins.PluginConfigError as err:
         log.error("unable to load the runtime plugins", error=str(err))
         return 1
-    return asyncio.run(run(args, cfg))
+    return asyncio.run(run(args, cfg, options))
 
 
 if __name__ == "__main__":

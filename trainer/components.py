@@ -1,44 +1,44 @@
 """Every controller set the product runs, in one place, each switchable with ``--controllers``.
 
-A component's ``setup`` registers its controllers, indexes and (when the process serves
-webhooks) its admission handlers on the manager, and returns False when it chose to skip
-itself (e.g. its CRDs are not installed in this cluster). ``webhook_configurations`` names the
-admission webhook configurations whose webhooks the component serves: with certificate
-management on, the rotator injects its CA into those of the components that run, and leaves
-the configurations of a switched-off or skipped component alone.
+A component is its controllers' ``setup`` and its webhooks' ``setup``, both of the one shape
+``setup(context) -> bool`` (``trainer.runtime.context``): the controllers register theirs and
+their indexes, and return False when they skip themselves (e.g. the CRDs are not installed in
+this cluster); only then are the component's webhooks registered (``webhooks.setup_*``).
+``webhook_configurations`` names the admission webhook configurations whose webhooks the
+component serves: with certificate management on, the rotator injects its CA into those of the
+components that run, and leaves the configurations of a switched-off or skipped one alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from manager import Manager
-from manager.webhook.server import WebhookServer
-from trainer.controllers.trainer_setup import setup as trainer_setup
+import webhooks
+from trainer.controllers import jobset, scheduling, trainer_setup
+from trainer.runtime.context import Setup, SetupContext
 from webhooks.certs import TRAINER_WEBHOOK_CONFIGURATIONS, WebhookConfiguration
 
-Setup = Callable[[Manager, WebhookServer | None], Awaitable[bool]]
+__all__ = ["COMPONENTS", "Component", "component", "select"]
+
+
+async def _no_webhooks(context: SetupContext) -> bool:
+    return False
 
 
 @dataclass(frozen=True)
 class Component:
     name: str
     description: str
-    setup: Setup
+    controllers: Setup
+    webhooks: Setup = _no_webhooks
     webhook_configurations: tuple[WebhookConfiguration, ...] = ()
 
-
-async def _jobset(mgr: Manager, webhooks: WebhookServer | None) -> bool:
-    from trainer.controllers import jobset
-
-    return await jobset.setup(mgr, webhooks)
-
-
-async def _scheduling(mgr: Manager, _webhooks: WebhookServer | None) -> bool:
-    from trainer.controllers import scheduling
-
-    return await scheduling.setup(mgr)
+    async def setup(self, context: SetupContext) -> bool:
+        """The controllers, then (when they run) the webhooks; False when the component skipped itself."""
+        if not await self.controllers(context):
+            return False
+        await self.webhooks(context)
+        return True
 
 
 #: In start-up order.
@@ -46,7 +46,8 @@ COMPONENTS: tuple[Component, ...] = (
     Component(
         "jobset",
         "JobSet and exclusive-placement Pod controllers and webhooks (jobset.x-k8s.io/v1alpha2)",
-        _jobset,
+        jobset.setup,
+        webhooks.setup_jobset,
         (
             WebhookConfiguration("jobset-mutating-webhook-configuration", mutating=True),
             WebhookConfiguration("jobset-validating-webhook-configuration"),
@@ -55,15 +56,24 @@ COMPONENTS: tuple[Component, ...] = (
     Component(
         "scheduling",
         "PodGroup and ElasticQuota status (scheduling.x-k8s.io/v1alpha1); skipped when the CRDs are absent",
-        _scheduling,
+        scheduling.setup,
     ),
     Component(
         "trainer",
         "TrainJob, TrainingRuntime and ClusterTrainingRuntime controllers and webhooks",
-        trainer_setup,
+        trainer_setup.setup,
+        webhooks.setup_trainer,
         TRAINER_WEBHOOK_CONFIGURATIONS,
     ),
 )
+
+
+def component(name: str) -> Component:
+    """The component called ``name`` (KeyError for an unknown one)."""
+    for candidate in COMPONENTS:
+        if candidate.name == name:
+            return candidate
+    raise KeyError(name)
 
 
 def select(spec: str, available: tuple[Component, ...] = COMPONENTS) -> list[Component]:

@@ -34,6 +34,7 @@ from manager.client.patch import Patch
 from manager.client.restmapper import NoKindMatch
 from manager.cluster import Cluster
 from manager.config import RestConfigError, get_config
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 from trainer.api.trainer_constants import ResourceInUseFinalizer
 
@@ -51,8 +52,6 @@ KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization
 SUPPORTED_FIELDS = {"apiVersion", "kind", "resources"}
 # The CRDs are ~3 MB of YAML: libyaml parses them in a fraction of the pure-Python time.
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-Json = dict[str, Any]
 
 
 class InstallError(Exception):

@@ -38,7 +38,7 @@ import ssl
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,9 @@ from aiohttp import web
 
 from manager.client.errors import ApiError, NotFound, RequestError
 from manager.clock import REAL_CLOCK, Clock
+from manager.meta.gvk import POD
+from manager.meta.object import Json
+from manager.meta.times import format_time
 from manager.metrics.filters import DelegatingAuth, ReviewError
 from manager.webhook.certwatcher import CertWatcher
 from trainer.api import jobset_constants as jc
@@ -65,7 +68,6 @@ __all__ = [
 
 log = structlog.get_logger("runtime-status")
 
-Json = dict[str, Any]
 FIELD_OWNER = "trainer-status"
 MAX_BODY = 1 << 16
 INT32_MAX = 2**31 - 1
@@ -156,8 +158,7 @@ def _time_field(status: Json) -> str:
             f"trainerStatus.lastUpdatedTime: Invalid value: {json.dumps(value)}: "
             "must be an RFC 3339 time with a time zone"
         )
-    # metav1.Time: second precision, UTC, ``Z``
-    return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(parsed)
 
 
 def _metrics_field(status: Json) -> list[Json] | None:
@@ -418,14 +419,9 @@ class StatusServer:
             await runner.cleanup()
 
 
-POD_GVK_NAME = ("", "v1", "Pod")
-
-
 def pod_getter(cached: Any, live: Any) -> PodGetter:
     """Pods from the manager's cache, a miss confirmed live (the pod may be seconds old)."""
-    from manager.scheme import GroupVersionKind
-
-    gvk = GroupVersionKind(*POD_GVK_NAME)
+    gvk = POD
 
     async def get(namespace: str, name: str) -> Json | None:
         for reader in (cached, live):

@@ -1,0 +1,64 @@
+"""The admission webhooks the product serves, and their registration on the webhook server.
+
+One ``setup(context) -> bool`` per component, called by the entry point after the component's
+controllers (``trainer.components``): each registers its handlers at upstream's paths, in
+upstream's order, and returns False when the process serves no webhooks. The handlers see the
+JSON dicts the API server sends (decoded as the Go structs would be, ``webhooks.typed``) and
+deny through ``manager.webhook.Denied``.
+"""
+
+from __future__ import annotations
+
+from manager.webhook import validating_handler
+from manager.webhook.custom import Decode
+from manager.webhook.server import WebhookServer
+from trainer.api import trainer_constants as tc
+from trainer.runtime.context import SetupContext
+from trainer.runtime.registry import Runtime
+from webhooks import jobset, pod, trainingruntime, trainjob, typed
+
+__all__ = ["register_trainer", "setup_jobset", "setup_trainer"]
+
+
+def register_trainer(server: WebhookServer, runtimes: dict[str, Runtime]) -> None:
+    """The three validating webhooks at upstream's paths, in upstream's order (CTR, TR, TrainJob)."""
+    api_version = f"{tc.GROUP}/{tc.VERSION}"
+
+    def decode(kind: str) -> Decode:
+        return typed.decoder(api_version, kind)
+
+    server.register(
+        trainingruntime.CLUSTER_TRAINING_RUNTIME_PATH,
+        validating_handler(
+            trainingruntime.ClusterTrainingRuntimeValidator(), decode=decode(tc.ClusterTrainingRuntimeKind)
+        ),
+    )
+    server.register(
+        trainingruntime.TRAINING_RUNTIME_PATH,
+        validating_handler(trainingruntime.TrainingRuntimeValidator(), decode=decode(tc.TrainingRuntimeKind)),
+    )
+    server.register(
+        trainjob.PATH,
+        validating_handler(trainjob.TrainJobValidator(runtimes), decode=decode(tc.TrainJobKind)),
+    )
+
+
+async def setup_trainer(context: SetupContext) -> bool:
+    """The TrainJob, TrainingRuntime and ClusterTrainingRuntime webhooks (the webhooks' runtimes)."""
+    if context.webhooks is None:
+        return False
+    register_trainer(context.webhooks, await context.admission_runtimes())
+    return True
+
+
+async def setup_jobset(context: SetupContext) -> bool:
+    """The JobSet defaulting and validating webhooks, then the exclusive-placement Pod webhooks."""
+    server = context.webhooks
+    if server is None:
+        return False
+    client = context.manager.client
+    server.register(jobset.MUTATE_PATH, jobset.mutating_handler())
+    server.register(jobset.VALIDATE_PATH, jobset.validation_handler())
+    server.register(pod.MUTATE_PATH, pod.mutating_handler(client))
+    server.register(pod.VALIDATE_PATH, pod.validation_handler(client))
+    return True

@@ -38,6 +38,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from manager.client.errors import RequestError
 from manager.config import service_account_dir
+from manager.meta.gvk import SECRET as SECRET_GVK
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 
 log = structlog.get_logger("trainer.certs")
@@ -72,11 +74,8 @@ ROTATION_CHECK_INTERVAL = 12 * 3600.0
 
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 
-SECRET_GVK = GroupVersionKind("", "v1", "Secret")
 VWC_GVK = GroupVersionKind("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration")
 MWC_GVK = GroupVersionKind("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration")
-
-Json = dict[str, Any]
 
 
 class CertsNotReadyError(Exception):

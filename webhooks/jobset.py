@@ -13,13 +13,13 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from manager.webhook import Handler, defaulting_handler, validating_handler
+from manager.meta.field import FieldError, aggregate
+from manager.meta.object import Json as Object
+from manager.meta.validation import is_dns1035_label, is_dns1123_subdomain, is_domain_prefixed_path
+from manager.webhook import Denied, Handler, defaulting_handler, validating_handler
 from trainer.api import gocodec
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset import apivalidation as v
 from webhooks import typed
-
-Object = dict[str, Any]
 
 API_VERSION, KIND = "jobset.x-k8s.io/v1alpha2", "JobSet"
 MUTATE_PATH = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
@@ -34,6 +34,10 @@ POD_NAME_TOO_LONG = "JobSet name is too long, pod names generated for this JobSe
 SUBDOMAIN_TOO_LONG = ".spec.network.subdomain is too long, must be less than 63 characters"
 RULE_NAME_FMT = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 _RULE_NAME = re.compile(RULE_NAME_FMT)
+
+
+def _invalid(path: str, value: Any, detail: str, *, value_text: str | None = None) -> str:
+    return str(FieldError.invalid(path, value, detail, value_text=value_text))
 
 
 def _spec(js: Object) -> Object:
@@ -109,17 +113,17 @@ def _validate_replicated_job(js: Object, index: int, rjob: Object, seen: set[str
         )
     group = rjob.get("groupName")
     group = "default" if group is None else str(group)
-    for msg in _replace_too_long(v.is_dns1035_label(group), GROUP_NAME_TOO_LONG):
-        errs.append(v.invalid(f"{path}.groupName", group, msg))
+    for msg in _replace_too_long(is_dns1035_label(group), GROUP_NAME_TOO_LONG):
+        errs.append(_invalid(f"{path}.groupName", group, msg))
     js_name = str((js.get("metadata") or {}).get("name") or "")
     longest_job = f"{js_name}-{name}-{replicas - 1}"
-    for msg in _replace_too_long(v.is_dns1035_label(longest_job), JOB_NAME_TOO_LONG):
-        errs.append(v.invalid(f"{path}.name", longest_job, msg))
+    for msg in _replace_too_long(is_dns1035_label(longest_job), JOB_NAME_TOO_LONG):
+        errs.append(_invalid(f"{path}.name", longest_job, msg))
     completions = job_spec.get("completions")
     if job_spec.get("completionMode") == "Indexed" and completions is not None:
         longest_pod = f"{longest_job}-{int(completions) - 1}-abcde"
-        for msg in _replace_too_long(v.is_dns1035_label(longest_pod), POD_NAME_TOO_LONG):
-            errs.append(v.invalid(f"{path}.name", longest_job, msg))  # upstream quotes the Job name
+        for msg in _replace_too_long(is_dns1035_label(longest_pod), POD_NAME_TOO_LONG):
+            errs.append(_invalid(f"{path}.name", longest_job, msg))  # upstream quotes the Job name
     for dep in rjob.get("dependsOn") or []:
         if dep.get("name") not in seen:
             errs.append(f"replicatedJob: {name} cannot depend on replicatedJob: {dep.get('name')}")
@@ -195,16 +199,16 @@ def validate_create(js: Object) -> list[str]:
     if network is not None and network.get("subdomain"):
         subdomain = str(network["subdomain"])
         path = "spec.network.subdomain"
-        errs += [v.invalid(path, subdomain, m) for m in v.is_dns1123_subdomain(subdomain)]
+        errs += [_invalid(path, subdomain, m) for m in is_dns1123_subdomain(subdomain)]
         errs += [
-            v.invalid(path, subdomain, m)
-            for m in _replace_too_long(v.is_dns1035_label(subdomain), SUBDOMAIN_TOO_LONG)
+            _invalid(path, subdomain, m)
+            for m in _replace_too_long(is_dns1035_label(subdomain), SUBDOMAIN_TOO_LONG)
         ]
     managed_by = spec.get("managedBy")
     if managed_by is not None:
-        errs += v.is_domain_prefixed_path("spec.managedBy", str(managed_by))
+        errs += [str(e) for e in is_domain_prefixed_path("spec.managedBy", str(managed_by))]
         if len(str(managed_by)) > MAX_MANAGED_BY_LENGTH:
-            errs.append(v.too_long("spec.managedBy", MAX_MANAGED_BY_LENGTH))
+            errs.append(str(FieldError.too_long("spec.managedBy", MAX_MANAGED_BY_LENGTH)))
     names: set[str] = set()
     for index, rjob in enumerate(rjobs):
         errs += _validate_replicated_job(js, index, rjob, names)
@@ -273,16 +277,12 @@ def validate_update(old: Object, new: Object) -> list[str]:
                 _copy_kueue_fields(rjob, old_rjobs[index])
     errs: list[str] = []
     if immutable_rjobs or _semantic(new_rjobs) != _semantic(old_rjobs):
-        errs.append(
-            v.invalid(
-                "spec.replicatedJobs",
-                new_spec.get("replicatedJobs"),
-                "field is immutable",
-                go_type=_RJOBS_TYPE,
-            )
-        )
+        rjobs = new_spec.get("replicatedJobs")
+        # Go prints the typed []ReplicatedJob (field order, zero fields), not the JSON we got
+        typed = gocodec.marshal(rjobs, _RJOBS_TYPE) if isinstance(rjobs, dict | list) else None
+        errs.append(_invalid("spec.replicatedJobs", rjobs, "field is immutable", value_text=typed))
     if munged.get("managedBy") != old_spec.get("managedBy"):
-        errs.append(v.invalid("spec.managedBy", munged.get("managedBy"), "field is immutable"))
+        errs.append(_invalid("spec.managedBy", munged.get("managedBy"), "field is immutable"))
     return errs
 
 
@@ -292,13 +292,13 @@ class JobSetValidator:
     async def validate_create(self, js: Object) -> list[str] | None:
         errs = validate_create(js)
         if errs:
-            raise ValueError("\n".join(errs))
+            raise Denied("\n".join(errs))
         return None
 
     async def validate_update(self, old: Object, new: Object) -> list[str] | None:
         errs = validate_update(old, new)
         if errs:
-            raise ValueError(v.aggregate(errs))
+            raise Denied(aggregate(errs))
         return None
 
     async def validate_delete(self, js: Object) -> list[str] | None:

@@ -12,26 +12,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from manager.webhook import Handler, defaulting_handler, validating_handler
+from manager.meta.object import Json as Object
+from manager.meta.object import annotations_of, labels_of, namespace_of
+from manager.webhook import Denied, Handler, defaulting_handler, validating_handler
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.jobs import annotations_of, labels_of
-from trainer.controllers.jobset.placement import (
-    PlacementError,
-    is_leader_pod,
-    leader_pod_for_follower,
-    topology_from_pod,
-)
+from trainer.jobset.placement import PlacementError, is_leader_pod, leader_pod_for_follower, topology_from_pod
 from webhooks import typed
 
 log = logging.getLogger(__name__)
-Object = dict[str, Any]
 
 MUTATE_PATH = "/mutate--v1-pod"
 VALIDATE_PATH = "/validate--v1-pod"
-
-
-def _namespace(pod: Object) -> str:
-    return str((pod.get("metadata") or {}).get("namespace") or "")
 
 
 def set_leader_affinities(pod: Object) -> None:
@@ -82,7 +73,7 @@ class PodDefaulter:
 
     async def set_node_selector_for_follower(self, pod: Object) -> None:
         try:
-            leader = await leader_pod_for_follower(self.reader, pod, _namespace(pod))
+            leader = await leader_pod_for_follower(self.reader, pod, namespace_of(pod))
         except PlacementError as err:
             log.info("no leader for follower pod, the validating webhook decides: %s", err)
             return
@@ -92,7 +83,7 @@ class PodDefaulter:
         try:
             value = await topology_from_pod(self.reader, leader, topology_key)
         except PlacementError as err:
-            raise ValueError(str(err)) from err
+            raise Denied(str(err)) from err
         pod.setdefault("spec", {}).setdefault("nodeSelector", {})[topology_key] = value
 
 
@@ -109,17 +100,17 @@ class PodValidator:
         topology_key = annotations[c.ExclusiveKey]
         selector = (pod.get("spec") or {}).get("nodeSelector")
         if selector is None:
-            raise ValueError("follower pod node selector not set")
+            raise Denied("follower pod node selector not set")
         if topology_key not in selector:
-            raise ValueError(
+            raise Denied(
                 f"follower pod node selector for topology domain not found. missing selector: {topology_key}"
             )
         try:
-            leader = await leader_pod_for_follower(self.reader, pod, _namespace(pod))
+            leader = await leader_pod_for_follower(self.reader, pod, namespace_of(pod))
         except PlacementError as err:
-            raise ValueError(str(err)) from err
+            raise Denied(str(err)) from err
         if not (leader.get("spec") or {}).get("nodeName"):
-            raise ValueError(
+            raise Denied(
                 "leader pod not yet scheduled, not creating follower pod. this is an expected, transient error"
             )
         return None

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from manager.webhook import deny_with_warnings, validate_path
+from manager.meta.field import FieldError
+from manager.meta.object import Json
+from manager.webhook import Denied, validate_path
 from trainer.api import trainer_constants as tc
-from trainer.runtime.errors import FieldError, aggregate
-
-Json = dict[str, Any]
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME_PATH",
@@ -86,7 +85,7 @@ def deprecation_warnings(runtime: Json) -> list[str]:
 
 def _check(errors: list[FieldError], warnings: list[str]) -> list[str]:
     if errors:
-        raise deny_with_warnings(ValueError(aggregate(errors)), warnings)
+        raise Denied.from_field_errors(errors, warnings=warnings)
     return warnings
 
 

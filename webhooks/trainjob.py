@@ -3,21 +3,18 @@
 Why through the runtime: what a TrainJob may say depends on the runtime it references
 (initializer jobs, the ML policy, overrides of jobs that must exist), so the webhook looks the
 runtime up by the runtimeRef's GroupKind and returns its warnings and aggregated field errors.
-Errors are plain (not API statuses), so the API server reports 403 Forbidden with the text
+Errors are denials (not API statuses), so the API server reports 403 Forbidden with the text
 ``admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: <errors>``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from manager.webhook import deny_with_warnings, validate_path
+from manager.meta.object import Json
+from manager.webhook import Denied, validate_path
 from trainer.api import trainer_constants as tc
-from trainer.runtime.errors import aggregate
 from trainer.runtime.registry import Runtime, runtime_key
-
-Json = dict[str, Any]
 
 __all__ = ["PATH", "TrainJobValidator"]
 
@@ -44,8 +41,8 @@ class TrainJobValidator:
         key = runtime_key(ref.get("apiGroup"), ref.get("kind"))
         runtime = self.runtimes.get(key)
         if runtime is None:
-            raise ValueError(f"unsupported runtime: {key}")
+            raise Denied(f"unsupported runtime: {key}")
         warnings, errors = await runtime.validate_objects(old, new)
         if errors:
-            raise deny_with_warnings(ValueError(aggregate(errors)), warnings)
+            raise Denied.from_field_errors(errors, warnings=warnings)
         return warnings

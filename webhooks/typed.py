@@ -10,13 +10,11 @@ callables.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from manager.meta.object import Json as Object
 from manager.webhook import DecodeError
 from manager.webhook.custom import json_copy
 from trainer.api import gocodec
-
-Object = dict[str, Any]
 
 
 def decoder(api_version: str, kind: str, *, typed_view: bool = False) -> Callable[[Object | None], Object]:

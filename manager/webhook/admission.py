@@ -7,14 +7,14 @@ the request ``uid`` and the review's apiVersion, and encodes patches as a base64
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from manager import _json
+from manager.meta.field import FieldError, aggregate
+from manager.meta.object import Json as Object
 from manager.webhook import jsonpatch
-
-Object = dict[str, Any]
-
 
 # What a caller sees when a handler fails unexpectedly; the details go to the log only.
 INTERNAL_ERROR_MESSAGE = "internal error in the admission webhook; see the webhook server's log"
@@ -26,6 +26,25 @@ class AdmissionDecodeError(ValueError):
 
 class DecodeError(ValueError):
     """The object does not decode into the handler's typed shape (answered 400 with this text)."""
+
+
+class Denied(Exception):
+    """Raised by a defaulter or validator to deny the request: 403 Forbidden with ``message``.
+
+    The one way a handler denies (controller-runtime's ``admission.Denied``); ``warnings`` are
+    returned with the denial, as a Go validator returns warnings and an error together. Any
+    other exception is an internal error (500), never a denial.
+    """
+
+    def __init__(self, message: str, *, warnings: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.warnings = list(warnings)
+
+    @classmethod
+    def from_field_errors(cls, errors: Iterable[FieldError | str], *, warnings: Sequence[str] = ()) -> Denied:
+        """``ErrorList.ToAggregate()`` of ``errors`` as the message (Go's validator return)."""
+        return cls(aggregate(errors), warnings=warnings)
 
 
 @dataclass

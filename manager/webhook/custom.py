@@ -5,10 +5,10 @@
   result. With a typed model, "remove" operations are dropped by default (a model that does not
   know a field must not delete it: controller-runtime's behaviour); plain dicts keep them.
 * Validation: CONNECT is allowed without calling the validator; warnings are returned even on
-  denial. An ``ApiError`` raised by either becomes its own status code and message;
-  ``ValueError`` becomes a 403 denial; anything else a 500 with a generic message (the
-  exception is logged with its traceback, never sent: it would leak internals and mean nothing
-  to the user).
+  denial. ``Denied`` raised by either is a 403 with its message (and warnings); an
+  ``ApiError`` becomes its own status code and message; anything else (a ``ValueError``
+  included) a 500 with a generic message (the exception is logged with its traceback, never
+  sent: it would leak internals and mean nothing to the user).
 * Typed decoding: a ``decode`` callable runs before the handler, as controller-runtime's
   decoder does (``Errored(http.StatusBadRequest, err)``): it raises ``DecodeError`` for an object
   that does not have the typed shape and the answer is 400 with its message. A defaulting
@@ -26,12 +26,14 @@ from typing import Any, Protocol
 from manager import _json
 from manager.client.errors import ApiError, TransportError
 from manager.client.objects import to_dict
+from manager.meta.object import Json as Object
 from manager.webhook import jsonpatch
 from manager.webhook.admission import (
     INTERNAL_ERROR_MESSAGE,
     AdmissionRequest,
     AdmissionResponse,
     DecodeError,
+    Denied,
     allowed,
     denied,
     errored,
@@ -40,7 +42,6 @@ from manager.webhook.admission import (
 log = logging.getLogger(__name__)
 Handler = Callable[[AdmissionRequest], Awaitable[AdmissionResponse]]
 Warnings = list[str]
-Object = dict[str, Any]
 Decode = Callable[[Object | None], Any]
 Encode = Callable[[Any], Object]
 
@@ -82,8 +83,9 @@ def _from_error(err: Exception, warnings: Warnings | None = None) -> AdmissionRe
         )
     elif isinstance(err, TransportError):  # no answer from the API server: a 500 naming the request
         response = AdmissionResponse(False, 500, str(err), "", causes=[])
-    elif isinstance(err, ValueError):
-        response = denied(str(err))
+    elif isinstance(err, Denied):
+        response = denied(err.message)
+        warnings = [*err.warnings, *(warnings or [])]
     else:
         log.error("admission handler failed", exc_info=err)
         response = errored(500, INTERNAL_ERROR_MESSAGE)
@@ -143,25 +145,11 @@ def validating_handler(
                 return allowed()
             else:
                 return errored(400, f'unknown operation "{req.operation}"')
-        except _WithWarnings as err:
-            return _from_error(err.error, err.warnings)
         except Exception as err:
             return _from_error(err)
         return allowed().with_warnings(*(warnings or []))
 
     return handle
-
-
-class _WithWarnings(Exception):
-    def __init__(self, error: Exception, warnings: Warnings) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.warnings = warnings
-
-
-def deny_with_warnings(error: Exception, warnings: Warnings) -> Exception:
-    """Raise this from a validator to deny *and* return warnings (Go returns both values)."""
-    return _WithWarnings(error, warnings)
 
 
 def mutate_path(group: str, version: str, kind: str) -> str:

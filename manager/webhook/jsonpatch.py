@@ -64,17 +64,7 @@ def _tokens(path: str) -> list[str]:
 
 
 def _parent(doc: Any, tokens: list[str]) -> Any:
-    node = doc
-    for token in tokens[:-1]:
-        if isinstance(node, dict):
-            if token not in node:
-                raise JSONPatchError(f"path segment {token!r} not found")
-            node = node[token]
-        elif isinstance(node, list):
-            node = node[_index(node, token, allow_end=False)]
-        else:
-            raise JSONPatchError(f"cannot descend into {type(node).__name__}")
-    return node
+    return _get(doc, tokens[:-1])
 
 
 def _index(node: list[Any], token: str, *, allow_end: bool) -> int:
@@ -125,7 +115,7 @@ def _get(doc: Any, tokens: list[str]) -> Any:
         elif isinstance(node, list):
             node = node[_index(node, token, allow_end=False)]
         else:
-            raise JSONPatchError("cannot descend into a scalar")
+            raise JSONPatchError(f"cannot descend into {type(node).__name__}")
     return node
 
 

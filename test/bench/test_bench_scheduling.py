@@ -34,6 +34,7 @@ from sched_fixtures import container, pg, pod, res
 
 from trainer.controllers import elasticquota, podgroup
 from trainer.controllers.scheduling import setup
+from trainer.runtime.context import SetupContext
 
 pytestmark = pytest.mark.bench
 
@@ -70,7 +71,7 @@ async def measure(total_pods: int) -> dict[str, float]:
     cluster = MemCluster()
     groups, pods = objects(total_pods)
     mgr = MemManager(cluster)
-    assert await setup(mgr)  # type: ignore[arg-type]
+    assert await setup(SetupContext(mgr))  # type: ignore[arg-type]
     await cluster.seed(podgroup.PODGROUP, groups)
     await cluster.seed(podgroup.POD, pods)
     await cluster.seed(elasticquota.ELASTICQUOTA, [])

@@ -3,21 +3,35 @@ from __future__ import annotations
 import pytest
 
 from manager.config import RestConfig
-from trainer.__main__ import _duration, apply_client_connection, manager_options
 from trainer.api.config_v1alpha1 import ConfigurationError, load
+from trainer.options import apply_client_connection, duration, manager_options
 
 
 @pytest.mark.parametrize(
     ("text", "seconds"), [("15s", 15), ("1m30s", 90), ("500ms", 0.5), ("2h", 7200), ("1.5s", 1.5)]
 )
 def test_go_durations(text: str, seconds: float) -> None:
-    assert _duration(text, 0) == pytest.approx(seconds)
+    assert duration(text, 0) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["15", "s", "1x", "1m3"])
-def test_bad_durations_are_errors(text: str) -> None:
-    with pytest.raises(ConfigurationError, match="invalid duration"):
-        _duration(text, 0)
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("15", 'time: missing unit in duration "15"'),
+        ("s", 'time: invalid duration "s"'),
+        ("1x", 'time: unknown unit "x" in duration "1x"'),
+        ("1m3", 'time: missing unit in duration "1m3"'),
+    ],
+)
+def test_bad_durations_are_errors_in_go_words(text: str, message: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        duration(text, 0)
+    assert str(caught.value) == message
+
+
+def test_a_bad_lease_duration_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match='time: invalid duration "soon"'):
+        manager_options(load({"leaderElection": {"leaderElect": True, "leaseDuration": "soon"}}))
 
 
 def test_shipped_configuration_maps_to_manager_options() -> None:

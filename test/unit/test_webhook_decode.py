@@ -22,9 +22,9 @@ import pytest
 from manager.envtest.certs import TinyCA
 from manager.testing.fake import FakeClient
 from manager.webhook import INTERNAL_ERROR_MESSAGE, WebhookServer, defaulting_handler
-from trainer.controllers import trainer_setup
 from webhooks import jobset as jobset_webhooks
 from webhooks import pod as pod_webhooks
+from webhooks import register_trainer
 
 TRAINER = "trainer.kubeflow.org/v1alpha1"
 KINDS = {
@@ -93,7 +93,7 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     server.register(jobset_webhooks.VALIDATE_PATH, jobset_webhooks.validation_handler())
     server.register(pod_webhooks.MUTATE_PATH, pod_webhooks.mutating_handler(FakeClient()))
     server.register(pod_webhooks.VALIDATE_PATH, pod_webhooks.validation_handler(FakeClient()))
-    trainer_setup.register_webhooks(server, {})
+    register_trainer(server, {})
     server.register("/mutate-broken", defaulting_handler(Broken()))
     started = asyncio.Event()
     task = asyncio.create_task(server.start(started))

@@ -16,7 +16,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, model_validator
 from pydantic.alias_generators import to_camel
 
-from trainer.api.quantity import Quantity, QuantityError
+from manager.meta.quantity import Quantity, QuantityError
 
 __all__ = [
     "Bool",

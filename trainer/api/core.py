@@ -17,10 +17,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from manager.meta.object import Json
+from manager.meta.quantity import Quantity
 from trainer.api.base import Bool, CoreRef, Ext, Int64, Model, Str, StringList, StringMap, Time
-from trainer.api.quantity import Quantity
-
-Json = dict[str, Any]
 
 PodTemplateSpec = Annotated[Json, CoreRef("io.k8s.api.core.v1.PodTemplateSpec")]
 JobTemplateSpec = Annotated[Json, CoreRef("io.k8s.api.batch.v1.JobTemplateSpec")]
@@ -106,11 +105,6 @@ class Condition(Model):
 
 
 ConditionList = Annotated[list[Condition], Ext(list_type="map", map_keys=("type",))]
-
-
-def find_condition(conditions: list[Condition] | None, condition_type: str) -> Condition | None:
-    """The condition of that type, if present."""
-    return next((c for c in conditions or () if c.type == condition_type), None)
 
 
 # -- typed accessors on pass-through core objects ------------------------------------------------

@@ -36,6 +36,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from trainer.api import trainer_constants as tc
 from trainer.api.base import QUANTITY_PATTERN, CoreRef, Ext, KindModel
 from trainer.api.core import OBJECT_META, EmbeddedObjectMeta, ObjectMeta
 from trainer.api.jobset_v1alpha2 import JobSet
@@ -413,10 +414,9 @@ def with_trainjob_state(document: Schema) -> Schema:
     """The TrainJobState gate's TrainJob CRD: ``status.state`` and a ``State`` column reading it.
 
     Upstream's column (the last condition's type) shows ``Suspended`` for a resumed TrainJob and
-    nothing for a running one; the controller writes the derived state (trainer/controllers/state.py).
+    nothing for a running one; the controller writes the derived state (trainer/controllers/state.py, values in
+    trainer_constants.TrainJobStates).
     """
-    from trainer.controllers.state import STATES
-
     out: Schema = json.loads(json.dumps(document))
     version = out["spec"]["versions"][0]
     status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
@@ -425,7 +425,7 @@ def with_trainjob_state(document: Schema) -> Schema:
             "state is the TrainJob's lifecycle state derived from its conditions and its JobSet: "
             "Pending, Suspended, Running, Complete or Failed (TrainJobState feature gate)."
         ),
-        "enum": list(STATES),
+        "enum": list(tc.TrainJobStates),
         "type": "string",
     }
     for column in version.get("additionalPrinterColumns") or []:

@@ -31,7 +31,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from importlib import resources
 from typing import Any
 
-from trainer.api.quantity import Quantity, QuantityError
+from manager.meta.quantity import Quantity, QuantityError
+from manager.meta.times import format_time
 
 __all__ = ["Codec", "DecodeError", "GoStruct", "GoType", "codec", "codec_for", "marshal"]
 
@@ -296,7 +297,7 @@ def _format_time(text: str) -> str | None:
     utc = parsed.astimezone(UTC)
     if utc == datetime(1, 1, 1, tzinfo=UTC):
         return None  # Go's zero time is written as null
-    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(utc)
 
 
 def _zero(t: GoType) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainer.api.quantity import Quantity, QuantityError
+from manager.meta.quantity import Quantity, QuantityError
 
 ResourceQuantities = dict[str, Quantity]
 

@@ -10,10 +10,10 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field
 
+from manager.meta.quantity import Quantity
 from trainer.api import scheduling_constants as c
 from trainer.api.base import Int32, KindModel, Model, ResourceList, Str, Time
 from trainer.api.core import ObjectMeta, resource_list
-from trainer.api.quantity import Quantity
 
 
 class PodGroupSpec(Model):

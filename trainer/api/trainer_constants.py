@@ -54,3 +54,17 @@ VolcanoNetworkTopologySoft = "soft"
 
 # Server-side apply field manager.
 FieldManager = "trainer"
+
+# status.state (TrainJobState gate): the lifecycle states the controller derives.
+TrainJobStatePending = "Pending"
+TrainJobStateSuspended = "Suspended"
+TrainJobStateRunning = "Running"
+TrainJobStateComplete = "Complete"
+TrainJobStateFailed = "Failed"
+TrainJobStates = (
+    TrainJobStatePending,
+    TrainJobStateSuspended,
+    TrainJobStateRunning,
+    TrainJobStateComplete,
+    TrainJobStateFailed,
+)

@@ -27,6 +27,7 @@ from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.envtest.errors import EnvtestError
 from manager.envtest.process import Process, free_port, wait_http
+from trainer.api import jobset_config_v1alpha1 as jobset_config
 from trainer.conformance import originals
 from trainer.conformance.kube import Kube
 
@@ -190,7 +191,7 @@ async def start_theirs(
             "health": {"healthProbeBindAddress": f"127.0.0.1:{js_health}"},
             "clientConnection": {"qps": 500, "burst": 500},
         }
-        (base / "jobset-config.yaml").write_text(yaml.safe_dump(js_config))
+        (base / "jobset-config.yaml").write_text(jobset_config.render(js_config))
         tr_hook, tr_health, tr_metrics = free_port(), free_port(), free_port()
         tr_config = {
             "apiVersion": "config.trainer.kubeflow.org/v1alpha1",

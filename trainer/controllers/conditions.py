@@ -8,33 +8,18 @@ are tested on literal status dicts, apart from any client.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from manager.meta.conditions import find_condition, remove_condition, set_status_condition
+from manager.meta.object import Json
+from manager.meta.times import now as now_rfc3339
 from trainer.api import trainer_constants as tc
-from trainer.runtime.status import now_rfc3339, set_status_condition
 
-Json = dict[str, Any]
-
-__all__ = ["find_condition", "remove_failed_condition", "set_failed_unsupported", "set_suspended_condition"]
-
-
-def find_condition(status: Json, condition_type: str) -> Json | None:
-    for condition in status.get("conditions") or ():
-        if condition.get("type") == condition_type:
-            return dict(condition)
-    return None
+__all__ = ["remove_failed_condition", "set_failed_unsupported", "set_suspended_condition"]
 
 
 def remove_failed_condition(status: Json) -> None:
     """An external change may take the TrainJob out of Failed; the status step re-adds it if not."""
-    conditions = status.get("conditions")
-    if not conditions:
-        return
-    kept = [c for c in conditions if c.get("type") != tc.TrainJobFailed]
-    if kept:
-        status["conditions"] = kept
-    else:
-        status.pop("conditions")
+    remove_condition(status, tc.TrainJobFailed)
 
 
 def set_suspended_condition(trainjob: Json, status: Json, now: Callable[[], str] = now_rfc3339) -> None:

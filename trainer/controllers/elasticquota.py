@@ -21,18 +21,18 @@ import structlog
 from manager.client.patch import Patch
 from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import Request, TerminalError
-from manager.scheme import GroupVersionKind, gvk_for
+from manager.meta.gvk import POD as POD  # re-exported: the kind this controller indexes
+from manager.meta.object import Json as Object
+from manager.meta.quantity import Quantity, QuantityError
+from manager.scheme import gvk_for
 from trainer.api import scheduling_constants as c
-from trainer.api.quantity import Quantity, QuantityError
 from trainer.api.resources import ResourceQuantities, add_resources, max_resources
 from trainer.api.scheduling_v1alpha1 import ElasticQuota
 
 log = structlog.get_logger("trainer.controllers.elasticquota")
 
-Object = dict[str, Any]
 Resources = ResourceQuantities
 
-POD = GroupVersionKind("", "v1", "Pod")
 ELASTICQUOTA = gvk_for(ElasticQuota)
 CONTROLLER_NAME = "elasticquota"
 EVENT_COMPONENT = "ElasticQuotaController"

@@ -27,7 +27,6 @@ the leader, so replicas do not count the same TrainJob twice.
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from manager.controller.predicate import Funcs, Predicate
+from manager.meta import times
+from manager.meta.conditions import find_condition
 from manager.metrics.registry import REGISTRY
 from trainer.api import trainer_constants as tc
 from trainer.controllers.state import COMPLETE, FAILED, RUNNING, derive_state
@@ -60,9 +61,10 @@ def _parse_time(value: Any) -> float | None:
     if not isinstance(value, str) or not value:
         return None
     try:
-        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        parsed = times.parse_time(value)
     except ValueError:
         return None
+    return parsed.timestamp() if parsed is not None else None
 
 
 def _labels(trainjob: Json) -> dict[str, str]:
@@ -78,13 +80,6 @@ def _labels(trainjob: Json) -> dict[str, str]:
 def _key(trainjob: Json) -> str:
     meta = trainjob.get("metadata") or {}
     return meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
-
-
-def _terminal_condition(trainjob: Json, condition_type: str) -> Json:
-    for condition in (trainjob.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == condition_type:
-            return dict(condition)
-    return {}
 
 
 class TrainJobLifecycleMetrics:
@@ -209,8 +204,11 @@ class TrainJobLifecycleMetrics:
                 self.time_to_start.labels(**labels).observe(max(0.0, now - created))
         if state in (COMPLETE, FAILED) and "finished" not in seen.counted:
             seen.counted.add("finished")
-            condition = _terminal_condition(
-                trainjob, tc.TrainJobComplete if state == COMPLETE else tc.TrainJobFailed
+            condition = (
+                find_condition(
+                    trainjob.get("status"), tc.TrainJobComplete if state == COMPLETE else tc.TrainJobFailed
+                )
+                or {}
             )
             if state == COMPLETE:
                 self.completed.labels(**labels).inc()

@@ -24,15 +24,16 @@ import structlog
 from manager.client.errors import NotFound
 from manager.client.patch import Patch, merge_diff
 from manager.controller.reconcile import Request
-from manager.scheme import GroupVersionKind, gvk_for
+from manager.meta import times
+from manager.meta.gvk import POD as POD  # re-exported: the kind this controller indexes
+from manager.meta.object import Json as Object
+from manager.scheme import gvk_for
 from trainer.api import scheduling_constants as c
 from trainer.api.scheduling_v1alpha1 import PodGroup
 
 log = structlog.get_logger("trainer.controllers.podgroup")
 
-Object = dict[str, Any]
 
-POD = GroupVersionKind("", "v1", "Pod")
 PODGROUP = gvk_for(PodGroup)
 CONTROLLER_NAME = "podgroup"
 """Upstream's name (the lower-cased ``For`` kind): it labels metrics and the work queue."""
@@ -146,9 +147,11 @@ def _parse_time(value: Any) -> datetime.datetime:
     if not isinstance(value, str) or not value:
         return _ZERO_TIME
     try:
-        parsed = datetime.datetime.fromisoformat(value)
+        parsed = times.parse_time(value)
     except ValueError:
         return _ZERO_TIME  # unparsable reads as absent rather than failing every reconcile
+    if parsed is None:
+        return _ZERO_TIME
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 

@@ -23,12 +23,12 @@ from typing import Any
 
 from trainer.api import trainer_constants as tc
 
-PENDING = "Pending"
-SUSPENDED = "Suspended"
-RUNNING = "Running"
-COMPLETE = "Complete"
-FAILED = "Failed"
-STATES = (PENDING, SUSPENDED, RUNNING, COMPLETE, FAILED)
+PENDING = tc.TrainJobStatePending
+SUSPENDED = tc.TrainJobStateSuspended
+RUNNING = tc.TrainJobStateRunning
+COMPLETE = tc.TrainJobStateComplete
+FAILED = tc.TrainJobStateFailed
+STATES = tc.TrainJobStates
 
 __all__ = ["COMPLETE", "FAILED", "PENDING", "RUNNING", "STATES", "SUSPENDED", "derive_state"]
 

@@ -25,13 +25,13 @@ from manager.controller.event import GenericEvent
 from manager.controller.handler import Funcs, RequestQueue
 from manager.controller.reconcile import Request, Result
 from manager.controller_util import add_finalizer, contains_finalizer, remove_finalizer
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.runtime import indexes
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK
 
-Json = dict[str, Any]
 log = structlog.get_logger("trainer.runtime_reconciler")
 
 __all__ = [

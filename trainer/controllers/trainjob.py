@@ -32,27 +32,29 @@ from manager.client.restmapper import NoKindMatch
 from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
 from manager.events import EventType
+from manager.meta.conditions import find_condition, set_status_condition
+from manager.meta.object import Json
+from manager.meta.times import now as now_rfc3339
 from trainer import features
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.controllers.conditions import (
-    find_condition,
     remove_failed_condition,
     set_failed_unsupported,
     set_suspended_condition,
 )
 from trainer.controllers.lifecycle_metrics import TrainJobLifecycleMetrics, default_lifecycle_metrics
-from trainer.controllers.readers import no_kind_match_error
 from trainer.controllers.state import derive_state
-from trainer.controllers.watches import AsyncMapHandler, kind_served
+from trainer.controllers.watches import AsyncMapHandler
+from trainer.runtime.context import require_kinds
 from trainer.runtime.errors import PluginFailure, RuntimeFailure
 from trainer.runtime.objects import TRAINJOB_GVK
 from trainer.runtime.plugins.base import Watch
 from trainer.runtime.plugins.watches import by_controller_owner
+from trainer.runtime.readers import no_kind_match_error
 from trainer.runtime.registry import Runtime, runtime_key
-from trainer.runtime.status import is_finished, now_rfc3339, set_status_condition
+from trainer.runtime.status import is_finished
 
-Json = dict[str, Any]
 log = structlog.get_logger("trainer.trainjob")
 
 __all__ = [
@@ -385,7 +387,7 @@ async def setup_trainjob_controller(
     builder = Builder(mgr).named(CONTROLLER_NAME).for_(TRAINJOB_GVK, predicates=predicates)
     registrars = [watch for runtime in runtimes.values() for watch in runtime.event_handler_registrars()]
     for watch in _unique_by_kind(registrars):
-        if watch.requires_crd is not None and not await kind_served(mgr.client, watch.requires_crd):
+        if watch.requires_crd is not None and not await require_kinds(mgr.mapper, watch.requires_crd):
             log.error(watch.missing_crd_message or f"{watch.requires_crd.kind} CRD is not installed")
             if not watch.register_anyway:
                 continue

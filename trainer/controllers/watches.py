@@ -15,17 +15,15 @@ from collections.abc import Iterable
 import structlog
 
 from manager.client.interfaces import Reader
-from manager.client.restmapper import NoKindMatch
 from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Object, UpdateEvent
 from manager.controller.handler import RequestQueue
 from manager.controller.reconcile import Request
-from manager.scheme import GroupVersionKind
 from manager.tasks import TaskSet
 from trainer.runtime.plugins.base import Mapper
 
 log = structlog.get_logger("trainer.watches")
 
-__all__ = ["AsyncMapHandler", "kind_served"]
+__all__ = ["AsyncMapHandler"]
 
 
 class AsyncMapHandler:
@@ -76,18 +74,3 @@ class AsyncMapHandler:
 
     def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
         self._spawn("generic", queue, event.object)
-
-
-async def kind_served(client: object, gvk: GroupVersionKind) -> bool:
-    """Whether the API server serves ``gvk`` (its CRD is installed), asked through the REST mapper.
-
-    A client without a mapper (the unit-test fake) serves every kind.
-    """
-    mapper = getattr(client, "mapper", None)
-    if mapper is None:
-        return True
-    try:
-        await mapper.mapping(gvk)
-    except NoKindMatch:
-        return False
-    return True

@@ -11,7 +11,7 @@ import copy
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-Json = dict[str, Any]
+from manager.meta.object import Json
 
 __all__ = [
     "FieldPathNotFound",

@@ -20,10 +20,12 @@ import structlog
 
 from manager.client.errors import RequestError
 from manager.client.interfaces import Reader
+from manager.meta.field import FieldError
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime import indexes
-from trainer.runtime.errors import FieldError, PluginFailure, RuntimeFailure
+from trainer.runtime.errors import PluginFailure, RuntimeFailure
 from trainer.runtime.info import Info
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK
 from trainer.runtime.plugins import Registry, external
@@ -39,7 +41,6 @@ from trainer.runtime.plugins.base import (
     WatchExtensionPlugin,
 )
 
-Json = dict[str, Any]
 IndexFunc = Callable[[Any], list[str] | None]
 
 __all__ = ["FieldIndexer", "Framework", "IndexNames"]

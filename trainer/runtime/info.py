@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-from trainer.api.quantity import Quantity
+from manager.meta.object import Json
+from manager.meta.quantity import Quantity
 from trainer.api.trainer_v1alpha1 import MLPolicy, PodGroupPolicy
-
-Json = dict[str, Any]
 
 __all__ = ["ContainerInfo", "Endpoints", "Info", "PodSet", "RuntimePolicy", "Scheduler", "TemplateSpec"]
 

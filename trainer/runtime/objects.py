@@ -6,15 +6,17 @@ runtime-ref tests (docs/behaviour/trainer.md §10, J1-J4) pin the two predicates
 
 from __future__ import annotations
 
-from typing import Any
-
+from manager.meta.gvk import CONFIGMAP as CONFIGMAP_GVK
+from manager.meta.gvk import LIMITRANGE as LIMITRANGE_GVK
+from manager.meta.gvk import PRIORITYCLASS as PRIORITYCLASS_GVK
+from manager.meta.gvk import RUNTIMECLASS as RUNTIMECLASS_GVK
+from manager.meta.gvk import SECRET as SECRET_GVK
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 from trainer.api import jobset_constants as jc
 from trainer.api import scheduling_constants as sc
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import RuntimeRef, TrainJob
-
-Json = dict[str, Any]
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME_GVK",
@@ -41,11 +43,6 @@ CLUSTER_TRAINING_RUNTIME_GVK = GroupVersionKind(tc.GROUP, tc.VERSION, tc.Cluster
 JOBSET_GVK = GroupVersionKind(jc.GROUP, jc.VERSION, jc.KIND)
 PODGROUP_GVK = GroupVersionKind(sc.GROUP, sc.VERSION, sc.PodGroupKind)
 VOLCANO_PODGROUP_GVK = GroupVersionKind("scheduling.volcano.sh", "v1beta1", "PodGroup")
-CONFIGMAP_GVK = GroupVersionKind("", "v1", "ConfigMap")
-SECRET_GVK = GroupVersionKind("", "v1", "Secret")
-LIMITRANGE_GVK = GroupVersionKind("", "v1", "LimitRange")
-RUNTIMECLASS_GVK = GroupVersionKind("node.k8s.io", "v1", "RuntimeClass")
-PRIORITYCLASS_GVK = GroupVersionKind("scheduling.k8s.io", "v1", "PriorityClass")
 
 
 def name_of(trainjob: TrainJob) -> str:

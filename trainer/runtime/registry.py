@@ -17,6 +17,8 @@ from pydantic import ValidationError
 
 from manager.client.errors import RequestError
 from manager.client.interfaces import Reader
+from manager.meta.field import FieldError
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, ObjectKey
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import (
@@ -28,15 +30,13 @@ from trainer.api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.runtime import indexes
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.framework import FieldIndexer, Framework, IndexNames
 from trainer.runtime.info import Info
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK
 from trainer.runtime.plugins import Registry, new_registry
 from trainer.runtime.plugins.base import Watch
 from trainer.runtime.runtime_info import new_runtime_info
-
-Json = dict[str, Any]
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME_KEY",
@@ -71,10 +71,13 @@ def _field_errors(err: ValidationError, prefix: str = "") -> list[FieldError]:
     return out
 
 
-def load_trainjob(trainjob: TrainJob | Mapping[str, Any]) -> TrainJob:
-    """A private deep copy of the TrainJob (plugins rewrite it in memory); bad input -> RuntimeFailure."""
-    if isinstance(trainjob, TrainJob):
-        return trainjob.model_copy(deep=True)
+def load_trainjob(trainjob: Mapping[str, Any]) -> TrainJob:
+    """The typed view the plugins work on, a private copy (they rewrite it in memory).
+
+    The object model (``manager.meta``): a TrainJob crosses the controller and webhook seam as
+    the dict the API server sent; only here, inside the runtime, does it become a model.
+    Bad input -> RuntimeFailure with field errors.
+    """
     try:
         return TrainJob.from_dict(dict(trainjob))
     except (ValidationError, ValueError) as err:
@@ -85,7 +88,7 @@ def load_trainjob(trainjob: TrainJob | Mapping[str, Any]) -> TrainJob:
 class Runtime(Protocol):
     """What the reconciler and the webhook use (upstream ``runtime.Runtime``)."""
 
-    async def new_objects(self, trainjob: TrainJob | Mapping[str, Any]) -> list[Json]: ...
+    async def new_objects(self, trainjob: Mapping[str, Any]) -> list[Json]: ...
 
     def runtime_info(
         self,
@@ -95,12 +98,12 @@ class Runtime(Protocol):
         pod_group_policy: PodGroupPolicy | None,
     ) -> Info: ...
 
-    async def trainjob_status(self, trainjob: TrainJob | Mapping[str, Any]) -> Json | None: ...
+    async def trainjob_status(self, trainjob: Mapping[str, Any]) -> Json | None: ...
 
     def event_handler_registrars(self) -> list[Watch]: ...
 
     async def validate_objects(
-        self, old: TrainJob | Mapping[str, Any] | None, new: TrainJob | Mapping[str, Any]
+        self, old: Mapping[str, Any] | None, new: Mapping[str, Any]
     ) -> tuple[list[str], list[FieldError]]: ...
 
 
@@ -150,7 +153,7 @@ class _BaseRuntime(abc.ABC):
         self.framework.run_pod_network_plugins(info, trainjob)
         return info
 
-    async def new_objects(self, trainjob: TrainJob | Mapping[str, Any]) -> list[Json]:
+    async def new_objects(self, trainjob: Mapping[str, Any]) -> list[Json]:
         """Every object to apply for the TrainJob, in builder order."""
         tj = load_trainjob(trainjob)
         if tj.spec is None:
@@ -168,7 +171,7 @@ class _BaseRuntime(abc.ABC):
         )
         return await self.framework.run_component_builder_plugins(info, tj)
 
-    async def trainjob_status(self, trainjob: TrainJob | Mapping[str, Any]) -> Json | None:
+    async def trainjob_status(self, trainjob: Mapping[str, Any]) -> Json | None:
         return await self.framework.run_trainjob_status_plugin(load_trainjob(trainjob))
 
     def event_handler_registrars(self) -> list[Watch]:
@@ -182,7 +185,7 @@ class _BaseRuntime(abc.ABC):
         return []
 
     async def validate_objects(
-        self, old: TrainJob | Mapping[str, Any] | None, new: TrainJob | Mapping[str, Any]
+        self, old: Mapping[str, Any] | None, new: Mapping[str, Any]
     ) -> tuple[list[str], list[FieldError]]:
         """Plugin validation of a TrainJob create (``old`` None) or update."""
         try:

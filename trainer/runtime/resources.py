@@ -2,7 +2,7 @@
 
 Why exact quantities: PodGroup ``minResources`` is a sum of ``requests x count`` that upstream
 computes with ``resource.Quantity``; floats would print ``1.2500000001``. Every sum here uses
-``trainer.api.quantity.Quantity``.
+``manager.meta.quantity.Quantity``.
 """
 
 from __future__ import annotations
@@ -10,16 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from manager.meta.object import Json
+from manager.meta.quantity import Quantity, QuantityError
 from trainer.api import trainer_constants as tc
-from trainer.api.quantity import Quantity, QuantityError
 from trainer.api.resources import (
     ResourceQuantities,
     add_resources,
     max_resources,
     quantities,
 )
-
-Json = dict[str, Any]
 
 __all__ = [
     "canonical_quantities",

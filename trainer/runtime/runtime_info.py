@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from manager.meta.object import Json
+from manager.meta.strategicmerge import POD_TEMPLATE_SPEC, strategic_merge
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import (
     JobSetTemplateSpec,
@@ -21,9 +23,6 @@ from trainer.api.trainer_v1alpha1 import (
 )
 from trainer.runtime.info import ContainerInfo, Info, PodSet, RuntimePolicy, TemplateSpec
 from trainer.runtime.resources import canonical_quantities, pod_requests, typed_resource_requirements
-from trainer.runtime.smp import POD_TEMPLATE_SPEC, strategic_merge
-
-Json = dict[str, Any]
 
 __all__ = [
     "apply_pod_template_overrides",

@@ -17,7 +17,8 @@ from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.testing import eventually
 from manager.webhook import WebhookServer
-from trainer.controllers.jobset import setup
+from trainer.components import component
+from trainer.runtime.context import SetupContext
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ async def jobset_cluster(
     config = await load_kubeconfig(full_cluster.kubeconfig)
     async with Cluster(config, field_owner="jobset-e2e") as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
-        assert await setup(mgr, server) is True
+        assert await component("jobset").setup(SetupContext(mgr, server)) is True
         mgr.add_webhook_server(server)
         task = asyncio.create_task(mgr.run())
         names: list[str] = []

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from manager.client.errors import Conflict, NotFound
+from manager.meta.gvk import JOB as JOB_GVK
 from manager.testing import eventually
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.reconciler import JOB_GVK, JOBSET_GVK
+from trainer.controllers.jobset.reconciler import JOBSET_GVK
 
 ROOT = Path(__file__).resolve().parents[3]
 Object = dict[str, Any]

@@ -9,10 +9,11 @@ from jse2e import Cluster2, e2e_jobset, e2e_rjob
 
 from manager.client.patch import Patch
 from manager.client.rest import JSON_PATCH
+from manager.meta.gvk import SERVICE as SERVICE_GVK
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.reconciler import JOBSET_GVK, SERVICE_GVK
+from trainer.controllers.jobset.reconciler import JOBSET_GVK
 
 Object = dict[str, Any]
 POD_GVK = GroupVersionKind("", "v1", "Pod")

@@ -20,12 +20,13 @@ from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
 from manager.manager import Manager, Options
+from manager.meta.quantity import Quantity
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
-from trainer.api.quantity import Quantity
 from trainer.controllers.elasticquota import ELASTICQUOTA
 from trainer.controllers.podgroup import PODGROUP
 from trainer.controllers.scheduling import setup
+from trainer.runtime.context import SetupContext
 
 Object = dict[str, Any]
 POD = GroupVersionKind("", "v1", "Pod")
@@ -39,7 +40,7 @@ async def scheduling_manager(env: Environment) -> AsyncIterator[Client]:
     config = await load_kubeconfig(env.kubeconfig)
     async with Cluster(config, field_owner="scheduling-e2e") as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
-        assert await setup(mgr)
+        assert await setup(SetupContext(mgr))
         task = asyncio.create_task(mgr.run())
         await eventually(lambda: task.done() or mgr.elected.is_set(), timeout=60)
         if task.done():

@@ -8,8 +8,8 @@ import pytest
 from crdtest import Resource, assert_invalid
 
 from manager.envtest import Environment
+from manager.meta.quantity import Quantity
 from trainer.api import scheduling_constants as c
-from trainer.api.quantity import Quantity
 from trainer.api.scheduling_v1alpha1 import ElasticQuota, PodGroup
 
 

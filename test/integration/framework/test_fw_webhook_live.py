@@ -16,7 +16,7 @@ from manager.cluster import Cluster
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.testing.eventually import eventually
-from manager.webhook import WebhookServer, defaulting_handler, validating_handler
+from manager.webhook import Denied, WebhookServer, defaulting_handler, validating_handler
 
 
 class Defaulter:
@@ -27,7 +27,7 @@ class Defaulter:
 class Validator:
     async def validate_create(self, obj: dict[str, Any]) -> list[str] | None:
         if (obj.get("data") or {}).get("forbidden"):
-            raise ValueError("data.forbidden is not allowed")
+            raise Denied("data.forbidden is not allowed")
         return ["checked by the framework webhook"]
 
     async def validate_update(self, old: dict[str, Any], new: dict[str, Any]) -> list[str] | None:

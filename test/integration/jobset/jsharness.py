@@ -23,11 +23,14 @@ from manager.client.errors import Conflict, NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
+from manager.meta.gvk import JOB as JOB_GVK
+from manager.meta.gvk import SERVICE as SERVICE_GVK
 from manager.testing import eventually
 from manager.webhook import WebhookServer
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset import setup
-from trainer.controllers.jobset.reconciler import JOB_GVK, JOBSET_GVK, SERVICE_GVK
+from trainer.components import component
+from trainer.controllers.jobset.reconciler import JOBSET_GVK
+from trainer.runtime.context import SetupContext
 
 ROOT = Path(__file__).resolve().parents[3]
 WEBHOOK_MANIFEST = ROOT / "config" / "webhook" / "jobset.yaml"
@@ -256,7 +259,7 @@ async def run_manager(
     options = CacheOptions(default_namespaces=[namespace])
     async with Cluster(config, field_owner="jobset-test", cache_options=options) as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
-        assert await setup(mgr, server) is True
+        assert await component("jobset").setup(SetupContext(mgr, server)) is True
         if server is not None:
             mgr.add_webhook_server(server)
         task = asyncio.create_task(mgr.run())

@@ -13,11 +13,11 @@ import pytest
 from jsharness import Harness, make_jobset, rjob
 
 from manager.client.errors import NotFound
+from manager.meta.gvk import SERVICE as SERVICE_GVK
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.jobs import classify_jobs
-from trainer.controllers.jobset.reconciler import SERVICE_GVK
 from trainer.controllers.jobset.status import replicated_jobs_statuses, sorted_statuses
 
 Object = dict[str, Any]

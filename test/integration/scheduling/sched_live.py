@@ -16,7 +16,8 @@ from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
 from manager.manager import Manager, Options
-from trainer.controllers.scheduling import setup
+from trainer.controllers.scheduling import setup_controllers
+from trainer.runtime.context import SetupContext
 
 Object = dict[str, Any]
 
@@ -27,7 +28,7 @@ async def running_manager(env: Environment, **setup_args: Any) -> AsyncIterator[
     config = await load_kubeconfig(env.kubeconfig)
     async with Cluster(config, field_owner="scheduling-test") as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
-        registered = await setup(mgr, **setup_args)
+        registered = await setup_controllers(SetupContext(mgr), **setup_args)
         task = asyncio.create_task(mgr.run())
         elected = asyncio.create_task(mgr.elected.wait())
         await asyncio.wait({task, elected}, timeout=60, return_when=asyncio.FIRST_COMPLETED)

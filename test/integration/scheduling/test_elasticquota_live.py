@@ -15,9 +15,9 @@ import pytest
 from sched_live import pod_object, set_phase
 
 from manager.manager import Manager
+from manager.meta.quantity import Quantity
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
-from trainer.api.quantity import Quantity
 from trainer.controllers.elasticquota import ELASTICQUOTA
 
 Object = dict[str, Any]

@@ -14,8 +14,8 @@ from typing import Any
 from sched_live import pod_object, set_phase
 
 from manager.manager import Manager
+from manager.meta.quantity import Quantity
 from manager.testing.eventually import eventually
-from trainer.api.quantity import Quantity
 from trainer.api.trainer_v1alpha1 import PodGroupPolicy, TrainJob
 from trainer.controllers.podgroup import PODGROUP
 from trainer.runtime.info import Info, PodSet, RuntimePolicy, TemplateSpec

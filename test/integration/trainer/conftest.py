@@ -28,6 +28,8 @@ from manager.envtest.certs import TinyCA
 from manager.testing.eventually import eventually
 from manager.webhook.server import WebhookServer
 from trainer.controllers import trainer_setup
+from trainer.runtime.context import SetupContext
+from webhooks import setup_trainer
 
 ROOT = Path(__file__).resolve().parents[3]
 WEBHOOKS = ROOT / "config" / "webhook" / "trainer.yaml"
@@ -70,8 +72,9 @@ async def trainer(control_plane: Environment, namespace: str, tmp_path: Path) ->
     async with Cluster(config, field_owner="trainer", event_source="trainer-controller-manager") as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0", health_probe_bind_address=""))
         server = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path)
-        controllers = await trainer_setup.setup_controllers(mgr)
-        trainer_setup.register_webhooks(server, trainer_setup.webhook_runtimes(mgr))
+        context = SetupContext(mgr, server)
+        controllers = await trainer_setup.setup_controllers(context)
+        assert await setup_trainer(context)
         mgr.add_webhook_server(server)
         task = asyncio.create_task(mgr.run())
         try:

@@ -625,6 +625,7 @@ async def test_group_kind_concurrency_applies_to_the_trainer_controllers(control
     from manager.controller.controller import Controller
     from manager.manager import Group
     from trainer.controllers.trainer_setup import setup_controllers
+    from trainer.runtime.context import SetupContext
 
     config = await load_kubeconfig(control_plane.kubeconfig)
     async with Cluster(config, field_owner="trainer") as cluster:
@@ -634,7 +635,7 @@ async def test_group_kind_concurrency_applies_to_the_trainer_controllers(control
             "ClusterTrainingRuntime.trainer.kubeflow.org": 2,
         }
         mgr = Manager(cluster, Options(metrics_bind_address="0", group_kind_concurrency=concurrency))
-        await setup_controllers(mgr)
+        await setup_controllers(SetupContext(mgr))
         workers = {
             c.name: c.options.max_concurrent_reconciles
             for c in mgr.members(Group.LEADER_ELECTION)

@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 from modelgen import kind_object
 from pydantic import ValidationError
 
+from manager.meta.conditions import find_condition
+from manager.meta.quantity import Quantity
 from trainer.api import jobset_constants, scheduling_constants, trainer_constants
 from trainer.api.config_v1alpha1 import Configuration
-from trainer.api.core import container_requests, containers, env_value, find_condition, pod_spec
+from trainer.api.core import container_requests, containers, env_value, pod_spec
 from trainer.api.jobset_v1alpha2 import JobSet, JobSetSpec, Network
-from trainer.api.quantity import Quantity
 from trainer.api.scheduling_v1alpha1 import ElasticQuota, PodGroup
 from trainer.api.trainer_v1alpha1 import (
     ClusterTrainingRuntime,
@@ -165,9 +166,11 @@ def test_resource_accessors() -> None:
         }
     )
     assert job.status is not None
-    found = find_condition(job.status.conditions, trainer_constants.TrainJobSuspended)
-    assert found is not None and found.message == trainer_constants.TrainJobSuspendedMessage
-    assert find_condition(job.status.conditions, trainer_constants.TrainJobFailed) is None
+    assert [c.type for c in job.status.conditions or []] == [trainer_constants.TrainJobSuspended]
+    status = job.to_dict()["status"]  # the dict view the controllers read
+    found = find_condition(status, trainer_constants.TrainJobSuspended)
+    assert found is not None and found["message"] == trainer_constants.TrainJobSuspendedMessage
+    assert find_condition(status, trainer_constants.TrainJobFailed) is None
 
 
 def test_constants_are_upstream_strings() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from trainer.api.quantity import Format, Quantity, QuantityError, is_quantity
+from manager.meta.quantity import Format, Quantity, QuantityError, is_quantity
 
 # Canonical forms as Go's resource.Quantity prints them (apimachinery v0.34.1).
 CANONICAL = [

@@ -19,9 +19,9 @@ from manager.webhook import (
     INTERNAL_ERROR_MESSAGE,
     AdmissionRequest,
     AdmissionResponse,
+    Denied,
     WebhookServer,
     defaulting_handler,
-    deny_with_warnings,
     validating_handler,
 )
 from manager.webhook import metrics as webhook_metrics
@@ -37,12 +37,12 @@ class Defaulter:
 class Validator:
     async def validate_create(self, obj: dict[str, Any]) -> list[str] | None:
         if obj["spec"].get("size", 0) > 5:
-            raise deny_with_warnings(ValueError("spec.size: must be at most 5"), ["size is large"])
+            raise Denied("spec.size: must be at most 5", warnings=["size is large"])
         return ["created ok"]
 
     async def validate_update(self, old: dict[str, Any], new: dict[str, Any]) -> list[str] | None:
         if old["spec"] != new["spec"]:
-            raise ValueError("spec is immutable")
+            raise Denied("spec is immutable")
         return None
 
     async def validate_delete(self, obj: dict[str, Any]) -> list[str] | None:
@@ -295,3 +295,25 @@ async def test_missing_certificate_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(WebhookServerError, match=r"tls\.crt does not exist"):
         await server.start(asyncio.Event())
     assert server.paths == []
+
+
+async def test_only_denied_denies_a_value_error_is_an_internal_error() -> None:
+    # a ValueError is a bug in the validator (e.g. int() of a field), not a verdict on the object
+    class Buggy:
+        async def validate_create(self, obj: dict[str, Any]) -> list[str] | None:
+            raise ValueError("invalid literal for int() with base 10: 'x'")
+
+        async def validate_update(self, old: dict[str, Any], new: dict[str, Any]) -> list[str] | None:
+            raise Denied("spec is immutable", warnings=["think again"])
+
+        async def validate_delete(self, obj: dict[str, Any]) -> list[str] | None:
+            return None
+
+    handle = validating_handler(Buggy())
+    request = AdmissionRequest(uid="u", kind={}, resource={}, operation="CREATE", object=obj())
+    buggy = await handle(request)
+    assert (buggy.allowed, buggy.code, buggy.message) == (False, 500, INTERNAL_ERROR_MESSAGE)
+    request.operation, request.old_object = "UPDATE", obj()
+    denied = await handle(request)
+    assert (denied.allowed, denied.code, denied.reason) == (False, 403, "Forbidden")
+    assert denied.message == "spec is immutable" and denied.warnings == ["think again"]

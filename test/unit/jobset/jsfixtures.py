@@ -7,17 +7,12 @@ import hashlib
 from typing import Any
 
 from manager.client.errors import NotFound
+from manager.meta.gvk import JOB as JOB_GVK
+from manager.meta.gvk import POD as POD_GVK
 from manager.testing.fake import FakeClient
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.metrics import JobSetMetrics
-from trainer.controllers.jobset.placement import POD_GVK
-from trainer.controllers.jobset.reconciler import (
-    JOB_GVK,
-    JOB_OWNER_KEY,
-    JOBSET_GVK,
-    JobSetReconciler,
-    job_owner_index,
-)
+from trainer.controllers.jobset.reconciler import JOB_OWNER_KEY, JOBSET_GVK, JobSetReconciler, job_owner_index
 
 Object = dict[str, Any]
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from trainer.controllers.jobset import config as C
+from trainer.api import jobset_config_v1alpha1 as C
 
 Object = dict[str, Any]
 ELECTION = {
@@ -208,3 +208,15 @@ def test_user_agent() -> None:  # spec: jobset 6.R.10
     assert (
         C.user_agent("v0.10.1-3-gabc", "") == f"jobset/v0.10.1 ({platform.system().lower()}/{arch}) unknown"
     )
+
+
+def test_render_is_what_the_go_manager_reads_and_refuses_what_it_would_refuse(tmp_path: Path) -> None:
+    # the conformance harness starts the Go JobSet manager with render()'s output
+    text = C.render({"leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False}})
+    (tmp_path / "c.yaml").write_text(text)
+    options, cfg = C.load(tmp_path / "c.yaml")
+    assert options.leader_election is False and cfg["leaderElection"]["leaseDuration"] == "15s"
+    with pytest.raises(C.ConfigError, match=r'unknown field "webhook\.nope"'):
+        C.render({"webhook": {"nope": 1}})
+    with pytest.raises(C.ConfigError, match='time: invalid duration "soon"'):
+        C.render({"leaderElection": {"retryPeriod": "soon"}})

@@ -11,11 +11,19 @@ from prometheus_client import CollectorRegistry
 from manager import ReconcileError, Request
 from manager.client.errors import InternalError
 from manager.controller.event import CreateEvent, UpdateEvent
+from manager.meta.gvk import NODE as NODE_GVK
+from manager.meta.gvk import POD as POD_GVK
+from manager.webhook import Denied
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.metrics import JobSetMetrics
-from trainer.controllers.jobset.placement import (
-    NODE_GVK,
-    POD_GVK,
+from trainer.controllers.jobset.pod_reconciler import (
+    PodReconciler,
+    delete_follower_pods,
+    leader_pod_predicate,
+    validate_pod_placements,
+)
+from trainer.controllers.jobset.util import merge_maps, merge_slices
+from trainer.jobset.placement import (
     POD_JOB_KEY,
     POD_NAME_KEY,
     PlacementError,
@@ -25,13 +33,6 @@ from trainer.controllers.jobset.placement import (
     pod_name_index,
     validate_same_owner,
 )
-from trainer.controllers.jobset.pod_reconciler import (
-    PodReconciler,
-    delete_follower_pods,
-    leader_pod_predicate,
-    validate_pod_placements,
-)
-from trainer.controllers.jobset.util import merge_maps, merge_slices
 from webhooks.pod import PodDefaulter, PodValidator
 
 Object = dict[str, Any]
@@ -342,7 +343,7 @@ async def test_mutating_webhook_follower_node_selector() -> None:
         await PodDefaulter(Client(*objects)).default(untouched)
         assert "nodeSelector" not in untouched["spec"]
     # node without the label: denied
-    with pytest.raises(ValueError, match=rf"node does not have topology label: {TOPOLOGY}"):
+    with pytest.raises(Denied, match=rf"node does not have topology label: {TOPOLOGY}"):
         await PodDefaulter(Client(leader, node("n1"))).default(pod("js-rjob-0-1-abc", "1"))
     # the node-selector strategy: untouched
     strategy = pod("js-rjob-0-1-abc", "1", annotations={c.NodeSelectorStrategyKey: "true"})
@@ -354,21 +355,21 @@ async def test_validating_webhook() -> None:
     leader = pod("js-rjob-0-0-xyz", "0", node="n1")
     validator = PodValidator(Client(leader))
     assert await validator.validate_create(pod("js-rjob-0-0-xyz", "0")) is None
-    with pytest.raises(ValueError, match=r"^follower pod node selector not set$"):
+    with pytest.raises(Denied, match=r"^follower pod node selector not set$"):
         await validator.validate_create(pod("js-rjob-0-1-abc", "1"))
     with pytest.raises(
-        ValueError,
+        Denied,
         match=rf"^follower pod node selector for topology domain not found. missing selector: {TOPOLOGY}$",
     ):
         await validator.validate_create(pod("js-rjob-0-1-abc", "1", selector={}))
     assert await validator.validate_create(pod("js-rjob-0-1-abc", "1", selector={TOPOLOGY: "x"})) is None
     unscheduled = PodValidator(Client(pod("js-rjob-0-0-xyz", "0")))
     with pytest.raises(
-        ValueError,
+        Denied,
         match=r"leader pod not yet scheduled, not creating follower pod. this is an expected, transient error",
     ):
         await unscheduled.validate_create(pod("js-rjob-0-1-abc", "1", selector={TOPOLOGY: "x"}))
-    with pytest.raises(ValueError, match=r"expected 1 leader pod"):
+    with pytest.raises(Denied, match=r"expected 1 leader pod"):
         await PodValidator(Client()).validate_create(pod("js-rjob-0-1-abc", "1", selector={TOPOLOGY: "x"}))
     foreign = pod("x-1", "1")
     del foreign["metadata"]["annotations"][c.JobSetNameKey]

@@ -9,8 +9,9 @@ from jsfixtures import NOW, RecordingClient, cond, failed, get_jobset, job, jobs
 
 from manager import Request
 from manager.client.errors import Conflict, InternalError
+from manager.meta.gvk import JOB as JOB_GVK
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.reconciler import JOB_GVK, merge_pod_template
+from trainer.controllers.jobset.reconciler import merge_pod_template
 
 Object = dict[str, Any]
 REQ = Request("default", "test-jobset")
@@ -409,6 +410,7 @@ async def test_setup_skips_when_the_crd_is_not_served() -> None:
 
     from manager.client.restmapper import NoKindMatch
     from trainer.controllers.jobset import setup
+    from trainer.runtime.context import SetupContext
 
     class Mapper:
         async def mapping(self, gvk: Any) -> Any:
@@ -419,7 +421,7 @@ async def test_setup_skips_when_the_crd_is_not_served() -> None:
             raise AssertionError(f"setup touched the manager's {name} although the CRD is absent")
 
     mgr = SimpleNamespace(mapper=Mapper(), client=Untouchable(), cache=Untouchable(), cluster=Untouchable())
-    assert await setup(mgr, None) is False  # type: ignore[arg-type]
+    assert await setup(SetupContext(mgr)) is False  # type: ignore[arg-type]
 
 
 async def test_creates_and_deletes_run_in_parallel_at_most_50() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from runtime_fixtures import rjob, tj_model
 
-from trainer.api.quantity import Quantity
+from manager.meta.quantity import Quantity
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, MLPolicy
 from trainer.runtime.info import ContainerInfo, Info, PodSet, Scheduler, TemplateSpec
 from trainer.runtime.resources import pod_requests

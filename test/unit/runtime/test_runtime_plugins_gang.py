@@ -9,9 +9,10 @@ import pytest
 from runtime_fixtures import FakeReader, owner_ref, rjob, tj_model
 
 from manager.client.errors import InternalError
-from trainer.api.quantity import Quantity
+from manager.meta.field import FieldError
+from manager.meta.quantity import Quantity
 from trainer.api.trainer_v1alpha1 import PodGroupPolicy, TrainJob
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import Info, PodSet, RuntimePolicy, TemplateSpec
 from trainer.runtime.plugins.base import PluginContext
 from trainer.runtime.plugins.coscheduling import CoScheduling

@@ -9,8 +9,8 @@ import pytest
 from runtime_fixtures import FakeReader, rjob, tj_model
 
 from manager.client.errors import InternalError
+from manager.meta.field import FieldError
 from trainer.api.trainer_v1alpha1 import MLPolicy
-from trainer.runtime.errors import FieldError
 from trainer.runtime.info import Info, PodSet, RuntimePolicy, TemplateSpec
 from trainer.runtime.plugins.base import PluginContext
 from trainer.runtime.plugins.jobset import JobSet

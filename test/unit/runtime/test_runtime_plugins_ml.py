@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from runtime_fixtures import tj_model
 
+from manager.meta.field import FieldError
 from trainer.api.trainer_v1alpha1 import MLPolicy
-from trainer.runtime.errors import FieldError
 from trainer.runtime.info import ContainerInfo, Info, PodSet, RuntimePolicy, TemplateSpec
 from trainer.runtime.plugins.plainml import PlainML
 from trainer.runtime.plugins.torch import Torch

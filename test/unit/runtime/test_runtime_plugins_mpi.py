@@ -9,8 +9,9 @@ import pytest
 from runtime_fixtures import FakeReader, owner_ref, redact_ssh_secret, sort_objects, tj_model
 
 from manager.client.errors import InternalError
+from manager.meta.field import FieldError
 from trainer.api.trainer_v1alpha1 import MLPolicy
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import ContainerInfo, Info, PodSet, RuntimePolicy, TemplateSpec
 from trainer.runtime.plugins.base import PluginContext
 from trainer.runtime.plugins.mpi import MPI

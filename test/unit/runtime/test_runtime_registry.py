@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from runtime_fixtures import FakeReader, RecordingIndexer, rjob, tj_model, training_runtime, trainjob
 
+from manager.meta.field import FieldError
 from manager.scheme import ObjectKey
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.framework import Framework
 from trainer.runtime.objects import LIMITRANGE_GVK
 from trainer.runtime.plugins.watches import (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from trainer.runtime.smp import POD_TEMPLATE_SPEC, strategic_merge
+from manager.meta.strategicmerge import POD_TEMPLATE_SPEC, strategic_merge
 
 Json = dict[str, Any]
 

@@ -10,8 +10,8 @@ from sched_fixtures import container, eq, eq_reconciler, events, fake_api, pod, 
 from manager.client.errors import NotFound
 from manager.controller.event import CreateEvent, DeleteEvent, UpdateEvent
 from manager.controller.reconcile import Request, TerminalError
+from manager.meta.quantity import Quantity
 from manager.testing.fake import FakeClient
-from trainer.api.quantity import Quantity
 from trainer.controllers.elasticquota import (
     ELASTICQUOTA,
     POD,

@@ -19,7 +19,8 @@ from manager.cache.store import field_index_name
 from manager.client.restmapper import RESTMapping
 from manager.metrics import REGISTRY
 from trainer.controllers import elasticquota, podgroup
-from trainer.controllers.scheduling import setup
+from trainer.controllers.scheduling import setup, setup_controllers
+from trainer.runtime.context import SetupContext
 
 Object = dict[str, Any]
 
@@ -28,7 +29,7 @@ async def started(
     cluster: MemCluster, *, pgs: list[Object], pods: list[Object], eqs: list[Object] = ()
 ) -> MemManager:  # type: ignore[assignment]
     mgr = MemManager(cluster)
-    assert await setup(mgr)  # type: ignore[arg-type]
+    assert await setup(SetupContext(mgr))  # type: ignore[arg-type]
     await cluster.seed(podgroup.PODGROUP, pgs)
     await cluster.seed(podgroup.POD, pods)
     await cluster.seed(elasticquota.ELASTICQUOTA, eqs)
@@ -43,7 +44,7 @@ async def pg_status(cluster: MemCluster, name: str, namespace: str = "default") 
 async def test_setup_registers_both_controllers_with_their_indexes() -> None:
     cluster = MemCluster()
     mgr = MemManager(cluster)
-    assert await setup(mgr)  # type: ignore[arg-type]
+    assert await setup(SetupContext(mgr))  # type: ignore[arg-type]
     assert [c.name for c in mgr.controllers] == ["podgroup", "elasticquota"]
     assert all(c.options.max_concurrent_reconciles == 1 for c in mgr.controllers), "upstream default"
     store = (await cluster.informer(podgroup.POD)).store
@@ -56,7 +57,7 @@ async def test_workers_set_the_concurrency_of_each_controller() -> None:
     # upstream's --workers applies to each of the two controllers; the entry point passes it here
     cluster = MemCluster()
     mgr = MemManager(cluster)
-    assert await setup(mgr, workers=3)  # type: ignore[arg-type]
+    assert await setup(SetupContext(mgr, max_concurrent_reconciles=3))  # type: ignore[arg-type]
     await cluster.seed(podgroup.PODGROUP, [])
     await cluster.seed(podgroup.POD, [])
     await cluster.seed(elasticquota.ELASTICQUOTA, [])
@@ -72,7 +73,7 @@ async def test_setup_skips_cleanly_when_the_crds_are_not_served() -> None:
     cluster = MemCluster()
     mgr = MemManager(cluster)
     with structlog.testing.capture_logs() as logs:
-        assert not await setup(mgr, api_version="scheduling.x-k8s.io/v1alpha9")  # type: ignore[arg-type]
+        assert not await setup_controllers(SetupContext(mgr), api_version="scheduling.x-k8s.io/v1alpha9")  # type: ignore[arg-type]
     assert mgr.controllers == []
     (line,) = [entry for entry in logs if "scheduler-plugins CRDs" in entry["event"]]
     assert line["missing"] == "PodGroup,ElasticQuota"
@@ -88,7 +89,7 @@ async def test_setup_registers_only_the_served_kind() -> None:
     )
     mgr = MemManager(cluster)
     with structlog.testing.capture_logs() as logs:
-        assert await setup(mgr)  # type: ignore[arg-type]
+        assert await setup(SetupContext(mgr))  # type: ignore[arg-type]
     assert [c.name for c in mgr.controllers] == ["podgroup"]
     (line,) = [entry for entry in logs if "scheduler-plugins CRDs" in entry["event"]]
     assert line["missing"] == "ElasticQuota"

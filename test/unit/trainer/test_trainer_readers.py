@@ -10,7 +10,7 @@ from manager.cache.cache import ResourceNotCached
 from manager.client.errors import ApiError, NotFound
 from manager.client.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind
-from trainer.controllers.readers import CacheReader
+from trainer.runtime.readers import CacheReader
 
 PRIORITY_CLASS = GroupVersionKind("scheduling.k8s.io", "v1", "PriorityClass")
 VOLCANO = GroupVersionKind("scheduling.volcano.sh", "v1beta1", "PodGroup")

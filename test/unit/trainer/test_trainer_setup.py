@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
+import webhooks
 from manager.client.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind
-from trainer.components import COMPONENTS
+from trainer.components import COMPONENTS, component
 from trainer.controllers import trainer_setup
-from trainer.controllers.trainer_setup import DeferredIndexer
 from trainer.runtime import indexes
+from trainer.runtime.context import DeferredIndexer, SetupContext
 
 
 class _Mapper:
@@ -21,13 +22,21 @@ class _Mapper:
 
 
 def test_trainer_component_is_registered() -> None:
-    [component] = [c for c in COMPONENTS if c.name == "trainer"]
-    assert component.setup is trainer_setup.setup
+    [trainer] = [c for c in COMPONENTS if c.name == "trainer"]
+    assert trainer.controllers is trainer_setup.setup
+    assert trainer.webhooks is webhooks.setup_trainer
+    assert component("trainer") is trainer
+
+
+class _Untouchable:
+    def register(self, path: str, handler: Any) -> None:
+        raise AssertionError(f"a webhook was registered at {path} although the CRD is absent")
 
 
 async def test_component_skips_itself_without_the_trainjob_crd() -> None:
-    mgr: Any = SimpleNamespace(client=SimpleNamespace(mapper=_Mapper()))
-    assert await trainer_setup.setup(mgr, None) is False
+    mgr: Any = SimpleNamespace(mapper=_Mapper())
+    assert await trainer_setup.setup(SetupContext(mgr)) is False
+    assert await component("trainer").setup(SetupContext(mgr, _Untouchable())) is False  # type: ignore[arg-type]
 
 
 class _Cache:

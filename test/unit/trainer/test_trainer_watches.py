@@ -7,7 +7,8 @@ from typing import Any
 from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
 from manager.controller.reconcile import Request
 from manager.scheme import ObjectKey
-from trainer.controllers.watches import AsyncMapHandler, kind_served
+from trainer.controllers.watches import AsyncMapHandler
+from trainer.runtime.context import require_kinds
 
 Json = dict[str, Any]
 
@@ -60,7 +61,7 @@ async def test_a_failing_mapper_drops_only_that_event() -> None:
     assert queue.added == []
 
 
-async def test_a_client_without_mapper_serves_every_kind() -> None:
+async def test_without_a_mapper_every_kind_is_served() -> None:
     from manager.scheme import GroupVersionKind
 
-    assert await kind_served(object(), GroupVersionKind("x", "v1", "Y"))
+    assert await require_kinds(None, GroupVersionKind("x", "v1", "Y"))

@@ -16,8 +16,8 @@ from trainer_unit_fixtures import (
     wrapper_rjobs,
 )
 
+from manager.meta.field import ErrorType, FieldError
 from manager.webhook import AdmissionRequest, validating_handler
-from trainer.runtime.errors import ErrorType, FieldError
 from trainer.runtime.registry import new_runtimes
 from webhooks.trainingruntime import (
     ClusterTrainingRuntimeValidator,

@@ -12,11 +12,11 @@ import copy
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from manager.meta.object import Json as Object
+from manager.meta.object import annotations_of, labels_of, name_of
+from manager.meta.object import meta_of as meta
 from trainer.api import jobset_constants as c
-
-Object = dict[str, Any]
 
 JOB_API_VERSION = "batch/v1"
 JOB_KIND = "Job"
@@ -40,23 +40,6 @@ class ChildJobs:
 
 
 # -- small accessors ---------------------------------------------------------------------------
-
-
-def meta(obj: Object) -> Object:
-    result: Object = obj.get("metadata") or {}
-    return result
-
-
-def name_of(obj: Object) -> str:
-    return str(meta(obj).get("name") or "")
-
-
-def labels_of(obj: Object) -> dict[str, str]:
-    return dict(meta(obj).get("labels") or {})
-
-
-def annotations_of(obj: Object) -> dict[str, str]:
-    return dict(meta(obj).get("annotations") or {})
 
 
 def spec_of(js: Object) -> Object:

@@ -16,19 +16,15 @@ from typing import Any
 from manager import ReconcileError, Request, Result
 from manager.client.errors import NotFound
 from manager.controller.predicate import Predicate, new_predicate_funcs
+from manager.meta.gvk import POD as POD_GVK
+from manager.meta.object import Json as Object
+from manager.meta.object import annotations_of, labels_of, name_of
+from manager.meta.object import meta_of as meta
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.jobs import annotations_of, labels_of, meta, name_of
-from trainer.controllers.jobset.placement import (
-    POD_GVK,
-    POD_JOB_KEY,
-    PlacementError,
-    is_leader_pod,
-    topology_from_pod,
-)
 from trainer.controllers.jobset.reconciler import run_bounded
+from trainer.jobset.placement import POD_JOB_KEY, PlacementError, is_leader_pod, topology_from_pod
 
 log = logging.getLogger(__name__)
-Object = dict[str, Any]
 
 
 def leader_pod_predicate() -> Predicate:

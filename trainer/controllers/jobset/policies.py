@@ -10,18 +10,14 @@ from __future__ import annotations
 import datetime
 import logging
 import re
-from typing import Any
 
+from manager.meta.conditions import find_condition
+from manager.meta.object import Json as Object
+from manager.meta.object import labels_of, name_of
+from manager.meta.object import meta_of as meta
+from manager.meta.times import parse_time
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.jobs import (
-    ChildJobs,
-    labels_of,
-    meta,
-    name_of,
-    replicas_of,
-    replicated_jobs,
-    spec_of,
-)
+from trainer.controllers.jobset.jobs import ChildJobs, replicas_of, replicated_jobs, spec_of
 from trainer.controllers.jobset.metrics import JobSetMetrics
 from trainer.controllers.jobset.status import (
     Event,
@@ -30,12 +26,10 @@ from trainer.controllers.jobset.status import (
     failed_condition,
     find_first_finished_condition,
     msg_with_job,
-    parse_time,
     set_condition,
 )
 
 log = logging.getLogger(__name__)
-Object = dict[str, Any]
 _ZERO_TIME = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
@@ -68,11 +62,8 @@ def set_jobset_completed(
 
 def find_job_failure_condition(job: Object) -> Object | None:
     """The first ``Failed=True`` condition of a Job: its reason, message and failure time."""
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Failed" and cond.get("status") == "True":
-            result: Object = cond
-            return result
-    return None
+    cond = find_condition(job.get("status"), "Failed")
+    return cond if cond is not None and cond.get("status") == "True" else None
 
 
 def _failure_time(job: Object) -> datetime.datetime | None:

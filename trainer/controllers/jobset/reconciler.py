@@ -18,6 +18,10 @@ from typing import Any, Protocol
 
 from manager import Request, Result
 from manager.client.errors import AlreadyExists, Conflict, NotFound, RequestError
+from manager.meta.gvk import JOB as JOB_GVK
+from manager.meta.gvk import SERVICE as SERVICE_GVK
+from manager.meta.object import Json as Object
+from manager.meta.object import labels_of, meta_of, name_of
 from manager.scheme import GroupVersionKind
 from trainer.api import gocodec
 from trainer.api import jobset_constants as c
@@ -29,11 +33,8 @@ from trainer.controllers.jobset.service import construct_headless_service
 from trainer.controllers.jobset.util import merge_maps, merge_slices
 
 log = logging.getLogger(__name__)
-Object = dict[str, Any]
 
 JOBSET_GVK = GroupVersionKind(c.GROUP, c.VERSION, c.KIND)
-JOB_GVK = GroupVersionKind("batch", "v1", "Job")
-SERVICE_GVK = GroupVersionKind("", "v1", "Service")
 JOB_OWNER_KEY = ".metadata.controller"
 
 
@@ -46,7 +47,7 @@ class Recorder(Protocol):
 
 def job_owner_index(job: Object) -> list[str]:
     """``.metadata.controller``: the controller owner's name, only when it is a JobSet (2.1)."""
-    for ref in J.meta(job).get("ownerReferences") or []:
+    for ref in meta_of(job).get("ownerReferences") or []:
         if ref.get("controller"):
             if ref.get("apiVersion") == c.API_VERSION and ref.get("kind") == c.KIND:
                 return [str(ref.get("name") or "")]
@@ -99,7 +100,7 @@ class JobSetReconciler:
             js: Object = await self.client.get(JOBSET_GVK, req.name, req.namespace)
         except NotFound:
             return None
-        if J.meta(js).get("deletionTimestamp"):
+        if meta_of(js).get("deletionTimestamp"):
             return None
         opts = S.ReconcileOpts()
         # An error aborts before the status write: the status is not written and events are dropped.
@@ -127,7 +128,7 @@ class JobSetReconciler:
             # Upstream's typed Status().Update: the whole struct as Go re-encodes it.
             await self.client.status.update(_JOBSET_CODEC.encode(js))
         except Conflict:
-            log.debug("status conflict on JobSet %s: waiting for its newer version", J.name_of(js))
+            log.debug("status conflict on JobSet %s: waiting for its newer version", name_of(js))
             return
         for event in opts.events:
             await self.recorder.event(js, event.type, event.reason, event.message)
@@ -137,7 +138,7 @@ class JobSetReconciler:
     async def reconcile_jobset(self, js: Object, opts: S.ReconcileOpts) -> Result | None:
         managed_by = J.spec_of(js).get("managedBy")
         if managed_by and managed_by != c.JobSetControllerName:
-            log.debug("JobSet %s is managed by %s, skipping", J.name_of(js), managed_by)
+            log.debug("JobSet %s is managed by %s, skipping", name_of(js), managed_by)
             return None
         owned = await self.get_child_jobs(js)
         statuses = S.replicated_jobs_statuses(js, owned)
@@ -164,7 +165,7 @@ class JobSetReconciler:
 
     async def get_child_jobs(self, js: Object) -> J.ChildJobs:
         children = await self.client.list(
-            JOB_GVK, namespace=J.meta(js).get("namespace"), field_selector={JOB_OWNER_KEY: J.name_of(js)}
+            JOB_GVK, namespace=meta_of(js).get("namespace"), field_selector={JOB_OWNER_KEY: name_of(js)}
         )
         restarts = int((js.get("status") or {}).get("restarts") or 0)
         return J.classify_jobs(children, restarts)
@@ -207,7 +208,7 @@ class JobSetReconciler:
 
             return call
 
-        errors = await run_bounded(delete(j) for j in jobs if not J.meta(j).get("deletionTimestamp"))
+        errors = await run_bounded(delete(j) for j in jobs if not meta_of(j).get("deletionTimestamp"))
         if errors:
             raise errors[0]
 
@@ -227,12 +228,10 @@ class JobSetReconciler:
                 except AlreadyExists as err:
                     if not await self._is_cache_lag(job):
                         raise JobCreationError(
-                            f'job "{J.name_of(job)}" creation failed with error: {err}'
+                            f'job "{name_of(job)}" creation failed with error: {err}'
                         ) from err
                 except RequestError as err:
-                    raise JobCreationError(
-                        f'job "{J.name_of(job)}" creation failed with error: {err}'
-                    ) from err
+                    raise JobCreationError(f'job "{name_of(job)}" creation failed with error: {err}') from err
 
             return call
 
@@ -245,9 +244,9 @@ class JobSetReconciler:
             raise JobCreationError("\n".join(str(e) for e in errors)) from cause
 
     async def _is_cache_lag(self, job: Object) -> bool:
-        meta = J.meta(job)
+        meta = meta_of(job)
         try:
-            cached = await self.client.get(JOB_GVK, J.name_of(job), str(meta.get("namespace") or ""))
+            cached = await self.client.get(JOB_GVK, name_of(job), str(meta.get("namespace") or ""))
         except NotFound:
             return True
         owner = _controller_uid(cached)
@@ -259,7 +258,7 @@ class JobSetReconciler:
         if not J.dns_hostnames_enabled(js):
             return
         try:
-            await self.client.get(SERVICE_GVK, J.subdomain_of(js), str(J.meta(js).get("namespace") or ""))
+            await self.client.get(SERVICE_GVK, J.subdomain_of(js), str(meta_of(js).get("namespace") or ""))
             return
         except NotFound:
             pass
@@ -321,7 +320,7 @@ class JobSetReconciler:
             if in_order and P.all_replicas_started(J.replicas_of(rjob), by_name.get(rjob_name, {})):
                 continue
             for job in active:
-                if J.labels_of(job).get(c.ReplicatedJobNameKey) == rjob_name and J.job_suspended(job):
+                if labels_of(job).get(c.ReplicatedJobNameKey) == rjob_name and J.job_suspended(job):
                     await self.resume_job(job, templates)
             if in_order:
                 S.set_condition(js, S.in_order_in_progress_condition(), opts, self.now())
@@ -333,17 +332,17 @@ class JobSetReconciler:
         if (job.get("status") or {}).get("startTime"):
             job["status"].pop("startTime")
             job = await self.client.status.update(job)
-        rjob_name = J.labels_of(job).get(c.ReplicatedJobNameKey)
+        rjob_name = labels_of(job).get(c.ReplicatedJobNameKey)
         if rjob_name:
             merge_pod_template(job, templates.get(rjob_name) or {})
         else:
-            log.error("job %s is missing the %s label", J.name_of(job), c.ReplicatedJobNameKey)
+            log.error("job %s is missing the %s label", name_of(job), c.ReplicatedJobNameKey)
         job.setdefault("spec", {})["suspend"] = False
         await self.client.update(job)
 
 
 def _controller_uid(obj: Object) -> str | None:
-    for ref in J.meta(obj).get("ownerReferences") or ():
+    for ref in meta_of(obj).get("ownerReferences") or ():
         if ref.get("controller"):
             return str(ref.get("uid") or "") or None
     return None

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from manager.meta.object import Json as Object
+from manager.meta.object import meta_of as meta
+from manager.meta.object import name_of
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.jobs import meta, name_of, owner_reference, spec_of, subdomain_of
-
-Object = dict[str, Any]
+from trainer.controllers.jobset.jobs import owner_reference, spec_of, subdomain_of
 
 
 def construct_headless_service(js: Object) -> Object:

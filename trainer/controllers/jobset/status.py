@@ -9,13 +9,15 @@ from __future__ import annotations
 import datetime
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from manager.meta.object import Json as Object
+from manager.meta.object import labels_of, name_of
+from manager.meta.times import format_time
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.jobs import ChildJobs, labels_of, name_of, replicated_jobs
+from trainer.controllers.jobset.jobs import ChildJobs, replicated_jobs
 
 log = logging.getLogger(__name__)
-Object = dict[str, Any]
 EventType = Literal["Normal", "Warning"]
 
 
@@ -43,17 +45,6 @@ class ConditionOpts:
     reason: str
     message: str
     event_type: EventType
-
-
-def format_time(when: datetime.datetime) -> str:
-    """metav1.Time serialization: RFC 3339, whole seconds, UTC."""
-    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 # -- replicatedJobsStatus (2.4) ---------------------------------------------------------------------

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from manager.client.interfaces import Reader
+from manager.meta.field import FieldError
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, ObjectKey
 from trainer.api.trainer_v1alpha1 import TrainJob
-from trainer.runtime.errors import FieldError
 from trainer.runtime.info import Info
-
-Json = dict[str, Any]
 
 __all__ = [
     "ComponentBuilderPlugin",

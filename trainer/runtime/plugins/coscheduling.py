@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from manager.client.errors import NotFound
+from manager.meta.object import Json
 from trainer.api import scheduling_constants as sc
 from trainer.api.resources import ResourceQuantities, add_resources, render_resources, scale_resources
 from trainer.api.trainer_v1alpha1 import TrainJob
@@ -27,8 +28,6 @@ from trainer.runtime.plugins.watches import (
     suspended_trainjobs_in_namespace,
     suspended_trainjobs_using_runtime_class,
 )
-
-Json = dict[str, Any]
 
 __all__ = ["CoScheduling", "gang_min_member", "gang_min_resources"]
 

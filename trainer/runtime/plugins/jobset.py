@@ -12,6 +12,9 @@ import copy
 from typing import Any
 
 from manager.client.errors import NotFound, RequestError
+from manager.meta.conditions import set_status_condition
+from manager.meta.field import FieldError
+from manager.meta.object import Json
 from trainer.api import jobset_constants as jc
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import TrainJob
@@ -22,15 +25,13 @@ from trainer.runtime.apply import (
     upsert_volume_mounts,
     upsert_volumes,
 )
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import ContainerInfo, Endpoints, Info
 from trainer.runtime.objects import JOBSET_GVK, name_of, namespace_of, owner_reference
 from trainer.runtime.plugins.base import PluginContext, Watch
 from trainer.runtime.plugins.watches import by_controller_owner
 from trainer.runtime.runtime_info import canonical_resources
-from trainer.runtime.status import is_finished, set_status_condition
-
-Json = dict[str, Any]
+from trainer.runtime.status import is_finished
 
 __all__ = ["JobSet"]
 

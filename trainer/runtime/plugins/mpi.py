@@ -8,16 +8,17 @@ every reconcile from the PodSet endpoints).
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from manager.client.errors import NotFound
+from manager.meta.field import FieldError
+from manager.meta.object import Json
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
 from trainer.runtime.apply import upsert_env_vars, upsert_volume_mounts, upsert_volumes
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import Info
 from trainer.runtime.objects import (
     CONFIGMAP_GVK,
@@ -29,8 +30,6 @@ from trainer.runtime.objects import (
 from trainer.runtime.plugins.base import PluginContext, Watch
 from trainer.runtime.plugins.watches import by_controller_owner
 from trainer.runtime.resources import gpu_count, trainer_resources_from_runtime
-
-Json = dict[str, Any]
 
 __all__ = ["MPI", "hostfile", "ssh_auth_secret_data"]
 

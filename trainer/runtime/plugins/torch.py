@@ -8,13 +8,12 @@ resources) and points every node at rank 0 of the ``node`` job.
 
 from __future__ import annotations
 
-from typing import Any
-
+from manager.meta.field import ErrorType, FieldError
+from manager.meta.object import Json
 from trainer.api import jobset_constants as jc
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import Trainer, TrainJob
 from trainer.runtime.apply import env_vars, upsert_env_vars, upsert_ports
-from trainer.runtime.errors import ErrorType, FieldError
 from trainer.runtime.info import Info
 from trainer.runtime.objects import name_of
 from trainer.runtime.plugins import torchtune
@@ -24,8 +23,6 @@ from trainer.runtime.resources import (
     trainer_resources_from_runtime,
     typed_resource_requirements,
 )
-
-Json = dict[str, Any]
 
 __all__ = ["RESERVED_ENVS", "Torch", "resolve_num_proc_per_node"]
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Any
 
 from manager.client.errors import NotFound
+from manager.meta.object import Json
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.apply import upsert_env_vars, upsert_volume_mounts, upsert_volumes
@@ -45,7 +45,6 @@ __all__ = [
     "token_audience",
 ]
 
-Json = dict[str, Any]
 
 ENV_SERVER_URL = "KUBEFLOW_TRAINER_SERVER_URL"
 ENV_CA_CERT = "KUBEFLOW_TRAINER_SERVER_CA_CERT"

@@ -7,12 +7,12 @@ PodGroup into a queue with a priority class, so both are validated before the Tr
 
 from __future__ import annotations
 
-from typing import Any
-
 from manager.client.errors import NotFound, RequestError
+from manager.meta.field import FieldError
+from manager.meta.object import Json
 from trainer.api.resources import render_resources
 from trainer.api.trainer_v1alpha1 import TrainJob
-from trainer.runtime.errors import FieldError, RuntimeFailure
+from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import Info
 from trainer.runtime.objects import (
     PRIORITYCLASS_GVK,
@@ -23,8 +23,6 @@ from trainer.runtime.objects import (
 )
 from trainer.runtime.plugins.base import PluginContext, Watch
 from trainer.runtime.plugins.coscheduling import gang_min_member, gang_min_resources, gang_watches
-
-Json = dict[str, Any]
 
 __all__ = ["GROUP_NAME_ANNOTATION", "QUEUE_NAME_ANNOTATION", "Volcano"]
 

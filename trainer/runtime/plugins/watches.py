@@ -6,15 +6,12 @@ which kinds to watch and, for an event's object, which TrainJob keys to enqueue.
 
 from __future__ import annotations
 
-from typing import Any
-
 from manager.client.interfaces import Reader
+from manager.meta.object import Json
 from manager.scheme import ObjectKey
 from trainer.api import trainer_constants as tc
 from trainer.runtime import indexes
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK
-
-Json = dict[str, Any]
 
 __all__ = [
     "by_controller_owner",

@@ -23,11 +23,11 @@ from typing import TypeVar, cast, overload
 from manager.cache.cache import ResourceNotCached, not_found
 from manager.client import objects
 from manager.client.errors import ApiError, NotFound
-from manager.client.interfaces import FieldSelector, LabelSelector, Object, Reader
+from manager.client.interfaces import FieldSelector, LabelSelector, Reader
 from manager.client.restmapper import NoKindMatch
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, gvk_for
 
-Json = Object
 M = TypeVar("M")
 
 __all__ = ["CacheReader", "no_kind_match_error"]

@@ -10,13 +10,23 @@ from __future__ import annotations
 from typing import Any
 
 from manager.client.errors import NotFound
-from manager.scheme import GroupVersionKind
+from manager.meta import gvk
+from manager.meta.object import Json as Object
+from manager.meta.object import annotations_of, controller_uid, labels_of, meta_of, name_of
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.jobs import annotations_of, labels_of, meta, name_of
 
-Object = dict[str, Any]
-POD_GVK = GroupVersionKind("", "v1", "Pod")
-NODE_GVK = GroupVersionKind("", "v1", "Node")
+__all__ = [
+    "POD_JOB_KEY",
+    "POD_NAME_KEY",
+    "PlacementError",
+    "gen_leader_pod_name",
+    "is_leader_pod",
+    "leader_pod_for_follower",
+    "pod_job_key_index",
+    "pod_name_index",
+    "topology_from_pod",
+    "validate_same_owner",
+]
 POD_JOB_KEY = "podJobKey"
 POD_NAME_KEY = "podName"
 
@@ -56,19 +66,12 @@ def gen_leader_pod_name(pod: Object) -> str:
     return f"{parts[0]}-{parts[1]}-{parts[2]}-0"
 
 
-def _controller_uid(pod: Object) -> str | None:
-    for ref in meta(pod).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("uid") or "")
-    return None
-
-
 def validate_same_owner(follower: Object, leader: Object) -> None:
     """A leader left over from before a restart belongs to another Job: refuse it."""
-    follower_uid = _controller_uid(follower)
+    follower_uid = controller_uid(follower)
     if follower_uid is None:
         raise PlacementError("follower pod has no owner reference")
-    leader_uid = _controller_uid(leader)
+    leader_uid = controller_uid(leader)
     if leader_uid is None:
         raise PlacementError(f'leader pod "{name_of(leader)}" has no owner reference')
     if follower_uid != leader_uid:
@@ -79,8 +82,8 @@ def validate_same_owner(follower: Object, leader: Object) -> None:
 
 async def leader_pod_for_follower(reader: Any, pod: Object, namespace: str) -> Object:
     leader_name = gen_leader_pod_name(pod)
-    pods = await reader.list(POD_GVK, namespace=namespace, field_selector={POD_NAME_KEY: leader_name})
-    live = [p for p in pods if not meta(p).get("deletionTimestamp")]
+    pods = await reader.list(gvk.POD, namespace=namespace, field_selector={POD_NAME_KEY: leader_name})
+    live = [p for p in pods if not meta_of(p).get("deletionTimestamp")]
     if len(live) != 1:
         raise PlacementError(
             f"expected 1 leader pod ({leader_name}), but got {len(live)}. this is an expected, transient error"
@@ -95,7 +98,7 @@ async def topology_from_pod(reader: Any, pod: Object, topology_key: str) -> str:
     §3.2)."""
     node_name = str((pod.get("spec") or {}).get("nodeName") or "")
     try:
-        node = await reader.get(NODE_GVK, node_name)
+        node = await reader.get(gvk.NODE, node_name)
     except NotFound:
         return ""
     labels = labels_of(node)

@@ -1,16 +1,25 @@
-"""Kubernetes validation texts (k8s.io/apimachinery v0.34) that webhook messages embed verbatim.
+"""Name validation (k8s.io/apimachinery/pkg/util/validation v0.34), with the texts denials embed.
 
-Only what the JobSet webhooks need: DNS names, domain-prefixed paths and ``field.Error``
-formatting, with the exact wording users see in a denial.
+``is_*`` return Go's messages (empty when valid); ``is_domain_prefixed_path`` returns field
+errors, as its Go counterpart does.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any
 
-from trainer.api import gocodec
+from manager.meta.field import FieldError
+
+__all__ = [
+    "DNS1035_LABEL_FMT",
+    "DNS1123_LABEL_FMT",
+    "DNS1123_SUBDOMAIN_FMT",
+    "is_dns1035_label",
+    "is_dns1123_subdomain",
+    "is_domain_prefixed_path",
+    "max_len_error",
+    "regex_error",
+]
 
 DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
@@ -71,50 +80,14 @@ def is_dns1035_label(value: str) -> list[str]:
     return errs
 
 
-def _value_text(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def invalid(path: str, value: Any, detail: str, *, go_type: gocodec.GoType | None = None) -> str:
-    """``field.Invalid(path, value, detail).Error()``; with ``go_type`` a complex value is
-    written as ``json.Marshal`` of the typed Go value (field order, zero fields), as Go does."""
-    text = _value_text(value)
-    if go_type is not None and isinstance(value, dict | list):
-        text = gocodec.marshal(value, go_type)
-    return f"{path}: Invalid value: {text}: {detail}"
-
-
-def required(path: str) -> str:
-    return f"{path}: Required value"
-
-
-def too_long(path: str, max_length: int) -> str:
-    return f"{path}: Too long: may not be more than {max_length} bytes"
-
-
-def is_domain_prefixed_path(path: str, value: str) -> list[str]:
+def is_domain_prefixed_path(path: str, value: str) -> list[FieldError]:
     if not value:
-        return [required(path)]
+        return [FieldError.required(path)]
     segments = value.split("/", 1)
     if len(segments) != 2 or not segments[0] or not segments[1]:
-        return [invalid(path, value, 'must be a domain-prefixed path (such as "acme.io/foo")')]
+        return [FieldError.invalid(path, value, 'must be a domain-prefixed path (such as "acme.io/foo")')]
     host, rest = segments
-    errs = [invalid(path, host, msg) for msg in is_dns1123_subdomain(host)]
+    errs = [FieldError.invalid(path, host, msg) for msg in is_dns1123_subdomain(host)]
     if not _HTTP_PATH.match(rest):
-        errs.append(invalid(path, rest, regex_error("Invalid path", HTTP_PATH_FMT)))
+        errs.append(FieldError.invalid(path, rest, regex_error("Invalid path", HTTP_PATH_FMT)))
     return errs
-
-
-def aggregate(errors: list[str]) -> str:
-    """``ErrorList.ToAggregate().Error()``: one error as itself, several as ``[e1, e2]``."""
-    if len(errors) == 1:
-        return errors[0]
-    return "[" + ", ".join(errors) + "]"

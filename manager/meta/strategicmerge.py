@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-Json = dict[str, Any]
+from manager.meta.object import Json
 
 __all__ = ["CONTAINER", "POD_SPEC", "POD_TEMPLATE_SPEC", "Schema", "strategic_merge"]
 

@@ -2,23 +2,27 @@
 §5.1, §5.2).
 
 The product runs the JobSet controllers inside the Trainer's manager, whose configuration is
-the Trainer's; this module lets an operator reuse a JobSet deployment's Configuration file
-unchanged: it decodes it strictly, applies upstream's defaults, validates it and turns it into
-manager settings, with upstream's texts. Also the User-Agent upstream sends.
+the Trainer's. This is the Go JobSet manager's own file, with upstream's texts: decoded
+strictly, defaulted, validated and turned into manager settings. The conformance harness
+writes the Configuration it starts the Go JobSet manager with through it (``render``), so a
+file the Go manager would refuse fails before the run. Also the User-Agent upstream sends.
 """
 
 from __future__ import annotations
 
 import copy
 import platform
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from trainer.controllers.jobset import apivalidation as v
+from manager.meta.duration import DurationError
+from manager.meta.duration import parse_duration as _parse_duration
+from manager.meta.field import FieldError, aggregate
+from manager.meta.object import Json as Object
+from manager.meta.validation import is_dns1035_label, is_dns1123_subdomain
 
 API_VERSION = "config.jobset.x-k8s.io/v1alpha1"
 KIND = "Configuration"
@@ -27,7 +31,6 @@ DEFAULT_WEBHOOK_SERVICE = "jobset-webhook-service"
 DEFAULT_WEBHOOK_SECRET = "jobset-webhook-server-cert"
 DEFAULT_METRICS_CERT_DIR = "/tmp/k8s-metrics-server/serving-certs"
 
-Object = dict[str, Any]
 
 # The fields a Configuration may carry; anything else is a strict-decoding error.
 _SCHEMA: dict[str, Any] = {
@@ -109,24 +112,20 @@ def validate(cfg: Object) -> list[str]:
     service = certs.get("webhookServiceName")
     if service is not None:
         path = "internalCertManagement.webhookServiceName"
-        errs += [v.invalid(path, service, m) for m in v.is_dns1035_label(str(service))]
+        errs += [str(FieldError.invalid(path, service, m)) for m in is_dns1035_label(str(service))]
     secret = certs.get("webhookSecretName")
     if secret is not None:
         path = "internalCertManagement.webhookSecretName"
-        errs += [v.invalid(path, secret, m) for m in v.is_dns1123_subdomain(str(secret))]
+        errs += [str(FieldError.invalid(path, secret, m)) for m in is_dns1123_subdomain(str(secret))]
     return errs
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
-_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
 def parse_duration(text: str) -> float:
-    """A Go duration (``15s``, ``1m30s``, ``500ms``) in seconds."""
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ConfigError(f'time: invalid duration "{text}"')
-    return sum(float(n) * _UNIT[u] for n, u in parts)
+    """A Go duration (``15s``, ``1m30s``, ``500ms``) in seconds; Go's error texts."""
+    try:
+        return _parse_duration(text)
+    except DurationError as err:
+        raise ConfigError(str(err)) from None
 
 
 @dataclass(frozen=True)
@@ -197,8 +196,18 @@ def load(path: str | Path | None) -> tuple[ManagerSettings, Object]:
     cfg = set_defaults(decode(data))
     errs = validate(cfg)
     if errs:
-        raise ConfigError(v.aggregate(errs))
+        raise ConfigError(aggregate(errs))
     return settings(cfg), cfg
+
+
+def render(data: Object) -> str:
+    """``data`` decoded strictly, defaulted and validated, as the YAML the Go manager reads."""
+    cfg = set_defaults(decode(data))
+    errs = validate(cfg)
+    if errs:
+        raise ConfigError(aggregate(errs))
+    settings(cfg)  # the durations parse
+    return encode(cfg)
 
 
 def encode(cfg: Object) -> str:

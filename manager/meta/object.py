@@ -1,0 +1,62 @@
+"""``Json`` (one Kubernetes object as the API server sends it) and its metadata accessors.
+
+The accessors read a missing or null field as its zero value, as Go reads a zero struct, and
+never create anything (``labels_of``/``annotations_of`` return copies); ``metadata_of`` is the
+one that creates ``metadata`` (for writers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "Json",
+    "annotations_of",
+    "controller_uid",
+    "labels_of",
+    "meta_of",
+    "metadata_of",
+    "name_of",
+    "namespace_of",
+]
+
+#: An object (or any JSON object inside one) as a dict.
+Json = dict[str, Any]
+
+
+def metadata_of(obj: Json) -> Json:
+    """``obj["metadata"]``, created when absent or null."""
+    if obj.get("metadata") is None:
+        obj["metadata"] = {}
+    result: Json = obj["metadata"]
+    return result
+
+
+def meta_of(obj: Json) -> Json:
+    """``obj["metadata"]`` to read (an empty dict when absent, not stored)."""
+    result: Json = obj.get("metadata") or {}
+    return result
+
+
+def name_of(obj: Json) -> str:
+    return str(meta_of(obj).get("name") or "")
+
+
+def namespace_of(obj: Json) -> str:
+    return str(meta_of(obj).get("namespace") or "")
+
+
+def labels_of(obj: Json) -> dict[str, str]:
+    return dict(meta_of(obj).get("labels") or {})
+
+
+def annotations_of(obj: Json) -> dict[str, str]:
+    return dict(meta_of(obj).get("annotations") or {})
+
+
+def controller_uid(obj: Json) -> str | None:
+    """The uid of the controller owner reference (None without one)."""
+    for ref in meta_of(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid") or "")
+    return None

@@ -1,0 +1,125 @@
+"""What every component's ``setup(context) -> bool`` receives from the entry point.
+
+The entry point (``trainer.__main__``, through ``trainer.components``) builds one
+``SetupContext`` per process and hands it to each component's controllers and webhooks in
+turn. The context owns what more than one of them needs, so it is built once:
+
+* the manager and the webhook server (None when the process serves no webhooks);
+* the runtimes: the controllers' (reads from the cache) and the webhooks' (a cache miss
+  confirmed live, divergence T-3), each built once on first use, with their field indexes on
+  the cache;
+* ``require_kinds``: the one answer to "does the API server serve these CRDs?";
+* event recorders by component name.
+
+A ``setup`` returns False when it registered nothing (its CRDs are absent, or, for a
+webhooks' setup, the process serves no webhooks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from manager import Manager
+from manager.client.restmapper import NoKindMatch
+from manager.events import EventRecorder
+from manager.scheme import GroupVersionKind
+from manager.webhook.server import WebhookServer
+from trainer.runtime.readers import CacheReader
+from trainer.runtime.registry import Runtime, new_runtimes
+
+__all__ = ["DeferredIndexer", "Setup", "SetupContext", "require_kinds"]
+
+IndexFunc = Callable[[Any], list[str] | None]
+
+
+async def require_kinds(mapper: object | None, *gvks: GroupVersionKind) -> bool:
+    """Whether the API server serves every one of ``gvks`` (their CRDs are installed).
+
+    Asked through the REST mapper (``Manager.mapper``); only "no such kind" answers False, any
+    other discovery error propagates (a transient failure at start-up fails loudly instead of
+    silently disabling controllers). Without a mapper (a unit-test fake) every kind is served.
+    """
+    if mapper is None:
+        return True
+    mapping = getattr(mapper, "mapping")  # noqa: B009 -- RESTMapper or a test double
+    for gvk in gvks:
+        try:
+            await mapping(gvk)
+        except NoKindMatch:
+            return False
+    return True
+
+
+@dataclass
+class DeferredIndexer:
+    """Collects the runtime framework's index registrations so they can be awaited on the cache.
+
+    The framework registers indexes through a synchronous ``index_field``; the cache's is async
+    (it creates the informer). Registering through this and then ``await apply(cache)`` keeps the
+    upstream error texts of ``new_runtimes`` for bad names and still indexes the real cache.
+    """
+
+    registered: list[tuple[GroupVersionKind, str, IndexFunc]] = field(default_factory=list)
+
+    def index_field(self, gvk: GroupVersionKind, name: str, fn: IndexFunc) -> None:
+        if not name:
+            raise ValueError("field name cannot be empty")
+        self.registered.append((gvk, name, fn))
+
+    async def apply(self, cache: Any) -> None:
+        for gvk, name, fn in self.registered:
+            await cache.index_field(gvk, name, _never_none(fn))
+
+
+def _never_none(fn: IndexFunc) -> Callable[[Any], Iterable[str]]:
+    return lambda obj: fn(obj) or []
+
+
+@dataclass
+class SetupContext:
+    """The one argument of every component's ``setup``; see the module docstring."""
+
+    manager: Manager
+    webhooks: WebhookServer | None = None
+    #: upstream's ``--workers`` of the scheduler-plugins controllers (None: the manager's default)
+    max_concurrent_reconciles: int | None = None
+    _runtimes: dict[str, Runtime] | None = field(default=None, init=False, repr=False)
+    _admission_runtimes: dict[str, Runtime] | None = field(default=None, init=False, repr=False)
+
+    async def require_kinds(self, *gvks: GroupVersionKind) -> bool:
+        return await require_kinds(getattr(self.manager, "mapper", None), *gvks)
+
+    def reader(self, *, confirm_misses: bool = False) -> CacheReader:
+        """The cache-backed reader the runtimes read through (``confirm_misses``: the webhooks')."""
+        return CacheReader(self.manager.cache, self.manager.api_reader, confirm_misses=confirm_misses)
+
+    async def runtimes(self) -> dict[str, Runtime]:
+        """The controllers' runtimes, built once; their field indexes are registered on the cache."""
+        if self._runtimes is None:
+            indexer = DeferredIndexer()
+            runtimes = new_runtimes(self.reader(), indexer)
+            await indexer.apply(self.manager.cache)
+            self._runtimes = runtimes
+        return self._runtimes
+
+    async def admission_runtimes(self) -> dict[str, Runtime]:
+        """The webhooks' runtimes: same plugins, a cache miss confirmed live (divergence T-3).
+
+        Their index registrations are dropped: the controllers' runtimes register the same ones.
+        """
+        if self._admission_runtimes is None:
+            self._admission_runtimes = new_runtimes(self.reader(confirm_misses=True), DeferredIndexer())
+        return self._admission_runtimes
+
+    def event_recorder(self, component: str) -> EventRecorder:
+        """The cluster's recorder for ``component`` (a recorder on the live client without one)."""
+        make = getattr(self.manager.cluster, "event_recorder", None)
+        if make is not None:
+            recorder: EventRecorder = make(component)
+            return recorder
+        return EventRecorder(self.manager.api_reader, component=component)
+
+
+Setup = Callable[[SetupContext], Awaitable[bool]]
