@@ -424,7 +424,9 @@ class ChaosRun:
                         self.fig.crashes.append(
                             f"{r.name}#{r.incarnation} exited {r.proc.returncode}: {tail}"
                         )
-                        self.note(f"{r.name}#{r.incarnation} CRASHED ({r.proc.returncode}): restarting")
+                        self.note(
+                            f"{r.name}#{r.incarnation} CRASHED ({r.proc.returncode}): restarting\n{tail[-1500:]}"
+                        )
                     await r.start()
             await asyncio.sleep(0.3)
 
@@ -449,7 +451,7 @@ class ChaosRun:
                     line["ts"] for line in _lines(log) if line.get("msg") == "successfully acquired lease"
                 ]
                 if acquired:
-                    intervals.append((float(acquired[0]), ends.get(inc, time.time()), f"{r.name}#{inc}"))
+                    intervals.append((_epoch(acquired[0]), ends.get(inc, time.time()), f"{r.name}#{inc}"))
         intervals.sort()
         out = []
         for (_s1, e1, n1), (s2, _e2, n2) in itertools.pairwise(intervals):
