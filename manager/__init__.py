@@ -30,8 +30,8 @@ from manager.controller import (
     resource_version_changed,
 )
 from manager.controller import Options as ControllerOptions
-from manager.runtime.manager import LeaderElectionLost, Manager, Options, ShutdownTimeoutError
-from manager.runtime.runnable import Runnable
+from manager.manager import LeaderElectionLost, Manager, Options, ShutdownTimeoutError
+from manager.runnable import Runnable
 from manager.scheme import GroupVersionKind, ObjectKey
 
 __all__ = [

@@ -1,21 +1,61 @@
-"""Cluster: everything that talks to one API server, built once and shared.
+"""The connection to one API server: what the manager needs from it, and the real one.
 
-Bundles the HTTP transport, the REST mapper, the informer cache, the default client (reads
-from the cache, writes to the server), the live ``api_reader`` and the event recorder. It is an
-async context manager so the HTTP session is always closed; as a Runnable it runs the cache.
+``ClusterProtocol`` (with ``ClusterCache``) is the shape the manager relies on, so tests can pass
+a small stub. ``Cluster`` is the concrete one built from a ``RestConfig``: it bundles the HTTP
+transport, the REST mapper, the informer cache, the default client (reads from the cache, writes
+to the server), the live ``api_reader`` and the event recorder. It is an async context manager so
+the HTTP session is always closed; as a Runnable it runs the cache.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
 from types import TracebackType
+from typing import Any, Protocol
 
 from manager.cache.cache import Cache, CacheOptions
+from manager.cache.interfaces import Informers, Reader
 from manager.client.client import Client
 from manager.client.rest import RestTransport
 from manager.config import RestConfig
 from manager.events import EventRecorder
 from manager.restmapper import RESTMapper
+from manager.runnable import Runnable
+from manager.scheme import KindRef
+
+
+class ClusterCache(Informers, Reader, Runnable, Protocol):
+    """The shared informer cache: informers for sources, reads for reconcilers, and a runnable
+    whose ``started`` event is set once every informer known at start has synced."""
+
+    async def index_field(
+        self, kind: KindRef, field_name: str, extract: Callable[[dict[str, Any]], Iterable[str]]
+    ) -> None:
+        """Index objects of ``kind`` by what ``extract`` returns (``IndexField``); lists can then
+        select on ``field_name`` without a scan."""
+        ...
+
+
+class ClusterProtocol(Protocol):
+    """What the manager needs from a cluster connection (``Cluster`` is the real one)."""
+
+    @property
+    def client(self) -> Any:
+        """The default client (reads from the cache, writes to the API server)."""
+        ...
+
+    @property
+    def cache(self) -> ClusterCache: ...
+
+    @property
+    def api_reader(self) -> Any:
+        """A client that always reads live from the API server."""
+        ...
+
+    def event_recorder(self, component: str | None = None) -> Any:
+        """The event recorder for ``component`` (``GetEventRecorderFor``)."""
+        ...
 
 
 class Cluster:

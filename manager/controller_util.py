@@ -162,8 +162,8 @@ def remove_finalizer(obj: Object, finalizer: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Backoff:
-    """client-go's ``wait.Backoff``; ``DEFAULT_RETRY`` is ``retry.DefaultRetry``."""
+class RetryBackoff:
+    """client-go's ``wait.Backoff`` for retries; ``DEFAULT_RETRY`` is ``retry.DefaultRetry``."""
 
     steps: int = 5
     duration: float = 0.010
@@ -171,12 +171,12 @@ class Backoff:
     jitter: float = 0.1
 
 
-DEFAULT_RETRY = Backoff()
+DEFAULT_RETRY = RetryBackoff()
 
 
 async def retry_on_conflict(
     fn: Callable[[], Awaitable[T]],
-    backoff: Backoff = DEFAULT_RETRY,
+    backoff: RetryBackoff = DEFAULT_RETRY,
     *,
     retriable: Callable[[BaseException], bool] = lambda err: isinstance(err, Conflict),
 ) -> T:

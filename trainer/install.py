@@ -32,7 +32,7 @@ from manager.client import Client
 from manager.client.errors import ApiError, NotFound
 from manager.client.patch import Patch
 from manager.cluster import Cluster
-from manager.config import ConfigError, get_config
+from manager.config import RestConfigError, get_config
 from manager.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind
 from trainer.api.trainer_constants import ResourceInUseFinalizer
@@ -304,7 +304,7 @@ def url_host(host: str) -> str:
 async def _run(command: str, kubeconfig: str | None) -> int:
     try:
         rest = await get_config(kubeconfig)
-    except ConfigError as err:
+    except RestConfigError as err:
         print(f"make {command}: {err}", file=sys.stderr)
         return 1
     async with Cluster(rest, field_owner=FIELD_MANAGER) as cluster:

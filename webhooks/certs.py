@@ -46,8 +46,8 @@ __all__ = [
     "CA_ORGANIZATION",
     "CertConfig",
     "CertRotator",
+    "CertsNotReadyError",
     "KeyMaterial",
-    "NotReadyError",
     "WebhookConfiguration",
     "ca_valid",
     "generate_ca",
@@ -78,7 +78,7 @@ MWC_GVK = GroupVersionKind("admissionregistration.k8s.io", "v1", "MutatingWebhoo
 Json = dict[str, Any]
 
 
-class NotReadyError(Exception):
+class CertsNotReadyError(Exception):
     """Certificates could not be mounted or injected; the manager exits with this message."""
 
 
@@ -379,7 +379,7 @@ class CertRotator:
                 else:
                     ca_pem = await self._current_ca()
                 await self.inject(ca_pem)
-            except (ApiError, NotReadyError) as err:
+            except (ApiError, CertsNotReadyError) as err:
                 log.error("certificate maintenance failed; retrying later", error=str(err))
 
     async def _secret(self) -> Json:
@@ -409,7 +409,7 @@ class CertRotator:
                 log.error("refreshing the webhook certificates failed", error=str(err), attempt=attempt + 1)
                 if attempt + 1 < attempts:
                     await asyncio.sleep(delay * 2**attempt)
-        raise NotReadyError("could not refresh cert")
+        raise CertsNotReadyError("could not refresh cert")
 
     async def wait_mounted(self) -> None:
         """Wait (doubling delays) until the kubelet has put ``tls.crt`` into the certificate dir."""
@@ -420,7 +420,7 @@ class CertRotator:
                 return
             if attempt + 1 < checks:
                 await asyncio.sleep(delay * 2**attempt)
-        raise NotReadyError("could not mount certs")
+        raise CertsNotReadyError("could not mount certs")
 
     async def inject(self, ca_pem: bytes) -> None:
         """Put the CA into every webhook of every configuration (retrying conflicts).
@@ -452,4 +452,4 @@ class CertRotator:
                 )
                 if attempt + 1 < attempts:
                     await asyncio.sleep(delay * 2**attempt)
-        raise NotReadyError("could not inject certs to webhooks")
+        raise CertsNotReadyError("could not inject certs to webhooks")

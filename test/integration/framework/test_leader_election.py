@@ -18,7 +18,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from manager.client.errors import ApiError
-from manager.runtime.manager import Manager, Options
+from manager.manager import Manager, Options
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 from manager.testing.informers import FakeInformers

@@ -19,8 +19,8 @@ import structlog
 from manager.controller.builder import Builder
 from manager.controller.handler import enqueue_for_object, enqueue_from_map
 from manager.events import EventRecorder
+from manager.manager import Manager
 from manager.restmapper import NoKindMatch
-from manager.runtime.manager import Manager
 from manager.scheme import GroupVersionKind
 from trainer.api import scheduling_constants as c
 from trainer.controllers import elasticquota, podgroup

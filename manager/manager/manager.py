@@ -25,6 +25,7 @@ import structlog
 
 from manager._http import HTTPServer, is_disabled
 from manager.clock import REAL_CLOCK, Clock
+from manager.cluster import ClusterCache, ClusterProtocol
 from manager.config import service_account_dir
 from manager.controller.builder import Builder
 from manager.controller.controller import Options as ControllerOptions
@@ -42,8 +43,7 @@ from manager.leaderelection.elector import (
 )
 from manager.leaderelection.lease import LeaseLock
 from manager.metrics.server import FilterProvider, metrics_server
-from manager.runtime.cluster import Cluster, ClusterCache
-from manager.runtime.runnable import Runnable, needs_leader_election
+from manager.runnable import Runnable, needs_leader_election
 from manager.scheme import KindRef
 
 log = structlog.get_logger("manager")
@@ -180,7 +180,7 @@ class Manager:
         await mgr.run()            # until stop() / SIGTERM; raises LeaderElectionLost on lease loss
     """
 
-    def __init__(self, cluster: Cluster, options: Options | None = None) -> None:
+    def __init__(self, cluster: ClusterProtocol, options: Options | None = None) -> None:
         self.cluster = cluster
         self.options = options or Options()
         self.elected = asyncio.Event()

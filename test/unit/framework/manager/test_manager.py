@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from manager.controller import Builder, Request
-from manager.runtime.manager import Group, LeaderElectionLost, Manager, Options, ShutdownTimeoutError
+from manager.manager import Group, LeaderElectionLost, Manager, Options, ShutdownTimeoutError
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 from manager.testing.clock import FakeClock
