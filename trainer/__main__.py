@@ -18,6 +18,7 @@ import yaml
 
 from manager import Manager, Options
 from manager import log as mlog
+from manager.client.errors import ApiError
 from manager.cluster import Cluster
 from manager.config import RestConfig, RestConfigError, get_config
 from manager.health.checks import CheckFailedError, flag_checker, ping
@@ -246,7 +247,12 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
         enabled = []
         configurations: list[WebhookConfiguration] = []
         for component in components:
-            if await component.setup(mgr, webhooks):
+            try:
+                registered = await component.setup(mgr, webhooks)
+            except ApiError as err:  # the API server stayed unreachable past discovery's retries
+                log.error("unable to set up the controllers", component=component.name, error=str(err))
+                return 1
+            if registered:
                 enabled.append(component.name)
                 configurations += component.webhook_configurations
                 log.info("controllers registered", component=component.name)
