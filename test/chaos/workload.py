@@ -344,13 +344,13 @@ def problems(items: list[Item], snap: Snapshot) -> list[str]:
     return out
 
 
-def events_per_object(events: list[Json], component: str) -> Counter[str]:
-    """How many times ``component`` reported an event about each object (the de-duplicated
-    count summed), keyed ``Kind/name``."""
+def events_per_object(events: list[Json], components: frozenset[str] | None = None) -> Counter[str]:
+    """How many times ``components`` (None: anyone) reported an event about each object (the
+    de-duplicated count summed), keyed ``Kind/name``."""
     per: Counter[str] = Counter()
     for ev in events:
         source = (ev.get("source") or {}).get("component") or ev.get("reportingComponent") or ""
-        if source != component:
+        if components is not None and source not in components:
             continue
         inv = ev.get("involvedObject") or {}
         count = int(ev.get("count") or (ev.get("series") or {}).get("count") or 1)
