@@ -87,9 +87,11 @@ class Replica:
         ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
             self.dir / "tls.crt", self.dir / "tls.key"
         )
-        config = {
-            "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
-            "kind": "Configuration",
+        # the shipped Configuration (controller concurrency, client QPS, ...) with this
+        # replica's loopback ports, plain-HTTP metrics, certificates from a file and the
+        # suite's lease timings
+        config = shipped_configuration()
+        config |= {
             "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
             "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}", "secureServing": False},
             "webhook": {"port": self.webhook_port, "host": "127.0.0.1"},
@@ -175,6 +177,13 @@ class Replica:
     async def scrape_final(self) -> None:
         async with aiohttp.ClientSession() as http:
             await self.scrape(http)
+
+
+def shipped_configuration() -> Json:
+    """The Configuration of config/manager/config.yaml (what a deployment runs)."""
+    cm = yaml.safe_load((ROOT / "config" / "manager" / "config.yaml").read_text())
+    config: Json = yaml.safe_load(cm["data"]["controller_manager_config.yaml"])
+    return config
 
 
 def _lines(path: Path) -> list[Json]:
