@@ -58,7 +58,7 @@ def _status(code: int, reason: str, message: str) -> bytes:
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, ssl_context: ssl.SSLContext, *, seed: int = 0) -> None:
+    def __init__(self, upstream: str, ssl_context: ssl.SSLContext | None, *, seed: int = 0) -> None:
         self.upstream = upstream.rstrip("/")
         self.ssl_context = ssl_context
         self.rng = random.Random(seed)
@@ -79,7 +79,10 @@ class FaultProxy:
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=self.ssl_context, limit=0), auto_decompress=True
+            connector=aiohttp.TCPConnector(
+                ssl=self.ssl_context if self.ssl_context is not None else False, limit=0
+            ),
+            auto_decompress=True,
         )
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
