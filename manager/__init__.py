@@ -30,6 +30,7 @@ from manager.controller import (
     resource_version_changed,
 )
 from manager.controller import Options as ControllerOptions
+from manager.errors import Error
 from manager.manager import LeaderElectionLost, Manager, Options, ShutdownTimeoutError
 from manager.runnable import Runnable
 from manager.scheme import GroupVersionKind, ObjectKey
@@ -39,6 +40,7 @@ __all__ = [
     "ChannelSource",
     "Controller",
     "ControllerOptions",
+    "Error",
     "GroupVersionKind",
     "LeaderElectionLost",
     "Manager",

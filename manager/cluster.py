@@ -10,38 +10,33 @@ the HTTP session is always closed; as a Runnable it runs the cache.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Protocol
 
 from manager.cache.cache import Cache, CacheOptions
-from manager.cache.interfaces import Informers, Reader
+from manager.cache.interfaces import Informers
 from manager.client.client import Client
+from manager.client.interfaces import ClientProtocol, FieldIndexer, Reader
 from manager.client.rest import RestTransport
+from manager.client.restmapper import RESTMapper
 from manager.config import RestConfig
 from manager.events import EventRecorder
-from manager.restmapper import RESTMapper
 from manager.runnable import Runnable
-from manager.scheme import KindRef
+
+EVENT_FLUSH_TIMEOUT = 5.0
+"""Seconds ``Cluster.aclose`` waits for background event emits before dropping the rest."""
 
 
-class ClusterCache(Informers, Reader, Runnable, Protocol):
-    """The shared informer cache: informers for sources, reads for reconcilers, and a runnable
-    whose ``started`` event is set once every informer known at start has synced."""
-
-    async def index_field(
-        self, kind: KindRef, field_name: str, extract: Callable[[dict[str, Any]], Iterable[str]]
-    ) -> None:
-        """Index objects of ``kind`` by what ``extract`` returns (``IndexField``); lists can then
-        select on ``field_name`` without a scan."""
-        ...
+class ClusterCache(Informers, Reader, FieldIndexer, Runnable, Protocol):
+    """The shared informer cache: informers for sources, reads for reconcilers, field indexes,
+    and a runnable whose ``started`` event is set once every informer known at start has synced."""
 
 
 class ClusterProtocol(Protocol):
     """What the manager needs from a cluster connection (``Cluster`` is the real one)."""
 
     @property
-    def client(self) -> Any:
+    def client(self) -> ClientProtocol:
         """The default client (reads from the cache, writes to the API server)."""
         ...
 
@@ -49,11 +44,16 @@ class ClusterProtocol(Protocol):
     def cache(self) -> ClusterCache: ...
 
     @property
-    def api_reader(self) -> Any:
-        """A client that always reads live from the API server."""
+    def mapper(self) -> RESTMapper:
+        """Kind -> resource discovery (``GetRESTMapper``); ``NoKindMatch`` when a kind is not served."""
         ...
 
-    def event_recorder(self, component: str | None = None) -> Any:
+    @property
+    def api_reader(self) -> ClientProtocol:
+        """A client that always reads live from the API server (writes too, like ``client``)."""
+        ...
+
+    def event_recorder(self, component: str | None = None) -> EventRecorder:
         """The event recorder for ``component`` (``GetEventRecorderFor``)."""
         ...
 
@@ -90,8 +90,16 @@ class Cluster:
         """Run the cache until cancelled (``Cluster.Start`` = ``cache.Start``)."""
         await self.cache.start(started)
 
+    async def flush_events(self, timeout: float | None = EVENT_FLUSH_TIMEOUT) -> None:
+        """Wait for the events every recorder has emitted in the background (bounded)."""
+        await asyncio.gather(*(r.flush(timeout) for r in list(self._recorders.values())))
+
     async def aclose(self) -> None:
-        await self.transport.aclose()
+        """Flush pending event emits, then close the HTTP session they need."""
+        try:
+            await self.flush_events()
+        finally:
+            await self.transport.aclose()
 
     async def __aenter__(self) -> Cluster:
         return self

@@ -27,6 +27,8 @@ from typing import Any
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from manager.errors import Error
+
 TokenSource = Callable[[], Awaitable[str | None]]
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -38,7 +40,7 @@ def service_account_dir() -> Path:
     return Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR)
 
 
-class RestConfigError(Exception):
+class RestConfigError(Error):
     """No usable cluster configuration was found or it could not be loaded."""
 
 

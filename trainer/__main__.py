@@ -18,7 +18,7 @@ import yaml
 
 from manager import Manager, Options
 from manager import log as mlog
-from manager.client.errors import ApiError
+from manager.client.errors import RequestError
 from manager.cluster import Cluster
 from manager.config import RestConfig, RestConfigError, get_config
 from manager.health.checks import CheckFailedError, flag_checker, ping
@@ -249,7 +249,7 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
         for component in components:
             try:
                 registered = await component.setup(mgr, webhooks)
-            except ApiError as err:  # the API server stayed unreachable past discovery's retries
+            except RequestError as err:  # the API server stayed unreachable past discovery's retries
                 log.error("unable to set up the controllers", component=component.name, error=str(err))
                 return 1
             if registered:

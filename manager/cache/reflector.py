@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from manager.cache.backoff import ReflectorBackoff
 from manager.client.client import Client
 from manager.client.errors import Gone, TooManyRequests
-from manager.restmapper import RESTMapping
+from manager.client.restmapper import RESTMapping
 
 log = logging.getLogger(__name__)
 Object = dict[str, Any]

@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from manager.errors import Error
+
 Checker = Callable[[web.Request], object] | Callable[[], object]
 """``(request) -> None | bool | Awaitable[None | bool]`` or the same without the request."""
 
@@ -21,7 +23,7 @@ async def ping(_request: web.Request) -> None:
     """Always healthy: the process answers HTTP."""
 
 
-class CheckFailedError(Exception):
+class CheckFailedError(Error):
     pass
 
 

@@ -63,7 +63,7 @@ class SyncedCache(FakeInformers):
         started.set()
         await asyncio.Event().wait()
 
-    async def get(self, gvk: GroupVersionKind, key: Any) -> dict[str, Any]:
+    async def get(self, gvk: GroupVersionKind, name: str, namespace: str = "") -> dict[str, Any]:
         raise NotImplementedError
 
     async def list(self, gvk: GroupVersionKind, **kw: Any) -> list[dict[str, Any]]:

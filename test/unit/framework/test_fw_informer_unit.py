@@ -14,8 +14,8 @@ from manager.cache.backoff import ReflectorBackoff
 from manager.cache.informer import SharedInformer
 from manager.cache.store import Store, field_index_func
 from manager.client import Client, RestTransport
+from manager.client.restmapper import RESTMapper, RESTMapping
 from manager.config import RestConfig
-from manager.restmapper import RESTMapper, RESTMapping
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from manager.client.errors import Forbidden, ServiceUnavailable
-from manager.client.rest import TransportError
-from manager.restmapper import NoKindMatch, RESTMapper
+from manager.client.errors import TransportError
+from manager.client.restmapper import NoKindMatch, RESTMapper
 from manager.scheme import GroupVersionKind
 
 JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")

@@ -58,7 +58,7 @@ class StubCache(FakeInformers):
         finally:
             self.log.append("stop caches")
 
-    async def get(self, gvk: GroupVersionKind, key: Any) -> dict[str, Any]:
+    async def get(self, gvk: GroupVersionKind, name: str, namespace: str = "") -> dict[str, Any]:
         raise NotImplementedError
 
     async def list(self, gvk: GroupVersionKind, **kw: Any) -> list[dict[str, Any]]:

@@ -17,12 +17,14 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from manager.client.errors import ApiError, NotFound, RequestError, TransportError
+from manager.errors import Error
 from manager.scheme import GroupVersionKind
 
 log = logging.getLogger(__name__)
 
 
-class NoKindMatch(LookupError):
+class NoKindMatch(Error, LookupError):
     """The API server does not serve this kind (CRD missing, or a typo)."""
 
     def __init__(self, gvk: GroupVersionKind) -> None:
@@ -81,8 +83,6 @@ class RESTMapper:
         return found
 
     async def _discover(self, gvk: GroupVersionKind) -> None:
-        from manager.client.errors import ApiError, NotFound
-
         path = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_seconds
@@ -93,9 +93,10 @@ class RESTMapper:
                 break
             except NotFound:
                 raise NoKindMatch(gvk) from None
-            except ApiError as err:
-                # status_code 0: no HTTP answer at all (TransportError)
-                transient = err.status_code == 0 or err.status_code == 429 or err.status_code >= 500
+            except RequestError as err:
+                transient = isinstance(err, TransportError) or (
+                    isinstance(err, ApiError) and (err.status_code == 429 or err.status_code >= 500)
+                )
                 if not transient or loop.time() + delay > deadline:
                     raise
                 log.info("discovery of %s failed, retrying in %.1fs: %s", path, delay, err)
