@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from manager.client.errors import Forbidden, ServiceUnavailable
-from manager.client.errors import TransportError
+from manager.client.errors import Forbidden, ServiceUnavailable, TransportError
 from manager.client.restmapper import NoKindMatch, RESTMapper
 from manager.scheme import GroupVersionKind
 
