@@ -399,8 +399,30 @@ class ChaosRun:
         self.fig.relists_after_expiry.append({"expired": expired, "relisted": relisted})
         assert relisted >= expired, f"{expired} watches expired but only {relisted} relists logged"
 
+    def observing_since(self, r: Replica) -> float | None:
+        """When this incarnation started watching the lease (its first acquire attempt)."""
+        for line in _lines(r.log):
+            if line.get("msg") == "attempting to acquire leader lease":
+                return _epoch(line["ts"])
+        return None
+
+    async def warm_standby(self, leader: Replica) -> None:
+        """Wait until every other replica has watched the lease for one lease duration: a
+        candidate takes over only after seeing the record unchanged for ``leaseDuration`` from
+        its *first* read (client-go's rule), so a replica started a moment before the leader
+        dies cannot meet the failover target, whatever the code does."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            since = [self.observing_since(r) for r in self.replicas if r is not leader]
+            if all(s is not None and time.time() - s >= self.p.lease_duration for s in since):
+                return
+            await asyncio.sleep(0.5)
+        raise AssertionError("the standby replica never started watching the lease")
+
     async def kill_leader(self) -> None:
         leader = await self.leader()
+        await self.warm_standby(leader)
+        leader = await self.leader()  # (it may have changed meanwhile)
         others = [r for r in self.replicas if r is not leader]
         await leader.kill()
         start = time.monotonic()
