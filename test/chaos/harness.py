@@ -121,7 +121,8 @@ class Replica:
 
     async def start(self) -> None:
         self.incarnation += 1
-        self.killed = False
+        # `killed` stays True until the new process exists: the supervisor must not take the
+        # old, SIGKILLed process for a crash while this one is being spawned
         with self.log.open("wb") as log:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -135,6 +136,7 @@ class Replica:
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
             )
+        self.killed = False
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
