@@ -15,13 +15,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from manager.client.errors import ApiError, NotFound, RequestError, TransportError
 from manager.errors import Error
 from manager.scheme import GroupVersionKind
 
 log = logging.getLogger(__name__)
+
+
+class DiscoveryTransport(Protocol):
+    """What discovery needs from the HTTP layer (``RestTransport`` is one)."""
+
+    async def request(self, method: str, path: str) -> Any:
+        """The decoded JSON body; ``NotFound`` for a group-version the server does not serve."""
+        ...
 
 
 class NoKindMatch(Error, LookupError):
@@ -56,7 +64,7 @@ class RESTMapping:
 class RESTMapper:
     """Caches discovery per group-version; safe to share between clients and caches."""
 
-    def __init__(self, transport: Any, *, retry_seconds: float = 60.0) -> None:
+    def __init__(self, transport: DiscoveryTransport, *, retry_seconds: float = 60.0) -> None:
         self._transport = transport
         self.retry_seconds = retry_seconds
         self._by_gv: dict[tuple[str, str], dict[str, RESTMapping]] = {}
