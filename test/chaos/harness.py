@@ -487,8 +487,11 @@ class ChaosRun:
                 acquired = [
                     line["ts"] for line in _lines(log) if line.get("msg") == "successfully acquired lease"
                 ]
+                lost = [line["ts"] for line in _lines(log) if line.get("msg") == "leader election lost"]
                 if acquired:
-                    intervals.append((_epoch(acquired[0]), ends.get(inc, time.time()), f"{r.name}#{inc}"))
+                    # it stops leading when it logs the loss (it exits right after), else at death
+                    end = _epoch(lost[0]) if lost else ends.get(inc, time.time())
+                    intervals.append((_epoch(acquired[0]), end, f"{r.name}#{inc}"))
         intervals.sort()
         out = []
         for (_s1, e1, n1), (s2, _e2, n2) in itertools.pairwise(intervals):
