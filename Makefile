@@ -22,8 +22,8 @@ DEPLOY_TIMEOUT ?= 300s
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
 .PHONY: venv test test-unit test-integration test-e2e test-chaos lint run cluster-up cluster-down \
-        build-assets bench bench-burst bench-framework clean install uninstall deploy undeploy \
-        conformance build-originals spec-coverage
+        build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report clean install uninstall deploy undeploy \
+        conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -115,9 +115,49 @@ conformance: $(STAMP) build-assets build-originals
 build-originals: $(STAMP)
 	$(PY) -m trainer conformance --build-only
 
-bench: $(STAMP) build-assets build-originals
+# Upstream's own e2e suites (test/e2e of jobset v0.10.1, 10 specs, and trainer v2.1.0, 2 specs),
+# compiled with `go test -c` from the Go module proxy and cached beside the Go originals, run
+# unchanged on a full local cluster served by this manager and on one served by the Go managers
+# (KWOK pod timing: see docs/conformance.md). UPSTREAM_E2E_ARGS passes options, e.g.
+# `--sides ours`, `--suites trainer`, `--focus DependsOn`.
+UPSTREAM_E2E_ARGS ?=
+test-upstream-e2e: $(STAMP) build-assets
+	$(PY) -m trainer upstream-e2e $(UPSTREAM_E2E_ARGS)
+
+# Only the builds (the suites named in UPSTREAM_E2E_SUITES, and the Go managers).
+UPSTREAM_E2E_SUITES ?= jobset trainer
+build-upstream-e2e: $(STAMP)
+	$(PY) -m trainer upstream-e2e --build-only --suites $(UPSTREAM_E2E_SUITES)
+
+# Every benchmark scenario in one run, into $(BENCH_OUT): the burst (suspended and running, ours
+# and the Go managers), the scale scenario (test/bench/scale.py, when present), the framework
+# scenario (bench-mirror), the floor (suspended and running), then one bench.json, one bench.md
+# (ratios ours / Go, kopf, controller-runtime, floor) and $(BENCH_PNG) (burst latency per
+# manager). The micro-benchmarks (pytest -m bench) run first. Hours on a 2-core machine.
+BENCH_OUT ?= bench-results
+BENCH_PNG ?= docs/bench-latency.png
+SCALE_PODS ?= 10000
+SCALE_NODES ?= 500
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install -q -e '.[test,lint,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP) build-assets build-originals
 	$(PY) -m pytest test/bench -m bench -s $(PYTEST_ARGS)
-	$(MAKE) bench-burst
+	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BENCH_OUT)
+	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BENCH_OUT) --running
+	if [ -f test/bench/scale.py ]; then \
+	  $(PY) test/bench/scale.py --pods $(SCALE_PODS) --nodes $(SCALE_NODES) --out $(BENCH_OUT); \
+	else echo "bench: no test/bench/scale.py on this branch: scale scenario not run"; fi
+	$(PY) test/bench/framework.py --n $(MIRROR_N) --out $(BENCH_OUT)
+	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BENCH_OUT)
+	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BENCH_OUT) --running
+	$(MAKE) bench-report
+
+# bench.json, bench.md and the PNG from whatever the scenarios left in $(BENCH_OUT).
+bench-report: $(BENCH_STAMP)
+	$(PY) test/bench/report.py --in $(BENCH_OUT) --png $(BENCH_PNG)
 
 # Burst side by side: BURST_N TrainJobs on torch-distributed created at once, on our
 # manager and on the Go jobset+trainer managers, each on its own full local control plane, one
@@ -128,6 +168,20 @@ BURST_OUT ?= bench-results
 BURST_ARGS ?=
 bench-burst: $(STAMP) build-assets build-originals
 	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BURST_OUT) $(BURST_ARGS)
+
+# Framework scenario: MIRROR_N ConfigMaps mirrored into Secrets by one trivial
+# reconciler on manager/, on kopf and on controller-runtime (test/bench/mirror/), and written by
+# a bare client (the floor), each on its own etcd + kube-apiserver. MIRROR_ARGS e.g. `--sides ours,kopf`.
+MIRROR_N ?= 5000
+MIRROR_ARGS ?=
+bench-mirror: $(BENCH_STAMP) build-assets
+	$(PY) test/bench/framework.py --n $(MIRROR_N) --out $(BURST_OUT) $(MIRROR_ARGS)
+
+# Floor: the burst's JobSets and Jobs written by a bare client, no manager running.
+# FLOOR_ARGS e.g. `--running`.
+FLOOR_ARGS ?=
+bench-floor: $(STAMP) build-assets
+	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BURST_OUT) $(FLOOR_ARGS)
 
 # Workqueue ops/s and informer events/s to a no-op reconcile (in-process), then informer
 # throughput and memory per cached Pod at 10k Pods against a real kube-apiserver.

@@ -9,11 +9,11 @@ callables.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 from manager.webhook import DecodeError
+from manager.webhook.custom import json_copy
 from trainer.api import gocodec
 
 Object = dict[str, Any]
@@ -30,7 +30,7 @@ def decoder(api_version: str, kind: str, *, typed_view: bool = False) -> Callabl
         except gocodec.DecodeError as err:
             raise DecodeError(str(err)) from None
         assert raw is not None
-        obj = copy.deepcopy(raw)
+        obj = json_copy(raw)
         return codec.encode(obj) if typed_view else obj
 
     return decode

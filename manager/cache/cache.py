@@ -261,6 +261,7 @@ class Cache:
         namespace: str | None = None,
         label_selector: LabelSelector = None,
         field_selector: FieldSelector = None,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[Object]: ...
 
     @overload
@@ -271,6 +272,7 @@ class Cache:
         namespace: str | None = None,
         label_selector: LabelSelector = None,
         field_selector: FieldSelector = None,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[M]: ...
 
     async def list(
@@ -280,7 +282,11 @@ class Cache:
         namespace: str | None = None,
         label_selector: LabelSelector = None,
         field_selector: FieldSelector = None,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[Object] | builtins.list[M]:
+        """Matching cached objects, each a copy; ``unsafe_disable_deep_copy`` (controller-runtime's
+        ``client.UnsafeDisableDeepCopy``) returns the cached objects themselves, for callers that
+        only read them: mutating one corrupts the cache."""
         gvk = gvk_for(kind)
         informer = await self._synced_informer(gvk)
         store = informer.store
@@ -293,7 +299,7 @@ class Cache:
             candidates = store.values()
         selector = selectors.to_selector(label_selector)
         out = [
-            self._out(o)
+            o if unsafe_disable_deep_copy else self._out(o)
             for o in candidates
             if selector.empty() or selector.matches((o.get("metadata") or {}).get("labels"))
         ]

@@ -198,6 +198,7 @@ class Client(_Base):
         label_selector: LabelSelector = None,
         field_selector: FieldSelector = None,
         limit: int = 500,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[Object]: ...
 
     @overload
@@ -209,6 +210,7 @@ class Client(_Base):
         label_selector: LabelSelector = None,
         field_selector: FieldSelector = None,
         limit: int = 500,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[M]: ...
 
     async def list(
@@ -219,13 +221,24 @@ class Client(_Base):
         label_selector: LabelSelector = None,
         field_selector: FieldSelector = None,
         limit: int = 500,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[Object] | builtins.list[M]:
-        """All matching objects; live lists are fetched in pages of ``limit`` (limit/continue)."""
+        """All matching objects; live lists are fetched in pages of ``limit`` (limit/continue).
+
+        ``unsafe_disable_deep_copy``: cached kinds return the cache's own objects, uncopied (for
+        read-only use; controller-runtime's ``client.UnsafeDisableDeepCopy``; the ``Cache`` takes
+        it, a plain ``Reader`` need not); live lists are fresh objects anyway."""
         gvk = gvk_for(kind)
         items: builtins.list[Object]
         if self.cache is not None and gvk not in self.uncached:
-            items = await self.cache.list(
-                gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+            reader: Any = self.cache
+            no_copy = {"unsafe_disable_deep_copy": True} if unsafe_disable_deep_copy else {}
+            items = await reader.list(
+                gvk,
+                namespace=namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                **no_copy,
             )
         else:
             items, _ = await self.list_raw(

@@ -8,7 +8,9 @@ A build that fails raises :class:`AssetBuildError` naming the failing step: neve
 
 :func:`ensure_go_main` does the same for any Go main package at an exact module version (a
 program to run beside the control plane, e.g. another implementation to compare against): it is
-built once into ``<cache root>/go-mains/<module>@<version>/`` under the same kind of lock.
+built once into ``<cache root>/go-mains/<module>@<version>/`` under the same kind of lock. A
+``GoMain`` with ``test=True`` is a test package instead, compiled with ``go test -c`` into a test
+binary in the same place (a module's own e2e suite, to run against a cluster later).
 """
 
 from __future__ import annotations
@@ -168,12 +170,17 @@ def ensure(binaries: Iterable[str]) -> dict[str, Path]:
 
 @dataclass(frozen=True)
 class GoMain:
-    """A Go main package at an exact module version, built into one binary called ``name``."""
+    """A Go main package at an exact module version, built into one binary called ``name``.
+
+    With ``test=True``, ``package`` is a package with tests, compiled by ``go test -c`` into a
+    test binary called ``name`` (it runs the package's tests when executed).
+    """
 
     module: str
     version: str
     package: str
     name: str
+    test: bool = False
 
     @property
     def key(self) -> str:
@@ -209,9 +216,59 @@ def ensure_go_main(main: GoMain, *, quiet: bool = False) -> tuple[Path, float]:
                 "GOMAIN_VERSION": main.version,
                 "GOMAIN_PACKAGE": main.package,
                 "GOMAIN_NAME": main.name,
+                **({"GOMAIN_TEST": "1"} if main.test else {}),
             },
         )
     found = find_go_main(main)
     if found is None:
         raise AssetBuildError(f"{main.module}@{main.version}", f"{main.name} is missing after the build")
     return found, seconds
+
+
+def _source_digest(directory: Path) -> str:
+    """A short digest of a Go module's own files (go.mod, go.sum, *.go): the cache key."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and (path.suffix == ".go" or path.name in ("go.mod", "go.sum")):
+            digest.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def ensure_go_source(directory: Path, name: str, *, quiet: bool = False) -> tuple[Path, float]:
+    """A Go main module kept in this repository (``directory`` holds its go.mod and main
+    package), built once per content into ``<go-mains>/<name>@<digest>/<name>``, under a lock,
+    with ``GOFLAGS=-mod=mod`` (dependencies from the module proxy). Returns the binary and the
+    seconds spent building it now (0 when cached)."""
+    if shutil.which("go") is None:
+        raise AssetBuildError("go toolchain", "`go` is not on PATH")
+    out = go_mains_dir() / f"{name}@{_source_digest(directory)}"
+    binary = out / name
+    if binary.is_file():
+        return binary, 0.0
+    with _build_lock(out):
+        if binary.is_file():
+            return binary, 0.0
+        out.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "GOTOOLCHAIN": os.environ.get("GOTOOLCHAIN", "local"),
+            "GOWORK": "off",
+            "GOFLAGS": "-mod=mod -modcacherw",
+            "CGO_ENABLED": "0",
+        }
+        started = time.monotonic()
+        proc = subprocess.run(
+            ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / f"{name}.tmp"), "."],
+            cwd=directory,
+            env=env,
+            stdout=subprocess.PIPE if quiet else sys.stderr,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise AssetBuildError(f"go build {directory}", (proc.stdout or "see the output above")[-4000:])
+        (out / f"{name}.tmp").rename(binary)
+    return binary, time.monotonic() - started

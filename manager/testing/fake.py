@@ -217,6 +217,7 @@ class FakeClient:
         label_selector: LabelSelector = None,
         field_selector: FieldSelector = None,
         limit: int = 500,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[Object]: ...
 
     @overload
@@ -228,6 +229,7 @@ class FakeClient:
         label_selector: LabelSelector = None,
         field_selector: FieldSelector = None,
         limit: int = 500,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[M]: ...
 
     async def list(
@@ -238,6 +240,7 @@ class FakeClient:
         label_selector: LabelSelector = None,
         field_selector: FieldSelector = None,
         limit: int = 500,
+        unsafe_disable_deep_copy: bool = False,
     ) -> builtins.list[Object] | builtins.list[M]:
         self._enter("list")
         gvk = gvk_for(kind)

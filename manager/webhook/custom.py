@@ -19,11 +19,11 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from manager import _json
 from manager.client.errors import ApiError, TransportError
 from manager.client.objects import to_dict
 from manager.webhook import jsonpatch
@@ -62,8 +62,15 @@ def _decode(raw: Object | None, model: type[Any] | None, decode: Decode | None =
         return decode(raw)
     if raw is None:
         raise DecodeError("there is no content to decode")
-    data = copy.deepcopy(raw)
+    data = json_copy(raw)
     return model.model_validate(data) if model is not None else data
+
+
+def json_copy(obj: Object) -> Object:
+    """A deep copy of a JSON document (an admission request's object): an orjson round trip,
+    several times faster than ``copy.deepcopy``, and the apiserver's bytes were JSON already."""
+    out: Object = _json.loads(_json.dumps(obj))
+    return out
 
 
 def _from_error(err: Exception, warnings: Warnings | None = None) -> AdmissionResponse:

@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import ssl
 import sys
 import time
@@ -257,6 +258,18 @@ class Watcher:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
+SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "config" / "manager" / "config.yaml"
+SHIPPED_KEYS = ("controller", "clientConnection")
+
+
+def shipped_overrides() -> dict[str, Any]:
+    """The shipped Configuration's ``controller`` (TrainJob: 5 workers, T-2) and
+    ``clientConnection``: what a deployment of ours runs with, beyond the harness's minimal file."""
+    configmap = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    cfg = yaml.safe_load(configmap["data"]["controller_manager_config.yaml"])
+    return {k: cfg[k] for k in SHIPPED_KEYS if k in cfg}
+
+
 def trainjob(name: str, suspend: bool) -> dict[str, Any]:
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
@@ -277,7 +290,25 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": at(0.50), "p99": at(0.99), "max": round(ordered[-1], 3)}
 
 
-async def burst(side: harness.Side, workdir: Path, n: int, running: bool, timeout: float) -> dict[str, Any]:
+async def start_profile(pid: int, out: Path) -> asyncio.subprocess.Process:
+    """py-spy sampling one manager process (collapsed stacks, ``--format raw``) until SIGINT."""
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        raise SystemExit("--profile needs py-spy (pip install -e '.[bench]')")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "50", "--nonblocking"]
+    return await asyncio.create_subprocess_exec(*argv, "-o", str(out), stdout=asyncio.subprocess.DEVNULL)
+
+
+async def stop_profile(proc: asyncio.subprocess.Process | None) -> None:
+    if proc is not None and proc.returncode is None:
+        proc.send_signal(signal.SIGINT)
+        await proc.wait()
+
+
+async def burst(
+    side: harness.Side, workdir: Path, n: int, running: bool, timeout: float, profile: Path | None = None
+) -> dict[str, Any]:
     managers = await managers_of(side, workdir)
     watcher = Watcher(side.kube)
     watcher.start()
@@ -297,6 +328,7 @@ async def burst(side: harness.Side, workdir: Path, n: int, running: bool, timeou
                 failures.append(f"{name}: {status} {str(body)[:200]}")
 
         names = [f"burst-{i:05d}" for i in range(n)]
+        spy = await start_profile(managers[0].pid, profile) if profile and side.name == "ours" else None
         start = time.monotonic()
         await asyncio.gather(*(create(name) for name in names))
         created_all = time.monotonic() - start
@@ -306,6 +338,7 @@ async def burst(side: harness.Side, workdir: Path, n: int, running: bool, timeou
             await asyncio.sleep(0.2)
         done = time.monotonic()
         await asyncio.sleep(3)  # the status writes after the last Job
+        await stop_profile(spy)
         cpu = {m.name: round(cpu_seconds(m.pid) - cpu_before[m.name], 2) for m in managers}
         after = {m.name: await m.scrape(session) for m in managers}
         rss = {m.name: round(peak_rss_mb(m.pid), 1) for m in managers}
@@ -336,6 +369,9 @@ async def burst(side: harness.Side, workdir: Path, n: int, running: bool, timeou
         "jobs_seen": len(watcher.jobs),
         "to_jobset_s": percentiles(to_jobset),
         "to_job_s": percentiles(to_job),
+        # every TrainJob's latency, sorted (the PNG of ``make bench`` plots their distribution)
+        "to_jobset_all_s": sorted(round(v, 3) for v in to_jobset),
+        "to_job_all_s": sorted(round(v, 3) for v in to_job),
         "total_s": round(last - start, 2),
         "cpu_s": cpu,
         "cpu_s_total": round(sum(cpu.values()), 2),
@@ -350,12 +386,25 @@ async def burst(side: harness.Side, workdir: Path, n: int, running: bool, timeou
     }
 
 
-async def run_side(name: str, n: int, running: bool, timeout: float) -> dict[str, Any]:
+async def run_side(
+    name: str,
+    n: int,
+    running: bool,
+    timeout: float,
+    profile: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     workdir = harness.new_workdir()
     say(f"{name}: starting the control plane and the managers in {workdir}")
-    side = await (harness.start_ours(workdir) if name == "ours" else harness.start_theirs(workdir))
+    side = await (
+        harness.start_ours(workdir, config_overrides=overrides)
+        if name == "ours"
+        else harness.start_theirs(workdir)
+    )
     try:
-        return await burst(side, workdir, n, running, timeout)
+        result = await burst(side, workdir, n, running, timeout, profile)
+        result["config_overrides"] = overrides if name == "ours" else None
+        return result
     finally:
         await side.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -415,13 +464,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--running", action="store_true", help="unsuspended TrainJobs (pods on KWOK nodes)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the Jobs")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where burst.json/.md go")
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy our manager during the burst: collapsed stacks into this file"
+    )
+    parser.add_argument(
+        "--harness-config",
+        action="store_true",
+        help="ours with the harness's minimal Configuration only (1 TrainJob worker), not the shipped "
+        "controller and clientConnection sections",
+    )
+    parser.add_argument(
+        "--ours-concurrency",
+        action="append",
+        default=[],
+        metavar="KIND.GROUP=N",
+        help="extra controller.groupKindConcurrency for ours, e.g. JobSet.jobset.x-k8s.io=5",
+    )
     args = parser.parse_args(argv)
+    overrides = {} if args.harness_config else shipped_overrides()
+    for item in args.ours_concurrency:
+        key, _, value = item.partition("=")
+        gkc = overrides.setdefault("controller", {}).setdefault("groupKindConcurrency", {})
+        gkc[key] = int(value)
     results: dict[str, dict[str, Any]] = {}
     for name in [s.strip() for s in args.sides.split(",") if s.strip()]:
         if name not in ("ours", "theirs"):
             parser.error(f"--sides: unknown side {name!r} (ours, theirs)")
-        results[name] = asyncio.run(run_side(name, args.n, args.running, args.timeout))
-        say(json.dumps(results[name]))
+        results[name] = asyncio.run(
+            run_side(name, args.n, args.running, args.timeout, args.profile, overrides)
+        )
+        say(json.dumps({k: v for k, v in results[name].items() if not k.endswith("_all_s")}))
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = "-running" if args.running else ""
     (args.out / f"burst{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")

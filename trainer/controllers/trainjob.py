@@ -21,11 +21,13 @@ import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+import orjson
 import structlog
 
 from manager import Builder, Manager
 from manager.client.errors import Conflict, NotFound, RequestError
 from manager.client.interfaces import Reader
+from manager.client.objects import gvk_of
 from manager.client.restmapper import NoKindMatch
 from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
@@ -124,10 +126,13 @@ class TrainJobReconciler:
         self.runtimes = runtimes
         self.recorder = recorder
         self.now = now
+        self.last_applied: dict[tuple[str, str], dict[tuple[str, str, str, str], bytes]] = {}
+        """Per TrainJob (namespace, name): each object's last apply document this process sent."""
 
     async def reconcile(self, req: Request) -> Result | None:
         trainjob = await self.get_trainjob(req)
         if trainjob is None:
+            self.last_applied.pop((req.namespace or "", req.name), None)
             return None
         original_status = copy.deepcopy(trainjob.get("status") or {})
         status: Json = copy.deepcopy(original_status)
@@ -192,8 +197,16 @@ class TrainJobReconciler:
         as a Warning event ``TrainJobResourcesCreationFailed`` and returned.
         """
         try:
+            meta = trainjob.get("metadata") or {}
+            memo = self.last_applied.setdefault((meta.get("namespace") or "", meta.get("name") or ""), {})
             for obj in await runtime.new_objects(trainjob):
+                if (cached := await self.unchanged(obj, memo)) is not None:
+                    if applied is not None:
+                        applied.append(cached)
+                    continue
                 stored = await self.client.apply(obj, field_owner=FIELD_MANAGER, force=True)
+                if isinstance(obj, dict):
+                    memo[_object_key(obj)] = _digest(obj)
                 if applied is not None:
                     applied.append(stored if isinstance(stored, dict) else obj)
         except PluginFailure as failure:
@@ -221,6 +234,26 @@ class TrainJobReconciler:
             )
             return text
         return None
+
+    async def unchanged(self, obj: Any, memo: dict[tuple[str, str, str, str], bytes]) -> Json | None:
+        """The cached object when applying ``obj`` again would change nothing, else None.
+
+        Upstream applies every object on every reconcile: a no-op PATCH (and the JobSet
+        webhooks' two calls) each time a JobSet's status moves. The apply is skipped only when
+        ``obj`` is the document this process last applied for it (so a field we stopped setting
+        is still removed by the next apply) and every field of it is in the cached object with
+        the same value (so a change by another writer is still taken back). Anything else --
+        first reconcile, restart, cache lag, a kind not cached -- applies as upstream does.
+        """
+        if not isinstance(obj, dict) or memo.get(_object_key(obj)) != _digest(obj):
+            return None
+        meta = obj.get("metadata") or {}
+        try:
+            cached: Json = await self.client.get(gvk_of(obj), meta.get("name", ""), meta.get("namespace"))
+        except Exception:  # NotFound (cache lag), a kind not cached...: apply
+            return None
+        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        return cached if _contained(body, cached) else None
 
     async def trainjob_status(
         self, runtime: Runtime, trainjob: Json, status: Json, applied: Sequence[Json] = ()
@@ -264,6 +297,30 @@ class TrainJobReconciler:
         except RequestError as err:
             return str(err)
         return None
+
+
+def _object_key(obj: Json) -> tuple[str, str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (
+        str(obj.get("apiVersion")),
+        str(obj.get("kind")),
+        meta.get("namespace") or "",
+        meta.get("name") or "",
+    )
+
+
+def _digest(obj: Json) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+
+
+def _contained(want: Any, have: Any) -> bool:
+    """Every field of ``want`` is in ``have`` with the same value (lists item by item: the
+    server may default fields inside items, never add or drop items we set)."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(k in have and _contained(v, have[k]) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(want) == len(have) and all(map(_contained, want, have))
+    return bool(want == have and type(want) is type(have))
 
 
 def _just_applied(err: NotFound, applied: Sequence[Json]) -> bool:

@@ -127,3 +127,26 @@ async def test_periodic_resync_redelivers_cached_objects(api: tuple[Api, Client]
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_list_copies_unless_told_not_to(api: tuple[Api, Client]) -> None:
+    """A list returns copies (a caller's edit leaves the cache alone); ``unsafe_disable_deep_copy``
+    returns the cached objects themselves, through the cache and through the client."""
+    _, client = api
+    cache = Cache(client)
+    await cache.get_informer(GVK)
+    cached_client = Client(client.transport, client.mapper, cache=cache)
+    started = asyncio.Event()
+    task = asyncio.create_task(cache.start(started))
+    try:
+        await asyncio.wait_for(started.wait(), 10)
+        copied = await cache.list(GVK, namespace="ns")
+        copied[0]["spec"]["edited"] = True
+        assert "edited" not in (await cache.get(GVK, "w", "ns"))["spec"]
+        shared = await cache.list(GVK, namespace="ns", unsafe_disable_deep_copy=True)
+        again = await cached_client.list(GVK, namespace="ns", unsafe_disable_deep_copy=True)
+        assert shared[0] is again[0]
+        assert (await cache.list(GVK))[0] is not shared[0]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -372,3 +372,50 @@ async def test_an_empty_status_is_left_out_of_the_go_encoded_put() -> None:
     (body,) = sent
     assert "status" not in body
     assert "status" not in await stored_trainjob(client)
+
+
+async def test_unchanged_jobset_is_not_applied_again() -> None:
+    # A JobSet status change brings the TrainJob back; the apply document is the same and the
+    # cached JobSet holds every field of it: no PATCH (upstream sends a no-op apply each time).
+    reconciler, client, _ = setup(node_runtime(), trainjob(suspend=True))
+    await reconciler.reconcile(REQ)
+    assert client.requests["apply"] == 1
+    jobset = await client.get(JOBSET_GVK, "test-job", "default")
+    jobset["status"] = {"replicatedJobsStatus": [{"name": "node", "ready": 0, "succeeded": 0}]}
+    await client.status.update(jobset)
+    await reconciler.reconcile(REQ)
+    await reconciler.reconcile(REQ)
+    assert client.requests["apply"] == 1
+
+
+async def test_jobset_changed_by_another_writer_is_applied_again() -> None:
+    # (a suspended TrainJob's JobSet: a running one is never re-applied, as upstream)
+    reconciler, client, _ = setup(node_runtime(), trainjob(suspend=True))
+    await reconciler.reconcile(REQ)
+    jobset = await client.get(JOBSET_GVK, "test-job", "default")
+    jobset["metadata"]["labels"] = {**(jobset["metadata"].get("labels") or {}), "other": "x"}
+    await client.update(jobset)
+    await reconciler.reconcile(REQ)
+    assert client.requests["apply"] == 1  # a field we do not set: still unchanged for us
+    jobset = await client.get(JOBSET_GVK, "test-job", "default")
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["containers"][0]["image"] = "someone-else"  # a field we set, changed by another writer
+    await client.update(jobset)
+    await reconciler.reconcile(REQ)
+    assert client.requests["apply"] == 2  # taken back
+    again = await client.get(JOBSET_GVK, "test-job", "default")
+    assert (
+        again["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["image"]
+        == "runtime-image"
+    )
+
+
+async def test_trainjob_spec_change_applies_again() -> None:
+    reconciler, client, _ = setup(node_runtime(), trainjob(suspend=True))
+    await reconciler.reconcile(REQ)
+    tj = await stored_trainjob(client)
+    tj["spec"]["suspend"] = False
+    await client.update(tj)
+    await reconciler.reconcile(REQ)
+    assert client.requests["apply"] == 2
+    assert (await client.get(JOBSET_GVK, "test-job", "default"))["spec"]["suspend"] is False
