@@ -21,7 +21,7 @@ DEPLOY_TIMEOUT ?= 300s
 # kustomize built in). Override with KUBECTL=kubectl to use your own.
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
-.PHONY: venv test test-unit test-integration test-e2e lint run cluster-up cluster-down \
+.PHONY: venv test test-unit test-integration test-e2e test-chaos lint run cluster-up cluster-down \
         build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report clean install uninstall deploy undeploy \
         conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e
 
@@ -48,6 +48,13 @@ test-integration: $(STAMP)
 
 test-e2e: $(STAMP)
 	$(PY) -m pytest test -m e2e $(PYTEST_ARGS)
+
+# The full chaos run (issue 13, docs/reliability.md): 500 TrainJobs under kube-apiserver kills,
+# etcd compaction, leader SIGKILLs and proxy faults; figures to $(CHAOS_OUT). CHAOS_<PARAM>
+# overrides a parameter of test/chaos/harness.py Params (e.g. CHAOS_TRAINJOBS=200, CHAOS_SEED=7).
+CHAOS_OUT ?= chaos-results/chaos.json
+test-chaos: $(STAMP) build-assets
+	CHAOS_OUT=$(CHAOS_OUT) $(PY) -m pytest test/chaos -m chaos -s $(PYTEST_ARGS)
 
 # mypy is strict on manager/, trainer/ and webhooks/ (pyproject [tool.mypy]);
 # lint-imports checks the layering contracts of pyproject's [tool.importlinter].

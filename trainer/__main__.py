@@ -16,6 +16,7 @@ from typing import Any
 
 from manager import Manager, Options
 from manager import log as mlog
+from manager.client.errors import RequestError
 from manager.cluster import Cluster
 from manager.config import RestConfigError, get_config
 from manager.health.checks import CheckFailedError, flag_checker, ping
@@ -171,7 +172,12 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
         enabled = []
         configurations: list[WebhookConfiguration] = []
         for component in components:
-            if await component.setup(context):
+            try:
+                registered = await component.setup(context)
+            except RequestError as err:  # the API server stayed unreachable past discovery's retries
+                log.error("unable to set up the controllers", component=component.name, error=str(err))
+                return 1
+            if registered:
                 enabled.append(component.name)
                 configurations += component.webhook_configurations
                 log.info("controllers registered", component=component.name)

@@ -3,17 +3,25 @@
 Like controller-runtime's dynamic REST mapper: a group-version is fetched the first time one
 of its kinds is asked for, and fetched again when a kind is unknown (a CRD may have just been
 installed); only then does the lookup fail with ``NoKindMatch``.
+
+A discovery request that gets no answer or a transient one (connection refused while the API
+server restarts, 429, 5xx) is retried with backoff for up to ``retry_seconds`` before the error
+is raised: a manager starting while the API server is briefly away waits for it instead of
+exiting (docs/reliability.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from manager.client.errors import NotFound
+from manager.client.errors import ApiError, NotFound, RequestError, TransportError
 from manager.errors import Error
 from manager.scheme import GroupVersionKind
+
+log = logging.getLogger(__name__)
 
 
 class DiscoveryTransport(Protocol):
@@ -56,8 +64,9 @@ class RESTMapping:
 class RESTMapper:
     """Caches discovery per group-version; safe to share between clients and caches."""
 
-    def __init__(self, transport: DiscoveryTransport) -> None:
+    def __init__(self, transport: DiscoveryTransport, *, retry_seconds: float = 60.0) -> None:
         self._transport = transport
+        self.retry_seconds = retry_seconds
         self._by_gv: dict[tuple[str, str], dict[str, RESTMapping]] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
@@ -83,10 +92,24 @@ class RESTMapper:
 
     async def _discover(self, gvk: GroupVersionKind) -> None:
         path = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
-        try:
-            body = await self._transport.request("GET", path)
-        except NotFound:
-            raise NoKindMatch(gvk) from None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.retry_seconds
+        delay = 0.5
+        while True:
+            try:
+                body = await self._transport.request("GET", path)
+                break
+            except NotFound:
+                raise NoKindMatch(gvk) from None
+            except RequestError as err:
+                transient = isinstance(err, TransportError) or (
+                    isinstance(err, ApiError) and (err.status_code == 429 or err.status_code >= 500)
+                )
+                if not transient or loop.time() + delay > deadline:
+                    raise
+                log.info("discovery of %s failed, retrying in %.1fs: %s", path, delay, err)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
         mappings: dict[str, RESTMapping] = {}
         for resource in body.get("resources", []):
             if "/" in resource["name"]:

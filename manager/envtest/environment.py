@@ -276,6 +276,53 @@ class Environment:
             timeout=_timeout("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", 90),
         )
 
+    def process(self, name: str) -> Process:
+        """The running process called ``name`` (``etcd``, ``kube-apiserver``, ``kwok``, ...)."""
+        for proc in self.processes:
+            if proc.name == name:
+                return proc
+        raise EnvtestError(f"no process {name!r} in this environment")
+
+    async def restart_apiserver(self, *, kill: bool = True, down_seconds: float = 0.0) -> float:
+        """Stop kube-apiserver (SIGKILL with ``kill``, else a graceful stop), keep it down for
+        ``down_seconds``, start it again with the same flags (same port, same etcd, same
+        certificates) and wait until it is ready; returns how long it was unreachable."""
+        proc = self.process("kube-apiserver")
+        start = time.monotonic()
+        if kill:
+            await asyncio.to_thread(proc.kill)
+        else:
+            await asyncio.to_thread(proc.stop, _timeout("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT", 20))
+        if down_seconds > 0:
+            await asyncio.sleep(down_seconds)
+        proc.start(detached=self.detached)
+        await wait_http(
+            proc,
+            f"{self.url}/readyz",
+            context=self.ssl_context(client_cert=False),
+            timeout=_timeout("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", 90),
+        )
+        return time.monotonic() - start
+
+    async def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (physically), as its periodic
+        compaction does: a watch or a list asking for an older resourceVersion is then answered
+        410 Gone (``too old resource version``) once kube-apiserver's cache cannot serve it.
+        Returns the revision compacted to."""
+        async with aiohttp.ClientSession() as session:
+            async with session.post(
+                f"{self.etcd_url}/v3/kv/range", json={"key": base64.b64encode(b"/").decode()}
+            ) as r:
+                if r.status != 200:
+                    raise EnvtestError(f"etcd range answered {r.status}: {await r.text()}")
+                revision = int((await r.json())["header"]["revision"])
+            async with session.post(
+                f"{self.etcd_url}/v3/kv/compaction", json={"revision": str(revision), "physical": True}
+            ) as r:
+                if r.status != 200:
+                    raise EnvtestError(f"etcd compaction answered {r.status}: {await r.text()}")
+        return revision
+
     def _spawn(self, name: str, argv: list[str]) -> Process:
         proc = Process(name=name, argv=argv, log=self._file(f"{name}.log"))
         proc.start(detached=self.detached)

@@ -92,6 +92,13 @@ class Process:
     def stop(self, timeout: float = 20.0) -> None:
         stop_pid(self.pid, timeout=timeout, popen=self.popen)
 
+    def kill(self) -> None:
+        """SIGKILL the process group at once (a crash, not a shutdown) and reap it."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        if self.popen is not None:
+            self.popen.wait(timeout=10)
+
 
 def pid_alive(pid: int) -> bool:
     if pid <= 0:

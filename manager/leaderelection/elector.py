@@ -216,9 +216,21 @@ class LeaderElector:
             raise
 
     async def _renew_within_deadline(self) -> bool:
+        """Renew, retrying every retry period, all within ``renew_deadline``: an attempt still
+        in flight at the deadline is cancelled (client-go runs the renew loop under a context
+        with that timeout), so a leader whose lock requests hang learns it lost the lease
+        before another replica may take it (the chaos run saw a leader notice 15 s late)."""
         deadline = self.clock.now() + self.renew_deadline
         while True:
-            if await self.try_acquire_or_renew():
+            remaining = deadline - self.clock.now()
+            if remaining <= 0:
+                return False
+            try:
+                async with asyncio.timeout(remaining):
+                    renewed = await self.try_acquire_or_renew()
+            except TimeoutError:
+                return False
+            if renewed:
                 return True
             if self.clock.now() + self.retry_period > deadline:
                 return False

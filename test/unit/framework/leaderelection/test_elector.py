@@ -188,3 +188,24 @@ async def test_lease_labels_are_set_on_create_and_kept_on_update() -> None:
     assert leases.leases[(NS, NAME)]["metadata"]["labels"] == {"app.kubernetes.io/name": "trainer"}
     assert [w["apiVersion"] for w in leases.writes][:1] == ["coordination.k8s.io/v1"]
     assert leases.writes[0]["kind"] == "Lease"
+
+
+async def test_renewal_gives_up_at_renew_deadline_even_mid_request() -> None:
+    """An attempt still in flight at renewDeadline is cancelled (client-go's context timeout):
+    with hanging lock updates the leader learns of its loss at the deadline, not one or two
+    request timeouts later -- after another replica may already lead (found by the chaos run)."""
+    leases = make_leases()
+    le = LeaderElector(
+        LeaseLock(leases, NS, NAME, "me"), lease_duration=4.0, renew_deadline=1.5, retry_period=1.0
+    )
+    assert await le.try_acquire_or_renew()
+
+    async def hang(*_: Any, **__: Any) -> Any:
+        await asyncio.sleep(30)
+
+    leases.update = hang
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    assert await le._renew_within_deadline() is False
+    # one attempt alone (optimistic update, then get + update, each up to 1 s) outlasts 1.5 s
+    assert loop.time() - start < 1.8

@@ -1,0 +1,137 @@
+"""The chaos suite's own tools (test/chaos): the fault proxy injects what it says, and the
+end-state check catches a lost TrainJob, a duplicate JobSet and an orphan Job."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
+
+from faultproxy import FaultPlan, FaultProxy
+from workload import Snapshot, build, problems
+
+Json = dict[str, Any]
+
+
+@pytest.fixture
+async def upstream() -> Any:
+    """A plain-HTTP stand-in for the API server: a GET answers, a watch streams one event."""
+
+    async def get(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") == "true":
+            resp = web.StreamResponse()
+            await resp.prepare(request)
+            await resp.write(b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n')
+            await asyncio.sleep(3)
+            return resp
+        return web.json_response({"kind": "ConfigMapList", "items": []})
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", get)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+async def test_proxy_forwards_then_injects_429_with_retry_after_and_500(upstream: str) -> None:
+    async with FaultProxy(upstream, None, seed=1) as proxy, aiohttp.ClientSession() as http:
+        async with http.get(proxy.url + "/api/v1/configmaps") as r:
+            assert (r.status, (await r.json())["kind"]) == (200, "ConfigMapList")
+        proxy.faults_on(FaultPlan(p_429=1.0, p_500=0, p_drop=0, p_slow=0, retry_after_seconds=3))
+        async with http.get(proxy.url + "/api/v1/configmaps") as r:
+            body = await r.json()
+            assert (r.status, r.headers["Retry-After"], body["reason"]) == (429, "3", "TooManyRequests")
+        proxy.faults_on(FaultPlan(p_429=0, p_500=1.0, p_drop=0, p_slow=0))
+        async with http.get(proxy.url + "/api/v1/configmaps") as r:
+            assert (r.status, (await r.json())["code"]) == (500, 500)
+        proxy.faults_on(FaultPlan(p_429=0, p_500=0, p_drop=1.0, p_slow=0))
+        with pytest.raises(aiohttp.ClientError):
+            async with http.get(proxy.url + "/api/v1/configmaps") as r:
+                await r.read()
+        proxy.faults_off()
+        assert proxy.injected["429"] == proxy.injected["500"] == 1
+        assert proxy.injected["drop"] >= 1  # aiohttp retries a GET once on a dropped keep-alive connection
+
+
+async def test_expired_watch_ends_with_an_error_410_event(upstream: str) -> None:
+    async with FaultProxy(upstream, None) as proxy, aiohttp.ClientSession() as http:
+        async with http.get(proxy.url + "/api/v1/configmaps?watch=true") as r:
+            first = json.loads(await r.content.readline())
+            assert first["type"] == "ADDED"
+            assert proxy.expire_watches() == 1
+            last = json.loads(await r.content.readline())
+        assert (last["type"], last["object"]["code"], last["object"]["reason"]) == ("ERROR", 410, "Expired")
+
+
+def _converged(items: list[Any]) -> Snapshot:
+    """The end state the workload must reach, built by hand for the TrainJobs of ``items``."""
+    tjs: dict[str, Json] = {}
+    jobsets: dict[str, Json] = {}
+    jobs: dict[str, Json] = {}
+    for i, item in enumerate(items):
+        uid = f"uid-{i}"
+        cond = {"Complete": "Complete", "Failed": "Failed", "Suspended": "Suspended"}[item.expected]
+        tjs[item.name] = {
+            "metadata": {"name": item.name, "uid": uid},
+            "status": {"conditions": [{"type": cond, "status": "True"}]},
+        }
+        rjs = [{"name": "node", "replicas": 1}]
+        jobsets[item.name] = {
+            "metadata": {
+                "name": item.name,
+                "uid": f"js-{uid}",
+                "ownerReferences": [{"kind": "TrainJob", "uid": uid, "controller": True}],
+            },
+            "spec": {"replicatedJobs": rjs, "suspend": item.flavour == "suspended"},
+        }
+        jobs[f"{item.name}-node-0"] = {
+            "metadata": {
+                "name": f"{item.name}-node-0",
+                "uid": f"job-{uid}",
+                "ownerReferences": [{"kind": "JobSet", "uid": f"js-{uid}", "controller": True}],
+            }
+        }
+    return Snapshot(tjs, jobsets, jobs, {}, [], [], [], [])
+
+
+def test_end_state_check_catches_lost_duplicate_and_orphan() -> None:
+    items = [i for i in build("ns", 20, 0, 0) if i.flavour in ("torch", "suspended", "deadline")]
+    snap = _converged(items)
+    assert problems(items, snap) == []
+
+    lost = copy.deepcopy(snap)
+    del lost.trainjobs[items[0].name]
+    assert f"TrainJob {items[0].name} lost" in problems(items, lost)
+
+    dup = copy.deepcopy(snap)
+    extra = copy.deepcopy(dup.jobsets[items[1].name])
+    extra["metadata"] |= {"name": "dup", "uid": "js-dup"}
+    dup.jobsets["dup"] = extra
+    assert any("must have exactly" in p for p in problems(items, dup))
+
+    orphan = copy.deepcopy(snap)
+    orphan.jobs["stray-node-0"] = {
+        "metadata": {
+            "name": "stray-node-0",
+            "uid": "x",
+            "ownerReferences": [{"kind": "JobSet", "uid": "gone", "controller": True}],
+        }
+    }
+    assert "orphan Job stray-node-0" in problems(items, orphan)
+
+    wrong = copy.deepcopy(snap)
+    wrong.trainjobs[items[0].name]["status"]["conditions"] = [{"type": "Failed", "status": "True"}]
+    assert any(p.startswith(f"TrainJob {items[0].name}") for p in problems(items, wrong))
