@@ -27,6 +27,7 @@ from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
 from trainer.components import COMPONENTS, select
+from trainer.controllers import podcache
 from trainer.runtime.plugins import BUILTIN as BUILTIN_PLUGINS
 from trainer.runtime.plugins import external as external_plugins
 from webhooks.certs import TRAINER_WEBHOOK_CONFIGURATIONS, CertConfig, CertRotator, WebhookConfiguration
@@ -243,6 +244,8 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
             port = cfg.webhook.port if cfg.webhook and cfg.webhook.port else 9443
             host = cfg.webhook.host if cfg.webhook and cfg.webhook.host else ""
             webhooks = WebhookServer(host=host, port=port, cert_dir=args.webhook_cert_dir)
+        # before any component creates the Pod informer (docs/scale.md)
+        await podcache.configure(mgr, cfg.pod_cache, [c.name for c in components])
         enabled = []
         configurations: list[WebhookConfiguration] = []
         for component in components:

@@ -106,6 +106,8 @@ class Store:
 
     def _index_one(self, name: str, key: str, obj: Object) -> None:
         values = list(self._indexers[name](obj))
+        if not values:
+            return  # most objects are in no bucket of a narrow index: keep nothing for them
         self._keys_of[name][key] = values
         bucket = self._indices[name]
         for value in values:
