@@ -177,7 +177,15 @@ class SharedInformer:
         # Deliver the final state the server sent; fall back to what we had.
         self._dispatch_delete(self._prepare(obj) if obj.get("metadata") else (old or obj))
 
-    def replace(self, items: list[Object], namespace: str | None, initial: bool, scope: int = 0) -> None:
+    def replace(
+        self,
+        items: list[Object],
+        namespace: str | None,
+        initial: bool,
+        scope: int = 0,
+        *,
+        prepared: bool = False,
+    ) -> None:
         """Make the store equal to a fresh list, emitting the differences as events.
 
         On the first list every object is an add with ``is_in_initial_list=True``. On a relist
@@ -188,7 +196,7 @@ class SharedInformer:
         members = self._members
         bit = 1 << scope
         for raw in items:
-            obj = self._prepare(raw)
+            obj = raw if prepared else self._prepare(raw)
             key = object_key(obj)
             seen.add(key)
             if members is not None:
@@ -231,8 +239,13 @@ class _ScopedSink:
         self._informer = informer
         self._scope = scope
 
-    def replace(self, items: list[Object], namespace: str | None, initial: bool) -> None:
-        self._informer.replace(items, namespace, initial, self._scope)
+    def prepare(self, obj: Object) -> Object:
+        return self._informer._prepare(obj)
+
+    def replace(
+        self, items: list[Object], namespace: str | None, initial: bool, *, prepared: bool = False
+    ) -> None:
+        self._informer.replace(items, namespace, initial, self._scope, prepared=prepared)
 
     def upsert(self, obj: Object) -> None:
         self._informer.upsert(obj, self._scope)

@@ -135,3 +135,30 @@ async def test_per_kind_compact_store_and_selectors_reach_the_informer() -> None
     other = Cache(client, CacheOptions(by_object={GVK: ByObject(label_selector="a")}))
     plain = await other.get_informer(GVK)
     assert not plain.store.compact and [r.options.label_selector for r in plain.reflectors] == ["a"]
+
+
+async def test_a_list_is_transformed_page_by_page_and_once() -> None:
+    calls: list[str] = []
+
+    def slim(o: dict[str, Any]) -> dict[str, Any]:
+        calls.append(o["metadata"]["name"])
+        return {"metadata": {k: o["metadata"][k] for k in ("name", "namespace", "resourceVersion")}}
+
+    class Pages:
+        """list_raw as the client pages it: the transform sees each item as its page arrives."""
+
+        async def list_raw(self, gvk: GroupVersionKind, **kw: Any) -> tuple[list[dict[str, Any]], str]:
+            transform = kw["transform"]
+            out = []
+            for page in ([pod("a", "1"), pod("b", "1")], [pod("c", "1")]):
+                out += [transform(p) for p in page]
+                assert all("spec" not in o for o in out)  # nothing whole is kept between pages
+            return out, "7"
+
+    informer = SharedInformer(Client(None, None), MAPPING, transform=slim)  # type: ignore[arg-type]
+    reflector = informer.reflectors[0]
+    reflector.client = Pages()  # type: ignore[assignment]
+    await reflector._list(None)
+    assert calls == ["a", "b", "c"]  # once each: replace does not transform again
+    assert informer.has_synced() and sorted(informer.store.keys()) == ["ns/a", "ns/b", "ns/c"]
+    assert reflector.last_resource_version == "7"
