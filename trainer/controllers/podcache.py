@@ -64,7 +64,6 @@ SLIM_POD: FieldSpec = {
         "deletionTimestamp": True,
     },
     "spec": {
-        "nodeName": True,
         "overhead": True,
         "containers": _REQUESTS,
         "initContainers": {**_REQUESTS, "restartPolicy": True},
