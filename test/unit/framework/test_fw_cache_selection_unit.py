@@ -12,7 +12,7 @@ from manager.cache.informer import SharedInformer
 from manager.cache.store import Store, field_index_func
 from manager.cache.transform import by_predicate, project
 from manager.client import Client
-from manager.restmapper import RESTMapping
+from manager.client.restmapper import RESTMapping
 from manager.scheme import GroupVersionKind
 
 GVK = GroupVersionKind("", "v1", "Pod")

@@ -10,7 +10,7 @@ import pytest
 
 from manager.cache.informer import SharedInformer
 from manager.client import Client
-from manager.restmapper import NoKindMatch, RESTMapping
+from manager.client.restmapper import NoKindMatch, RESTMapping
 from manager.scheme import GroupVersionKind
 from trainer.api import jobset_constants as jc
 from trainer.api import scheduling_constants as sc
