@@ -27,7 +27,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import structlog
-from manager.client.restmapper import NoKindMatch
 
 from manager.cache import ByObject
 from manager.cache.transform import (
@@ -38,6 +37,7 @@ from manager.cache.transform import (
     strip_last_applied,
     strip_managed_fields,
 )
+from manager.client.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind
 from trainer.api import jobset_constants as jc
 from trainer.api import scheduling_constants as sc
