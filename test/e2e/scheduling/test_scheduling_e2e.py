@@ -23,6 +23,7 @@ from manager.manager import Manager, Options
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 from trainer.api.quantity import Quantity
+from trainer.controllers import podcache
 from trainer.controllers.elasticquota import ELASTICQUOTA
 from trainer.controllers.podgroup import PODGROUP
 from trainer.controllers.scheduling import setup
@@ -39,6 +40,9 @@ async def scheduling_manager(env: Environment) -> AsyncIterator[Client]:
     config = await load_kubeconfig(env.kubeconfig)
     async with Cluster(config, field_owner="scheduling-e2e") as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
+        # the product's default Pod cache (docs/scale.md): with the ElasticQuota CRD served, Pods
+        # without a JobSet or pod-group label are stored projected, and `used` is summed from those
+        assert await podcache.configure(mgr, None, ["scheduling"]) == "Minimal/all-pods"
         assert await setup(mgr)
         task = asyncio.create_task(mgr.run())
         await eventually(lambda: task.done() or mgr.elected.is_set(), timeout=60)
