@@ -22,7 +22,7 @@ DEPLOY_TIMEOUT ?= 300s
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
 .PHONY: venv test test-unit test-integration test-e2e test-chaos lint run cluster-up cluster-down \
-        build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report clean install uninstall deploy undeploy \
+        build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
         conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e
 
 $(STAMP): pyproject.toml
@@ -185,6 +185,20 @@ bench-mirror: $(BENCH_STAMP) build-assets
 FLOOR_ARGS ?=
 bench-floor: $(STAMP) build-assets
 	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BURST_OUT) $(FLOOR_ARGS)
+
+# Scale side by side (issues 16 and 12): one KWOK cluster with SCALE_NODES nodes, SCALE_PODS
+# pre-bound Running Pods (SCALE_ARGS --relevant, default 10 %, of JobSets/PodGroups; the rest
+# labelled like Deployments' Pods) and SCALE_TRAINJOBS suspended TrainJobs; each side started
+# fresh after each filling step: time to sync, steady RSS, RSS per relevant/unrelated Pod, API
+# requests at start, one TrainJob's latency. Writes $(BURST_OUT)/scale-<pods>.json and .md.
+# The issue-12 scenario: `make bench-scale SCALE_PODS=10000 SCALE_NODES=500`.
+SCALE_PODS ?= 100000
+SCALE_NODES ?= 5000
+SCALE_TRAINJOBS ?= 1000
+SCALE_ARGS ?= --scheduler-plugins
+bench-scale: $(STAMP) build-assets build-originals
+	$(PY) test/bench/scale.py --pods $(SCALE_PODS) --nodes $(SCALE_NODES) --trainjobs $(SCALE_TRAINJOBS) \
+	  --out $(BURST_OUT) $(SCALE_ARGS)
 
 # Workqueue ops/s and informer events/s to a no-op reconcile (in-process), then informer
 # throughput and memory per cached Pod at 10k Pods against a real kube-apiserver.

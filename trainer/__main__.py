@@ -25,6 +25,7 @@ from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError
 from trainer.components import COMPONENTS, select
+from trainer.controllers import podcache
 from trainer.options import apply_client_connection, manager_options, read_configuration, webhook_address
 from trainer.runtime.context import SetupContext
 from trainer.runtime.plugins import BUILTIN as BUILTIN_PLUGINS
@@ -168,6 +169,8 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
         if components:
             host, port = webhook_address(cfg)
             webhooks = WebhookServer(host=host, port=port, cert_dir=args.webhook_cert_dir)
+        # before any component creates the Pod informer (docs/scale.md)
+        await podcache.configure(mgr, cfg.pod_cache, [c.name for c in components])
         context = SetupContext(mgr, webhooks)  # one per process: the runtimes are built once
         enabled = []
         configurations: list[WebhookConfiguration] = []

@@ -87,8 +87,12 @@ class ByObject:
 
     namespaces: list[str] | None = None
     label_selector: str | dict[str, str] | None = None
+    label_selectors: list[str | dict[str, str]] | None = None
+    """Cache the union of these selectors (one list+watch each); replaces ``label_selector``."""
     field_selector: str | dict[str, str] | None = None
     transform: Transform | None = None
+    compact: bool | None = None
+    """Keep this kind as JSON bytes (``None``: ``CacheOptions.compact_store``)."""
 
 
 @dataclass
@@ -152,17 +156,19 @@ class Cache:
         o = self.options
         per = o.by_object.get(gvk, ByObject())
         mapping = await self.client.mapper.mapping(gvk)
+        label_selector = per.label_selector if per.label_selector is not None else o.default_label_selector
         return SharedInformer(
             self.client,
             mapping,
             namespaces=per.namespaces if per.namespaces is not None else o.default_namespaces,
-            label_selector=per.label_selector if per.label_selector is not None else o.default_label_selector,
+            label_selector=None if per.label_selectors else label_selector,
+            label_selectors=per.label_selectors,
             field_selector=per.field_selector if per.field_selector is not None else o.default_field_selector,
             transform=per.transform if per.transform is not None else o.default_transform,
             resync_period=o.resync_period,
             min_watch_timeout=o.min_watch_timeout,
             inactivity_timeout=o.inactivity_timeout,
-            compact_store=o.compact_store,
+            compact_store=per.compact if per.compact is not None else o.compact_store,
         )
 
     def _start_informer(self, gvk: GroupVersionKind, informer: SharedInformer) -> None:
@@ -234,8 +240,9 @@ class Cache:
                 raise CacheSyncTimeout(f"informer for {gvk} did not sync") from None
         return informer
 
-    def _out(self, obj: Object) -> Object:
-        no_copy = self.options.unsafe_disable_deep_copy or self.options.compact_store
+    def _out(self, obj: Object, informer: SharedInformer) -> Object:
+        # a compact store decodes a private copy on every read already
+        no_copy = self.options.unsafe_disable_deep_copy or informer.store.returns_copies
         return obj if no_copy else _copy(obj)
 
     @overload
@@ -251,7 +258,7 @@ class Cache:
         obj = informer.store.get(store_key)
         if obj is None:
             raise not_found(gvk, name)
-        return cast("Object | M", objects.like(kind, self._out(obj)))
+        return cast("Object | M", objects.like(kind, self._out(obj, informer)))
 
     @overload
     async def list(
@@ -299,7 +306,7 @@ class Cache:
             candidates = store.values()
         selector = selectors.to_selector(label_selector)
         out = [
-            o if unsafe_disable_deep_copy else self._out(o)
+            o if unsafe_disable_deep_copy else self._out(o, informer)
             for o in candidates
             if selector.empty() or selector.matches((o.get("metadata") or {}).get("labels"))
         ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from manager.cache.interfaces import ResourceEventHandler
@@ -31,7 +31,9 @@ def _rv(obj: Object) -> str:
 class SharedInformer:
     """Implements ``manager.cache.interfaces.Informer`` for one kind and one scope.
 
-    ``namespaces`` (None = all) gives one reflector per namespace, all filling one store.
+    ``namespaces`` (None = all) gives one reflector per namespace, all filling one store;
+    ``label_selectors`` (instead of ``label_selector``) caches the union of several selectors
+    (the API has no "or"), one reflector per selector and namespace, one store.
     ``resync_period`` re-delivers every cached object as ``on_update(obj, obj)`` (local only,
     no API call), jittered by +-10 % like controller-runtime's 10 h default.
     """
@@ -43,6 +45,7 @@ class SharedInformer:
         *,
         namespaces: Iterable[str] | None = None,
         label_selector: str | dict[str, str] | None = None,
+        label_selectors: Sequence[str | dict[str, str]] | None = None,
         field_selector: str | dict[str, str] | None = None,
         transform: Transform | None = strip_managed_fields,
         resync_period: float | None = 36000.0,
@@ -57,8 +60,17 @@ class SharedInformer:
         self.transform = transform
         self.resync_period = resync_period
         self._handlers: list[ResourceEventHandler] = []
-        scopes: list[str | None] = list(namespaces) if namespaces and mapping.namespaced else [None]
+        if label_selector is not None and label_selectors:
+            raise ValueError("give label_selector or label_selectors, not both")
+        spaces: list[str | None] = list(namespaces) if namespaces and mapping.namespaced else [None]
+        selected: list[str | dict[str, str] | None] = (
+            list(label_selectors) if label_selectors else [label_selector]
+        )
+        scopes = [(ns, sel) for ns in spaces for sel in selected]
         self._pending_sync = set(range(len(scopes)))
+        # With several label selectors an object may be in more than one scope: each key keeps
+        # a bit per scope that holds it, and it leaves the store when the last one lets it go.
+        self._members: dict[str, int] | None = {} if len(selected) > 1 else None
         self.reflectors = [
             Reflector(
                 client,
@@ -66,14 +78,14 @@ class SharedInformer:
                 _ScopedSink(self, i),
                 ListWatchOptions(
                     namespace=ns,
-                    label_selector=label_selector,
+                    label_selector=sel,
                     field_selector=field_selector,
                     page_size=page_size,
                     min_watch_timeout=min_watch_timeout,
                     inactivity_timeout=inactivity_timeout,
                 ),
             )
-            for i, ns in enumerate(scopes)
+            for i, (ns, sel) in enumerate(scopes)
         ]
         self._synced = asyncio.Event()
         self.events_delivered = 0
@@ -139,20 +151,41 @@ class SharedInformer:
     def _prepare(self, obj: Object) -> Object:
         return self.transform(obj) if self.transform else obj
 
-    def upsert(self, obj: Object) -> None:
+    def upsert(self, obj: Object, scope: int = 0) -> None:
         obj = self._prepare(obj)
+        if self._members is not None:
+            key = object_key(obj)
+            self._members[key] = self._members.get(key, 0) | (1 << scope)
+            current = self.store.get(key)
+            if current is not None and _older(obj, current):
+                return  # another scope's watch already delivered a newer state
         old = self.store.put(obj)
         if old is None:
             self._dispatch_add(obj, False)
         else:
             self._dispatch_update(old, obj)
 
-    def remove(self, obj: Object) -> None:
-        old = self.store.delete(object_key(obj))
+    def remove(self, obj: Object, scope: int = 0) -> None:
+        key = object_key(obj)
+        if self._members is not None:
+            left = self._members.get(key, 0) & ~(1 << scope)
+            if left:
+                self._members[key] = left
+                return  # still selected by another scope, whose watch keeps it current
+            self._members.pop(key, None)
+        old = self.store.delete(key)
         # Deliver the final state the server sent; fall back to what we had.
         self._dispatch_delete(self._prepare(obj) if obj.get("metadata") else (old or obj))
 
-    def replace(self, items: list[Object], namespace: str | None, initial: bool, scope: int = 0) -> None:
+    def replace(
+        self,
+        items: list[Object],
+        namespace: str | None,
+        initial: bool,
+        scope: int = 0,
+        *,
+        prepared: bool = False,
+    ) -> None:
         """Make the store equal to a fresh list, emitting the differences as events.
 
         On the first list every object is an add with ``is_in_initial_list=True``. On a relist
@@ -160,23 +193,43 @@ class SharedInformer:
         ones whose resourceVersion changed updates.
         """
         seen: set[str] = set()
+        members = self._members
+        bit = 1 << scope
         for raw in items:
-            obj = self._prepare(raw)
+            obj = raw if prepared else self._prepare(raw)
             key = object_key(obj)
             seen.add(key)
+            if members is not None:
+                members[key] = members.get(key, 0) | bit
             old = self.store.put(obj)
             if old is None:
                 self._dispatch_add(obj, initial)
             elif _rv(old) != _rv(obj):
                 self._dispatch_update(old, obj)
-        in_scope = self.store.keys_in_namespace(namespace) if namespace else set(self.store.keys())
+        if members is not None:
+            in_scope = {k for k, m in members.items() if m & bit}
+        else:
+            in_scope = self.store.keys_in_namespace(namespace) if namespace else set(self.store.keys())
         for key in in_scope - seen:
+            if members is not None:
+                left = members.get(key, 0) & ~bit
+                if left:
+                    members[key] = left
+                    continue
+                members.pop(key, None)
             gone = self.store.delete(key)
             if gone is not None:
                 self._dispatch_delete(gone)
         self._pending_sync.discard(scope)
         if not self._pending_sync:
             self._synced.set()
+
+
+def _older(new: Object, current: Object) -> bool:
+    """Whether ``new`` is an older state than ``current`` (resourceVersions compared as numbers,
+    which the API server's are; anything else is never called older)."""
+    a, b = _rv(new), _rv(current)
+    return a.isdigit() and b.isdigit() and int(a) < int(b)
 
 
 class _ScopedSink:
@@ -186,11 +239,16 @@ class _ScopedSink:
         self._informer = informer
         self._scope = scope
 
-    def replace(self, items: list[Object], namespace: str | None, initial: bool) -> None:
-        self._informer.replace(items, namespace, initial, self._scope)
+    def prepare(self, obj: Object) -> Object:
+        return self._informer._prepare(obj)
+
+    def replace(
+        self, items: list[Object], namespace: str | None, initial: bool, *, prepared: bool = False
+    ) -> None:
+        self._informer.replace(items, namespace, initial, self._scope, prepared=prepared)
 
     def upsert(self, obj: Object) -> None:
-        self._informer.upsert(obj)
+        self._informer.upsert(obj, self._scope)
 
     def remove(self, obj: Object) -> None:
-        self._informer.remove(obj)
+        self._informer.remove(obj, self._scope)

@@ -32,7 +32,11 @@ Object = dict[str, Any]
 class Sink(Protocol):
     """Where a reflector delivers what it learns (the informer)."""
 
-    def replace(self, items: list[Object], namespace: str | None, initial: bool) -> None: ...
+    def replace(
+        self, items: list[Object], namespace: str | None, initial: bool, *, prepared: bool = False
+    ) -> None:
+        """``prepared``: the items already went through the sink's optional ``prepare``."""
+        ...
 
     def upsert(self, obj: Object) -> None: ...
 
@@ -77,6 +81,9 @@ class Reflector:
 
     async def _list(self, resource_version: str | None) -> None:
         o = self.options
+        # A sink that transforms what it stores (the informer) does so page by page here:
+        # a relist of 100k Pods then never holds 100k whole Pods at once.
+        prepare = getattr(self.sink, "prepare", None)
         items, rv = await self.client.list_raw(
             self.mapping.gvk,
             namespace=o.namespace,
@@ -84,9 +91,11 @@ class Reflector:
             field_selector=o.field_selector,
             limit=o.page_size,
             resource_version=resource_version,
+            transform=prepare,
         )
         self.lists += 1
-        self.sink.replace(items, o.namespace if self.mapping.namespaced else None, not self._listed_once)
+        namespace = o.namespace if self.mapping.namespaced else None
+        self.sink.replace(items, namespace, not self._listed_once, prepared=prepare is not None)
         self._listed_once = True
         self.last_resource_version = rv
         # client-go's "Caches populated" (V(2)/info there), with structured key/values

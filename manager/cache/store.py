@@ -61,7 +61,10 @@ class Store:
         self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: _namespace_index}
         self._indices: dict[str, dict[str, set[str]]] = {NAMESPACE_INDEX: {}}
         # What each key is indexed under, so updates and deletes touch only those buckets.
-        self._keys_of: dict[str, dict[str, list[str]]] = {NAMESPACE_INDEX: {}}
+        self._keys_of: dict[str, dict[str, tuple[str, ...]]] = {NAMESPACE_INDEX: {}}
+        # Index values shared by many objects (a namespace, a phase) are kept once: each key
+        # points at one shared tuple, counted so a tuple goes when its last object does.
+        self._shared: dict[tuple[str, ...], list[Any]] = {}
 
     def __len__(self) -> int:
         return len(self._items)
@@ -105,7 +108,15 @@ class Store:
         return name in self._indexers
 
     def _index_one(self, name: str, key: str, obj: Object) -> None:
-        values = list(self._indexers[name](obj))
+        values = tuple(self._indexers[name](obj))
+        if not values:
+            return  # most objects are in no bucket of a narrow index: keep nothing for them
+        entry = self._shared.get(values)
+        if entry is None:
+            self._shared[values] = [values, 1]
+        else:
+            entry[1] += 1
+            values = entry[0]
         self._keys_of[name][key] = values
         bucket = self._indices[name]
         for value in values:
@@ -114,12 +125,18 @@ class Store:
     def _unindex(self, key: str) -> None:
         for name, keys_of in self._keys_of.items():
             bucket = self._indices[name]
-            for value in keys_of.pop(key, ()):
+            values = keys_of.pop(key, ())
+            for value in values:
                 members = bucket.get(value)
                 if members is not None:
                     members.discard(key)
                     if not members:
                         del bucket[value]
+            entry = self._shared.get(values) if values else None
+            if entry is not None:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del self._shared[values]
 
     def put(self, obj: Object) -> Object | None:
         """Insert or replace; returns the previous object."""

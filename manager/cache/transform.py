@@ -6,7 +6,7 @@ managedFields are often the largest part of an object and controllers never read
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
@@ -39,3 +39,43 @@ def compose(*transforms: Transform) -> Transform:
 
 def identity(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
+
+
+FieldSpec = Mapping[str, "FieldSpec | bool"]
+"""Which fields :func:`project` keeps: ``True`` keeps a field whole, a nested spec keeps those
+fields of it (applied to every element when the field is a list)."""
+
+
+def _keep(value: Any, spec: FieldSpec | bool) -> Any:
+    if spec is True:
+        return value
+    if isinstance(value, list):
+        return [_keep(item, spec) for item in value]
+    if isinstance(value, dict) and isinstance(spec, Mapping):
+        return {key: _keep(value[key], sub) for key, sub in spec.items() if key in value}
+    return value
+
+
+def project(spec: FieldSpec) -> Transform:
+    """A transform keeping only the fields ``spec`` names (a metadata-and-a-few-fields view).
+
+    What it drops is gone for every reader of the informer: use it for objects whose readers
+    are known to read nothing else (see :func:`by_predicate` to keep some objects whole).
+    """
+
+    def run(obj: dict[str, Any]) -> dict[str, Any]:
+        kept: dict[str, Any] = _keep(obj, spec)
+        return kept
+
+    return run
+
+
+def by_predicate(
+    predicate: Callable[[dict[str, Any]], bool], matched: Transform, other: Transform
+) -> Transform:
+    """``matched`` for the objects ``predicate`` accepts, ``other`` for the rest."""
+
+    def run(obj: dict[str, Any]) -> dict[str, Any]:
+        return matched(obj) if predicate(obj) else other(obj)
+
+    return run

@@ -9,7 +9,7 @@ are dicts or pydantic models, and results come back as the type the caller used.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from manager.client import objects, rest
@@ -259,8 +259,12 @@ class Client(_Base):
         field_selector: str | Mapping[str, str] | None = None,
         limit: int = 500,
         resource_version: str | None = None,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> tuple[builtins.list[dict[str, Any]], str]:
         """Paged live LIST; returns the items (with apiVersion/kind set) and the list's resourceVersion.
+
+        ``transform`` is applied to each item as its page arrives (an informer's transform), so
+        a list of 100k objects never holds them all whole at once.
 
         If a continue token expires mid-way (410), the list restarts from scratch, as client-go's
         pager falls back to a full list.
@@ -291,7 +295,7 @@ class Client(_Base):
             for item in body.get("items") or []:
                 item.setdefault("apiVersion", gvk.api_version)
                 item.setdefault("kind", gvk.kind)
-                items.append(item)
+                items.append(transform(item) if transform is not None else item)
             meta = body.get("metadata") or {}
             token = meta.get("continue") or None
             if not token:

@@ -40,6 +40,7 @@ from manager.controller.source import Source
 from manager.errors import Error
 from manager.metrics import controller as m
 from manager.metrics.workqueue import PrometheusQueueMetrics
+from manager.scheme import GroupVersionKind
 from manager.tasks import TaskSet
 from manager.workqueue import RateLimiter, RateLimitingQueue, ShutDownError, default_controller_rate_limiter
 
@@ -106,6 +107,11 @@ class Controller:
     @property
     def needs_leader_election(self) -> bool:
         return self.options.need_leader_election
+
+    def watched_kinds(self) -> list[GroupVersionKind]:
+        """The kinds of this controller's informer sources (the manager starts their informers
+        with the caches, before leader election)."""
+        return [gvk for s in self._sources if isinstance(gvk := getattr(s, "gvk", None), GroupVersionKind)]
 
     def watch(self, source: Source) -> None:
         if self._started:

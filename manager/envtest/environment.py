@@ -82,8 +82,14 @@ class Environment:
         pod_run_jitter_seconds: float = 0.0,
         pod_start_seconds: float | None = None,
         pod_probe_delays: bool | None = None,
+        kwok_args: Iterable[str] = (),
+        controller_manager_args: Iterable[str] = (),
     ) -> None:
         self.full = full
+        # Extra flags, after the defaults (the last of a repeated flag wins): a large simulated
+        # cluster renews node leases less often and keeps its nodes Ready meanwhile.
+        self.kwok_args = list(kwok_args)
+        self.controller_manager_args = list(controller_manager_args)
         if pod_run_seconds is None and os.environ.get(POD_RUN_SECONDS_ENV):
             pod_run_seconds = float(os.environ[POD_RUN_SECONDS_ENV])
         if pod_start_seconds is None:
@@ -407,6 +413,7 @@ class Environment:
                 "--kube-api-qps=500",
                 "--kube-api-burst=1000",
                 "--concurrent-job-syncs=10",
+                *self.controller_manager_args,
             ],
         )
 
@@ -460,7 +467,7 @@ class Environment:
             )
             kwok_config.write_text(yaml.safe_dump_all(stages, sort_keys=False))
             kwok_args.append(f"--config={kwok_config}")
-        kwok = self._spawn("kwok", kwok_args)
+        kwok = self._spawn("kwok", [*kwok_args, *self.kwok_args])
         await wait_http(kcm, f"https://127.0.0.1:{kcm_port}/healthz", context=insecure, timeout=60)
         await wait_http(sched, f"https://127.0.0.1:{sched_port}/healthz", context=insecure, timeout=60)
         await self._create_fake_nodes(kwok)

@@ -416,12 +416,27 @@ class Manager:
         for group in START_ORDER[:-1]:
             if self._stop_requested.is_set():
                 return
+            if group is Group.CACHES:
+                await self._warm_informers()
             await self._groups[group].start(self._stop_requested)
             if self._stop_requested.is_set():
                 return
             if group is Group.CACHES:
                 self._caches_synced = True
                 log.info("caches synced")
+
+    async def _warm_informers(self) -> None:
+        """Create the informer of every kind a leader-election runnable watches, so the caches
+        group lists and watches it: a standby replica is Ready with warm caches before it takes
+        the lease, and a failover reconciles at once instead of relisting (docs/scale.md)."""
+        cache = self.cluster.cache
+        for runnable in self._groups[Group.LEADER_ELECTION].members:
+            kinds = getattr(runnable, "watched_kinds", None)
+            for gvk in kinds() if callable(kinds) else ():
+                try:
+                    await cache.get_informer(gvk)
+                except Exception as err:  # e.g. a CRD not installed yet: the source keeps retrying
+                    log.info("informer not started with the caches", kind=str(gvk), error=str(err))
 
     async def _lead(self) -> None:
         assert self.elector is not None and self._stop_requested is not None

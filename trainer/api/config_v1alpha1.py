@@ -86,6 +86,9 @@ class Configuration(KindModel):
     # Third-party runtime plugins to run, in order (entry-point group trainer.runtime.plugins;
     # docs/plugins.md). Not in upstream.
     runtime_plugins: list[Str] | None = None
+    # How Pods are cached (trainer.controllers.podcache, docs/scale.md): "Minimal" (default)
+    # keeps only the Pods and fields the controllers read; "Full" every Pod whole. Not in upstream.
+    pod_cache: Str | None = None
 
 
 class ConfigurationError(ValueError):
@@ -189,6 +192,8 @@ def validate(cfg: Configuration) -> list[str]:
         errors.append(
             f"clientConnection.burst: Invalid value: {conn.burst}: must be greater than or equal to 0"
         )
+    if cfg.pod_cache is not None and cfg.pod_cache not in ("Full", "Minimal"):
+        errors.append(f'podCache: Unsupported value: "{cfg.pod_cache}": supported values: "Full", "Minimal"')
     status = cfg.status_server
     if status is not None and status.port is not None and not 1 <= status.port <= 65535:
         errors.append(f"statusServer.port: Invalid value: {status.port}: must be between 1 and 65535")

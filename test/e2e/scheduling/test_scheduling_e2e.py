@@ -23,6 +23,7 @@ from manager.manager import Manager, Options
 from manager.meta.quantity import Quantity
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
+from trainer.controllers import podcache
 from trainer.controllers.elasticquota import ELASTICQUOTA
 from trainer.controllers.podgroup import PODGROUP
 from trainer.controllers.scheduling import setup
@@ -40,6 +41,9 @@ async def scheduling_manager(env: Environment) -> AsyncIterator[Client]:
     config = await load_kubeconfig(env.kubeconfig)
     async with Cluster(config, field_owner="scheduling-e2e") as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
+        # the product's default Pod cache (docs/scale.md): with the ElasticQuota CRD served, Pods
+        # without a JobSet or pod-group label are stored projected, and `used` is summed from those
+        assert await podcache.configure(mgr, None, ["scheduling"]) == "Minimal/all-pods"
         assert await setup(SetupContext(mgr))
         task = asyncio.create_task(mgr.run())
         await eventually(lambda: task.done() or mgr.elected.is_set(), timeout=60)

@@ -176,3 +176,48 @@ async def test_a_released_lease_is_taken_over_without_waiting_for_expiry(
         b.stop()
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(task_b, 10)
+
+
+class WatchingWorker(Worker):
+    """A controller stand-in that watches a kind, as ``Controller.watched_kinds`` reports."""
+
+    KIND = GroupVersionKind("", "v1", "Pod")
+
+    def watched_kinds(self) -> list[GroupVersionKind]:
+        return [self.KIND]
+
+
+async def test_a_standby_is_ready_with_warm_informers_before_it_holds_the_lease(
+    kube: client.ApiClient, namespace: str
+) -> None:
+    """docs/scale.md: a restart that must relist 100k Pods does it before taking the lease, so
+    the standby is Ready (rolling updates proceed) and a failover needs no relist."""
+    from manager.health.checks import run_check
+
+    running: set[str] = set()
+    timing = {"lease_duration": 30.0, "renew_deadline": 10.0, "retry_period": 1.0}
+    a = manager(kube, namespace, "replica-a", running, **timing)
+    b = manager(kube, namespace, "replica-b", set(), **timing)
+    b.add(WatchingWorker("b-controller", running))
+    task_a = asyncio.create_task(a.run())
+    await asyncio.wait_for(a.elected.wait(), 15)
+    task_b = asyncio.create_task(b.run())
+    try:
+
+        async def ready() -> bool:
+            try:
+                for checker in b.readiness.checks.values():
+                    await run_check(checker, None)
+            except Exception:
+                return False
+            return True
+
+        await eventually(ready, timeout=15)
+        assert not b.elected.is_set() and "b-controller" not in running
+        cache = b.cluster.cache
+        assert WatchingWorker.KIND in cache.informers  # type: ignore[attr-defined]
+    finally:
+        for mgr, task in ((a, task_a), (b, task_b)):
+            mgr.stop()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(task, 10)

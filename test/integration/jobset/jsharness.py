@@ -29,6 +29,7 @@ from manager.testing import eventually
 from manager.webhook import WebhookServer
 from trainer.api import jobset_constants as c
 from trainer.components import component
+from trainer.controllers import podcache
 from trainer.controllers.jobset.reconciler import JOBSET_GVK
 from trainer.runtime.context import SetupContext
 
@@ -259,6 +260,8 @@ async def run_manager(
     options = CacheOptions(default_namespaces=[namespace])
     async with Cluster(config, field_owner="jobset-test", cache_options=options) as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
+        # the product's default Pod cache (docs/scale.md): Pods with the jobset-name label only
+        assert await podcache.configure(mgr, None, ["jobset"]) == "Minimal/label-selected"
         assert await component("jobset").setup(SetupContext(mgr, server)) is True
         if server is not None:
             mgr.add_webhook_server(server)

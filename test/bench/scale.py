@@ -1,0 +1,791 @@
+"""Scale scenario, side by side (issues 16 and 12): a large simulated cluster already there when
+a manager starts.
+
+One full local control plane (etcd, kube-apiserver, kube-controller-manager, scheduler, KWOK) is
+filled once, in three steps, and after each step every side is started fresh, measured and
+stopped, one after the other (the machine has 2 cores):
+
+* S0: ``--nodes`` KWOK nodes, ``--trainjobs`` suspended TrainJobs on ``torch-distributed`` (a
+  warm-up run of our manager first creates their JobSets and Jobs, so every measured run sees the
+  same objects), one ElasticQuota per namespace, no Pods;
+* S1: + the relevant Pods (``--relevant`` of ``--pods``, default 10 %): two thirds carry JobSet
+  labels (``jobset.sigs.k8s.io/jobset-name`` ...), one third a pod-group label with their
+  PodGroups;
+* S2: + the unrelated Pods: labelled like a Deployment's (``app``, ``pod-template-hash``) in
+  ``--namespaces`` namespaces. No Deployment or ReplicaSet objects exist: they would make the
+  kube-controller-manager (not a manager under test) do the work of 100k Pods, and an owner
+  reference to an absent owner gets the Pod garbage-collected, so the Pods carry labels only.
+
+Every Pod is created pre-bound (``spec.nodeName`` set: the scheduler is not the bottleneck) and
+KWOK makes it Running (none are owned by a Job, so they stay Running). KWOK renews node leases
+once an hour and the kube-controller-manager's node monitor waits two hours, so 5,000 nodes'
+heartbeats do not swamp the API server (and no taint evicts the Pods).
+
+Per run: seconds from process start to every controller's ``Starting workers`` log line (all of
+its caches synced) and to the Pod controller's; to the first TrainJob reconcile and to one per
+TrainJob (``controller_runtime_reconcile_total``); steady RSS (``VmRSS`` once the CPU is quiet),
+peak RSS (``VmHWM``), CPU seconds, API requests by verb until then (``rest_client_requests_total``);
+at S2 also the latency of one suspended TrainJob created into the cluster to its JobSet and its
+Job (watches). RSS per relevant Pod is (S1 - S0) / relevant Pods, per unrelated Pod
+(S2 - S1) / unrelated Pods.
+
+Sides: ``ours`` (``python -m trainer``, shipped defaults, every component: the ElasticQuota
+controller needs every Pod, so our Pod cache runs in its all-Pods mode) and ``theirs`` (the Go
+jobset v0.10.1 and trainer v2.1.0 managers as the conformance harness runs them, plus the
+scheduler-plugins v0.34.7 controller when ``--scheduler-plugins`` is given and it builds).
+No admission webhooks are registered (the cluster is shared by both sides and a stopped
+manager's webhooks would refuse every write); the managers serve them all the same.
+
+    python test/bench/scale.py                          # 5,000 nodes, 100,000 Pods (issue 16)
+    python test/bench/scale.py --pods 10000 --nodes 500 # the issue-12 scale scenario
+    python test/bench/scale.py --pods 2000 --nodes 50 --trainjobs 50 --sides ours  # a quick look
+
+Writes ``scale-<pods>.json`` and ``scale-<pods>.md`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import burst
+
+from manager.envtest import Environment
+from manager.envtest.assets import GoMain, ensure_go_main, find_go_main
+from manager.envtest.certs import TinyCA
+from manager.envtest.process import Process, free_port, wait_http
+from trainer.conformance import harness, originals
+from trainer.conformance.kube import Kube
+
+NS = burst.NAMESPACE  # TrainJobs and the relevant Pods (the burst Watcher watches it)
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+SCHEDULER_PLUGINS = GoMain(
+    "sigs.k8s.io/scheduler-plugins",
+    "v0.34.7",
+    "sigs.k8s.io/scheduler-plugins/cmd/controller",
+    "scheduler-plugins-controller",
+)
+KWOK_ARGS = ["--node-lease-duration-seconds=3600"]
+KCM_ARGS = ["--node-monitor-grace-period=2h", "--controllers=-taint-eviction-controller"]
+TRAINJOB_CONTROLLER = "trainjob_controller"  # upstream's name, ours too
+STARTING = re.compile(r'Starting workers.*?controller["=:\s]+"?([\w.-]+)')
+say = burst.say
+
+
+# -- filling the cluster -----------------------------------------------------------------------
+
+
+async def bounded(jobs: Iterable[Callable[[], Awaitable[None]]], limit: int = 48) -> None:
+    sem = asyncio.Semaphore(limit)
+
+    async def one(job: Callable[[], Awaitable[None]]) -> None:
+        async with sem:
+            await job()
+
+    await asyncio.gather(*(one(j) for j in jobs))
+
+
+async def post_all(
+    kube: Kube, path_of: Callable[[dict[str, Any]], str], objs: list[dict[str, Any]], what: str
+) -> None:
+    failures: list[str] = []
+    start = time.monotonic()
+
+    def job(obj: dict[str, Any]) -> Callable[[], Awaitable[None]]:
+        async def call() -> None:
+            for _ in range(5):
+                status, body = await kube.request("POST", path_of(obj), obj)
+                if status in (201, 409):
+                    return
+                if status not in (500, 503, 504, 403):  # 403: a new namespace's ServiceAccount
+                    break
+                await asyncio.sleep(1)
+            failures.append(f"{obj['metadata']['name']}: {status} {str(body)[:200]}")
+
+        return call
+
+    await bounded(job(o) for o in objs)
+    seconds = time.monotonic() - start
+    say(
+        f"created {len(objs) - len(failures)} {what} in {seconds:.0f}s ({len(objs) / max(seconds, 0.1):.0f}/s)"
+    )
+    if failures:
+        raise RuntimeError(f"{len(failures)} {what} not created, e.g. {failures[:3]}")
+
+
+def node(i: int) -> dict[str, Any]:
+    name = f"kwok-node-{i}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "topology.kubernetes.io/zone": f"zone-{i % 8}",
+            },
+        },
+        "status": {
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
+            "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110"},
+        },
+    }
+
+
+def _pod(
+    name: str, ns: str, node_name: str, labels: dict[str, str], annotations: dict[str, str]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels, "annotations": annotations},
+        "spec": {
+            "nodeName": node_name,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "ports": [{"containerPort": 8080, "name": "http"}],
+                    "env": [{"name": "MODE", "value": "bench"}, {"name": "POD", "value": name}],
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "128Mi"},
+                        "limits": {"memory": "256Mi"},
+                    },
+                }
+            ],
+            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
+
+
+def _hash(text: str, n: int = 10) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:n]
+
+
+def relevant_pods(count: int, nodes: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """Two thirds JobSet Pods (10 per JobSet), one third pod-group Pods (10 per PodGroup)."""
+    pods: list[dict[str, Any]] = []
+    groups: list[str] = []
+    jobset_pods = count * 2 // 3
+    for i in range(count):
+        node_name = f"kwok-node-{(i * 7) % nodes}"
+        if i < jobset_pods:
+            js, k = f"js-{i // 10}", i % 10
+            key = _hash(f"{NS}/{js}-node-0", 40)
+            labels = {
+                JOBSET_LABEL: js,
+                "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                "jobset.sigs.k8s.io/job-index": "0",
+                "jobset.sigs.k8s.io/job-key": key,
+                "batch.kubernetes.io/job-name": f"{js}-node-0",
+                "job-name": f"{js}-node-0",
+                "batch.kubernetes.io/job-completion-index": str(k),
+            }
+            annotations = {
+                "batch.kubernetes.io/job-completion-index": str(k),
+                "jobset.sigs.k8s.io/jobset-name": js,
+            }
+            pods.append(_pod(f"{js}-node-0-{k}-{_hash(str(i), 5)}", NS, node_name, labels, annotations))
+        else:
+            j = i - jobset_pods
+            group = f"pg-{j // 10}"
+            if j % 10 == 0:
+                groups.append(group)
+            labels = {POD_GROUP_LABEL: group, "app": group}
+            pods.append(_pod(f"{group}-{j % 10}", NS, node_name, labels, {}))
+    return pods, groups
+
+
+def unrelated_pods(count: int, nodes: int, namespaces: int, offset: int) -> list[dict[str, Any]]:
+    """Pods as a Deployment's ReplicaSet labels them, 100 per "Deployment"."""
+    pods = []
+    for i in range(offset, offset + count):
+        deployment = i // 100
+        template_hash = _hash(f"d{deployment}", 10)
+        ns = f"apps-{deployment % namespaces}"
+        labels = {"app": f"web-{deployment}", "pod-template-hash": template_hash, "tier": "frontend"}
+        name = f"web-{deployment}-{template_hash}-{_hash(str(i), 5)}"
+        pods.append(_pod(name, ns, f"kwok-node-{i % nodes}", labels, {}))
+    return pods
+
+
+def pod_path(obj: dict[str, Any]) -> str:
+    return f"/api/v1/namespaces/{obj['metadata']['namespace']}/pods"
+
+
+async def wait_pods_running(kube: Kube, expected: int, timeout: float) -> float:
+    """Until KWOK has made every Pod Running (none Pending); seconds waited."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        status, body = await kube.request("GET", "/api/v1/pods?fieldSelector=status.phase%3DPending&limit=1")
+        if status == 200 and not body.get("items"):
+            return time.monotonic() - start
+        await asyncio.sleep(3)
+    raise RuntimeError(f"Pods still Pending after {timeout:.0f}s (of {expected})")
+
+
+async def ensure_namespaces(kube: Kube, names: list[str]) -> None:
+    for name in names:
+        await kube.request(
+            "POST",
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        )
+    for name in names:  # Pods are refused until the namespace's default ServiceAccount exists
+        for _ in range(120):
+            status, _body = await kube.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")
+            if status == 200:
+                break
+            await asyncio.sleep(0.5)
+
+
+def elastic_quota(ns: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": "quota", "namespace": ns},
+        "spec": {"min": {"cpu": "100", "memory": "100Gi"}, "max": {"cpu": "100000", "memory": "100000Gi"}},
+    }
+
+
+def pod_group(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"minMember": 10},
+    }
+
+
+# -- the sides ---------------------------------------------------------------------------------
+
+
+class Run:
+    """The manager processes of one side on the shared cluster."""
+
+    def __init__(self, side: str, env: Environment, workdir: Path, scheduler_plugins: bool) -> None:
+        self.side, self.env, self.kubeconfig, self.workdir = side, env, env.kubeconfig, workdir
+        self.hooks: dict[Path, int] = {}  # webhook file -> port of the process serving it
+        self.scheduler_plugins = scheduler_plugins
+        self.processes: list[Process] = []
+        self.metrics: list[burst.Manager] = []
+        self.started_at = 0.0
+
+    def _certs(self, ca: TinyCA, directory: Path) -> None:
+        harness._serving_pair(ca, directory)
+
+    async def start(self, kube: Kube) -> None:
+        base = self.workdir / f"{self.side}-{int(time.time())}"
+        base.mkdir(parents=True)
+        ca = TinyCA("scale-webhook-ca")
+        env = {"KUBECONFIG": str(self.kubeconfig)}
+        readiness: list[tuple[Process, int]] = []
+        if self.side == "ours":
+            certs = base / "certs"
+            self._certs(ca, certs)
+            hook, health, metrics = free_port(), free_port(), free_port()
+            config = {
+                "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+                "kind": "Configuration",
+                "webhook": {"host": "127.0.0.1", "port": hook},
+                "metrics": {"bindAddress": f"127.0.0.1:{metrics}", "secureServing": False},
+                "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+                "leaderElection": {"leaderElect": False},
+                "certManagement": {"enable": False},
+            }
+            (base / "config.yaml").write_text(yaml.safe_dump(config))
+            argv = [
+                sys.executable,
+                "-m",
+                "trainer",
+                f"--config={base / 'config.yaml'}",
+                f"--webhook-cert-dir={certs}",
+            ]
+            proc = Process(
+                name="trainer-py",
+                argv=[*argv, "--log-format=console"],
+                log=base / "trainer-py.log",
+                extra_env=env,
+            )
+            self.processes.append(proc)
+            self.metrics.append(burst.Manager("trainer-py", 0, f"http://127.0.0.1:{metrics}/metrics"))
+            readiness.append((proc, health))
+            self.hooks = {
+                harness.WEBHOOK_DIR / "jobset.yaml": hook,
+                harness.WEBHOOK_DIR / "trainer.yaml": hook,
+            }
+        else:
+            built = originals.build_all()
+            js_certs, tr_tmp = base / "jobset-certs", base / "trainer-tmp"
+            self._certs(ca, js_certs)
+            self._certs(ca, tr_tmp / "k8s-webhook-server" / "serving-certs")
+            js_hook, js_health, js_metrics = free_port(), free_port(), free_port()
+            js_config = {
+                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+                "kind": "Configuration",
+                "leaderElection": {"leaderElect": False},
+                "internalCertManagement": {"enable": False},
+                "webhook": {"port": js_hook, "host": "127.0.0.1", "certDir": str(js_certs)},
+                "metrics": {"bindAddress": f"127.0.0.1:{js_metrics}", "certDir": str(js_certs)},
+                "health": {"healthProbeBindAddress": f"127.0.0.1:{js_health}"},
+            }
+            (base / "jobset-config.yaml").write_text(yaml.safe_dump(js_config))
+            tr_hook, tr_health, tr_metrics = free_port(), free_port(), free_port()
+            tr_config = {
+                "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+                "kind": "Configuration",
+                "health": {"healthProbeBindAddress": f"127.0.0.1:{tr_health}"},
+                "metrics": {"bindAddress": f"127.0.0.1:{tr_metrics}", "secureServing": False},
+                "webhook": {"port": tr_hook, "host": "127.0.0.1"},
+                "leaderElection": {"leaderElect": False},
+                "certManagement": {"enable": False},
+            }
+            (base / "trainer-config.yaml").write_text(yaml.safe_dump(tr_config))
+            jobset = Process(
+                name="jobset-go",
+                argv=[str(built[originals.JOBSET.name][0]), f"--config={base / 'jobset-config.yaml'}"],
+                log=base / "jobset-go.log",
+                extra_env=env,
+            )
+            trainer = Process(
+                name="trainer-go",
+                argv=[str(built[originals.TRAINER.name][0]), f"--config={base / 'trainer-config.yaml'}"],
+                log=base / "trainer-go.log",
+                extra_env={**env, "TMPDIR": str(tr_tmp)},
+            )
+            self.processes += [jobset, trainer]
+            token = await burst.metrics_token(kube)
+            self.metrics.append(
+                burst.Manager("jobset-go", 0, f"https://127.0.0.1:{js_metrics}/metrics", token)
+            )
+            self.metrics.append(burst.Manager("trainer-go", 0, f"http://127.0.0.1:{tr_metrics}/metrics"))
+            readiness += [(jobset, js_health), (trainer, tr_health)]
+            self.hooks = {
+                harness.WEBHOOK_DIR / "jobset.yaml": js_hook,
+                harness.WEBHOOK_DIR / "trainer.yaml": tr_hook,
+            }
+            if self.scheduler_plugins and (binary := find_go_main(SCHEDULER_PLUGINS)) is not None:
+                sp_metrics, sp_probe = free_port(), free_port()
+                sp = Process(
+                    name="scheduler-plugins-go",
+                    argv=[
+                        str(binary),
+                        f"--kubeconfig={self.kubeconfig}",
+                        f"--metricsAddr=127.0.0.1:{sp_metrics}",
+                        f"--probeAddr=127.0.0.1:{sp_probe}",
+                    ],
+                    log=base / "scheduler-plugins-go.log",
+                    extra_env=env,
+                )
+                self.processes.append(sp)
+                self.metrics.append(
+                    burst.Manager("scheduler-plugins-go", 0, f"http://127.0.0.1:{sp_metrics}/metrics")
+                )
+        # The admission webhooks of this side, as a deployment has them (the JobSet defaults
+        # come from its mutating webhook), registered before the processes start so that no
+        # object is written without them; removed again when the side stops.
+        for hook_file, port in self.hooks.items():
+            await self.env.install_webhooks([hook_file], host="127.0.0.1", port=port, ca_bundle=ca.cert_pem)
+        self.started_at = time.monotonic()
+        for proc in self.processes:
+            proc.start(detached=False)
+        pids = {p.name: p.pid for p in self.processes}
+        for m in self.metrics:
+            m.pid = int(pids[m.name] or 0)
+        await asyncio.gather(
+            *(wait_http(p, f"http://127.0.0.1:{port}/readyz", timeout=600) for p, port in readiness)
+        )
+
+    async def stop(self, kube: Kube) -> None:
+        for doc in yaml.safe_load_all("\n---\n".join(p.read_text() for p in self.hooks)):
+            if isinstance(doc, dict) and doc.get("kind", "").endswith("WebhookConfiguration"):
+                plural = doc["kind"].lower() + "s"
+                await kube.request(
+                    "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}"
+                )
+        for proc in reversed(self.processes):
+            proc.stop(timeout=20)
+
+    def started_controllers(self) -> dict[str, float]:
+        """Controller -> when its ``Starting workers`` line was first seen (seconds since start)."""
+        return dict(self._seen)
+
+    _seen: dict[str, float]
+
+    def poll_logs(self) -> None:
+        if not hasattr(self, "_seen"):
+            self._seen = {}
+        now = time.monotonic() - self.started_at
+        for proc in self.processes:
+            try:
+                text = proc.log.read_text(errors="replace")
+            except OSError:
+                continue
+            for match in STARTING.finditer(text):
+                self._seen.setdefault(f"{proc.name}/{match.group(1)}", round(now, 2))
+
+
+def metric_sum(text: str, name: str, **labels: str) -> float:
+    return sum(
+        v
+        for n, lab, v in burst.parse_metrics(text)
+        if n == name and all(lab.get(k) == want for k, want in labels.items())
+    )
+
+
+async def scrape_text(session: aiohttp.ClientSession, m: burst.Manager) -> str:
+    import ssl
+
+    headers = {"Authorization": f"Bearer {m.token}"} if m.token else {}
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        async with session.get(
+            m.url, headers=headers, ssl=ctx if m.url.startswith("https") else False
+        ) as resp:
+            return await resp.text() if resp.status == 200 else ""
+    except aiohttp.ClientError:
+        return ""
+
+
+def vm_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def measure(
+    run: Run, kube: Kube, trainjobs: int, probe: str | None, quiet_s: float, timeout: float
+) -> dict[str, Any]:
+    await run.start(kube)
+    ready_s = round(time.monotonic() - run.started_at, 2)
+    first_reconcile = all_reconciled = None
+    async with aiohttp.ClientSession() as session:
+        deadline = run.started_at + timeout
+        while time.monotonic() < deadline:
+            run.poll_logs()
+            texts = [await scrape_text(session, m) for m in run.metrics]
+            done = sum(
+                metric_sum(t, "controller_runtime_reconcile_total", controller=TRAINJOB_CONTROLLER)
+                for t in texts
+            )
+            now = round(time.monotonic() - run.started_at, 2)
+            if done >= 1 and first_reconcile is None:
+                first_reconcile = now
+            if done >= trainjobs:
+                all_reconciled = now
+                break
+            await asyncio.sleep(0.5)
+        # steady: CPU quiet for quiet_s (under 5 % of a core), at most 120 s more
+        pids = [m.pid for m in run.metrics]
+        cpu = sum(burst.cpu_seconds(p) for p in pids)
+        quiet_since = time.monotonic()
+        give_up = time.monotonic() + 120
+        while time.monotonic() < give_up:
+            await asyncio.sleep(1)
+            run.poll_logs()
+            now_cpu = sum(burst.cpu_seconds(p) for p in pids)
+            if now_cpu - cpu > 0.05:
+                quiet_since = time.monotonic()
+            cpu = now_cpu
+            if time.monotonic() - quiet_since >= quiet_s:
+                break
+        steady_s = round(time.monotonic() - run.started_at, 2)
+        rss = {m.name: round(vm_rss_mb(m.pid), 1) for m in run.metrics}
+        peak = {m.name: round(burst.peak_rss_mb(m.pid), 1) for m in run.metrics}
+        cpu_s = {m.name: round(burst.cpu_seconds(m.pid), 2) for m in run.metrics}
+        scraped = [burst.summarise(burst.parse_metrics(await scrape_text(session, m))) for m in run.metrics]
+        requests: dict[str, int] = {}
+        for s in scraped:
+            for verb, v in s["requests"].items():
+                requests[verb] = requests.get(verb, 0) + int(v)
+        errors = {m.name: int(sum(s["errors"].values())) for m, s in zip(run.metrics, scraped, strict=True)}
+        latency = await probe_latency(kube, probe) if probe else None
+    controllers = run.started_controllers()
+    await run.stop(kube)
+    pod_started = [v for k, v in controllers.items() if k.endswith("/pod")]
+    return {
+        "side": run.side,
+        "processes": [m.name for m in run.metrics],
+        "ready_s": ready_s,
+        "caches_synced_s": max(controllers.values()) if controllers else None,
+        "pod_controller_synced_s": max(pod_started) if pod_started else None,
+        "controllers_started": controllers,
+        "first_trainjob_reconcile_s": first_reconcile,
+        "all_trainjobs_reconciled_s": all_reconciled,
+        "steady_at_s": steady_s,
+        "rss_mb": rss,
+        "rss_mb_total": round(sum(rss.values()), 1),
+        "peak_rss_mb_total": round(sum(peak.values()), 1),
+        "cpu_s_total": round(sum(cpu_s.values()), 2),
+        "requests_by_verb": dict(sorted(requests.items())),
+        "requests_total": sum(requests.values()),
+        "reconcile_errors": errors,
+        "probe": latency,
+    }
+
+
+async def probe_latency(kube: Kube, name: str) -> dict[str, Any]:
+    """One suspended TrainJob into the full cluster: seconds to its JobSet and to its Job."""
+    watcher = burst.Watcher(kube)
+    watcher.start()
+    while watcher.ready < 2:  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(2)  # the initial ADDED events of what exists
+    start = time.monotonic()
+    status, body = await kube.create(burst.trainjob(name, True), NS)
+    created = time.monotonic()
+    if status != 201:
+        await watcher.stop()
+        return {"error": f"{status} {str(body)[:200]}"}
+    while time.monotonic() - start < 120 and (name not in watcher.jobsets or name not in watcher.jobs):  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+    await watcher.stop()
+    result = {
+        "to_jobset_s": round(watcher.jobsets[name] - created, 3) if name in watcher.jobsets else None,
+        "to_job_s": round(watcher.jobs[name] - created, 3) if name in watcher.jobs else None,
+    }
+    await kube.request(
+        "DELETE",
+        f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainjobs/{name}",
+        {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+    )
+    return result
+
+
+# -- the scenario ------------------------------------------------------------------------------
+
+
+async def scenario(args: argparse.Namespace) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="scale-"))
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    if "theirs" in sides:
+        originals.build_all()
+        if args.scheduler_plugins:
+            try:
+                ensure_go_main(SCHEDULER_PLUGINS)
+            except Exception as err:
+                say(f"scheduler-plugins controller not built: {err}")
+    env = Environment(
+        workdir / "cluster",
+        full=True,
+        nodes=0,
+        crd_paths=[harness.CRD_DIR],
+        kwok_args=KWOK_ARGS,
+        controller_manager_args=KCM_ARGS,
+    )
+    say(f"starting the control plane in {workdir}")
+    await env.start()
+    kube = await Kube.from_kubeconfig(env.kubeconfig)
+    results: dict[str, Any] = {"params": vars(args) | {"out": str(args.out)}, "states": {}}
+    try:
+        n_rel = int(args.pods * args.relevant)
+        n_unrel = args.pods - n_rel
+        namespaces = [f"apps-{i}" for i in range(args.namespaces)]
+        await ensure_namespaces(kube, [NS, *namespaces])
+        await post_all(kube, lambda _o: "/api/v1/nodes", [node(i) for i in range(args.nodes)], "nodes")
+        await env.apply_manifests(harness._runtime_files(), field_manager="scale")
+        quotas = [elastic_quota(ns) for ns in [NS, *namespaces]]
+        await post_all(
+            kube,
+            lambda o: (
+                f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{o['metadata']['namespace']}/elasticquotas"
+            ),
+            quotas,
+            "ElasticQuotas",
+        )
+        tjs = [burst.trainjob(f"scale-{i:05d}", True) for i in range(args.trainjobs)]
+        await post_all(
+            kube,
+            lambda _o: f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainjobs",
+            tjs,
+            "TrainJobs",
+        )
+        say("warm-up: our manager creates the TrainJobs' JobSets and Jobs")
+        warm = Run("ours", env, workdir, False)
+        results["warmup"] = await measure(warm, kube, args.trainjobs, None, args.quiet, args.timeout)
+
+        async def measure_all(state: str, probe: bool) -> None:
+            results["states"][state] = {}
+            for side in sides:
+                say(f"{state}: measuring {side}")
+                run = Run(side, env, workdir, args.scheduler_plugins)
+                r = await measure(
+                    run,
+                    kube,
+                    args.trainjobs,
+                    f"probe-{side}-{state.lower()}" if probe else None,
+                    args.quiet,
+                    args.timeout,
+                )
+                results["states"][state][side] = r
+                say(json.dumps(r))
+                await asyncio.sleep(5)  # the probe's JobSet and Jobs go away
+
+        if not args.final_only:
+            await measure_all("S0", False)
+        pods, groups = relevant_pods(n_rel, args.nodes)
+        await post_all(
+            kube,
+            lambda _o: f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups",
+            [pod_group(g) for g in groups],
+            "PodGroups",
+        )
+        await post_all(kube, pod_path, pods, "relevant Pods")
+        say(f"relevant Pods Running after {await wait_pods_running(kube, n_rel, args.timeout):.0f}s more")
+        if not args.final_only:
+            await measure_all("S1", False)
+        chunk = 20000  # generated and created in chunks: 100k Pod dicts at once are 1 GB here
+        for offset in range(0, n_unrel, chunk):
+            part = unrelated_pods(min(chunk, n_unrel - offset), args.nodes, args.namespaces, offset)
+            await post_all(kube, pod_path, part, f"unrelated Pods ({offset + len(part)}/{n_unrel})")
+        say(
+            f"unrelated Pods Running after {await wait_pods_running(kube, args.pods, args.timeout):.0f}s more"
+        )
+        await measure_all("S2", True)
+        results["pods"] = {"relevant": n_rel, "unrelated": n_unrel}
+    finally:
+        await kube.close()
+        await env.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+def derive(results: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    states = results["states"]
+    n_rel, n_unrel = results["pods"]["relevant"], results["pods"]["unrelated"]
+    out: dict[str, dict[str, float | None]] = {}
+    for side in states.get("S2", {}):
+        s2 = states["S2"][side]["rss_mb_total"]
+        s1 = states.get("S1", {}).get(side, {}).get("rss_mb_total")
+        s0 = states.get("S0", {}).get(side, {}).get("rss_mb_total")
+        kb = 1024.0
+        out[side] = {
+            "kb_per_relevant_pod": round((s1 - s0) * kb / n_rel, 2)
+            if s0 is not None and s1 is not None and n_rel
+            else None,
+            "kb_per_unrelated_pod": round((s2 - s1) * kb / n_unrel, 2)
+            if s1 is not None and n_unrel
+            else None,
+            "kb_per_pod": round((s2 - s0) * kb / (n_rel + n_unrel), 2) if s0 is not None else None,
+        }
+    return out
+
+
+def _cell(v: Any) -> str:
+    return "n/a" if v is None else f"{v:g}" if isinstance(v, (int, float)) else str(v)
+
+
+def table(results: dict[str, Any], command: str) -> str:
+    s2 = results["states"]["S2"]
+    sides = [s for s in ("ours", "theirs") if s in s2]
+    per = derive(results)
+    names = {"ours": "ours", "theirs": " + ".join(s2["theirs"]["processes"]) if "theirs" in s2 else "Go"}
+    rows: list[tuple[str, list[Any]]] = [
+        ("readyz (s)", [s2[s]["ready_s"] for s in sides]),
+        ("every controller's caches synced (s)", [s2[s]["caches_synced_s"] for s in sides]),
+        ("Pod controller's caches synced (s)", [s2[s]["pod_controller_synced_s"] for s in sides]),
+        ("first TrainJob reconcile (s)", [s2[s]["first_trainjob_reconcile_s"] for s in sides]),
+        ("every TrainJob reconciled once (s)", [s2[s]["all_trainjobs_reconciled_s"] for s in sides]),
+        ("steady RSS (MB)", [s2[s]["rss_mb_total"] for s in sides]),
+        ("peak RSS (MB)", [s2[s]["peak_rss_mb_total"] for s in sides]),
+    ]
+    for state in ("S0", "S1"):
+        if state in results["states"]:
+            rows.append(
+                (
+                    f"steady RSS at {state} (MB)",
+                    [results["states"][state].get(s, {}).get("rss_mb_total") for s in sides],
+                )
+            )
+    rows += [
+        ("RSS per relevant Pod (KB)", [per[s]["kb_per_relevant_pod"] for s in sides]),
+        ("RSS per unrelated Pod (KB)", [per[s]["kb_per_unrelated_pod"] for s in sides]),
+        ("CPU until steady (s)", [s2[s]["cpu_s_total"] for s in sides]),
+        ("API requests until steady", [s2[s]["requests_total"] for s in sides]),
+    ]
+    for verb in sorted({v for s in sides for v in s2[s]["requests_by_verb"]}):
+        rows.append((f"  {verb}", [s2[s]["requests_by_verb"].get(verb, 0) for s in sides]))
+    rows += [
+        ("one TrainJob to JobSet (s)", [(s2[s]["probe"] or {}).get("to_jobset_s") for s in sides]),
+        ("one TrainJob to Job (s)", [(s2[s]["probe"] or {}).get("to_job_s") for s in sides]),
+        ("reconcile errors", [sum(s2[s]["reconcile_errors"].values()) for s in sides]),
+    ]
+    head = ["", *(names[s] for s in sides)] + (["ours / Go"] if len(sides) == 2 else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, values in rows:
+        cells = [label, *(_cell(v) for v in values)]
+        if len(sides) == 2:
+            a, b = values
+            cells.append(
+                f"{a / b:.2f}x"
+                if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b
+                else "n/a"
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    p = results["params"]
+    pods = results["pods"]
+    return (
+        f"{p['nodes']} KWOK nodes, {pods['relevant'] + pods['unrelated']} Running Pods "
+        f"({pods['relevant']} of JobSets/PodGroups, {pods['unrelated']} unrelated), "
+        f"{p['trainjobs']} suspended TrainJobs with their JobSets and Jobs, {p['namespaces'] + 1} ElasticQuotas.\n"
+        f"Command: `{command}`\n\n" + "\n".join(lines) + "\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=100000)
+    parser.add_argument("--relevant", type=float, default=0.1, help="fraction of Pods of JobSets/PodGroups")
+    parser.add_argument("--trainjobs", type=int, default=1000)
+    parser.add_argument("--namespaces", type=int, default=20, help="namespaces of the unrelated Pods")
+    parser.add_argument("--sides", default="ours,theirs")
+    parser.add_argument(
+        "--scheduler-plugins", action="store_true", help="add the Go scheduler-plugins controller to theirs"
+    )
+    parser.add_argument("--final-only", action="store_true", help="measure S2 only (no per-Pod RSS)")
+    parser.add_argument("--quiet", type=float, default=8.0, help="seconds of quiet CPU that count as steady")
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    args = parser.parse_args(argv)
+    command = "python test/bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    results = asyncio.run(scenario(args))
+    results["per_pod"] = derive(results)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"scale-{args.pods}"
+    (args.out / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
+    report = table(results, command.strip())
+    (args.out / f"{stem}.md").write_text(report)
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
