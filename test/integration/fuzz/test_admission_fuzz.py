@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import admission_fuzz as af
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from trainer_process import RunningManager, running_manager
 
 from manager.envtest import Environment
@@ -127,6 +127,8 @@ def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, An
         if stats["examples"] == warmup:
             rss.append(rss_kib(manager.proc.pid))
 
+    if os.environ.get("FUZZ_SEED"):
+        one = seed(int(os.environ["FUZZ_SEED"]))(one)
     started = time.monotonic()
     try:
         one()
@@ -154,6 +156,18 @@ async def test_fuzzed_admission_reviews_get_controller_runtime_answers(
         assert codes["200 allowed"] and codes["400 denied"] and codes["403 denied"], codes
         # memory flat: after the warm-up fifth, less than 40 MiB more at the end
         assert rss[-1] - rss[0] < 40 * 1024, f"RSS grew from {rss[0]} KiB to {rss[-1]} KiB"
+        # a body over controller-runtime's limit is refused with 413 in the review, the server serves on
+        poster = Poster(manager.webhook_port, manager.ca.cert_pem)
+        try:
+            status, body = poster.post(next(iter(af.PATHS)), b'{"pad": "' + b"x" * MAX_BODY + b'"}')
+            assert status == 200, status
+            assert json.loads(body)["response"]["status"] == {
+                "code": 413,
+                "message": f"request entity is too large; limit is {MAX_BODY} bytes",
+                "status": "Failure",
+            }
+        finally:
+            poster.close()
         await manager.ready()
     problems = log_problems(manager.log_path, start)
     assert not problems, "\n".join(p[:1500] for p in problems[:5])
