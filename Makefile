@@ -23,7 +23,7 @@ KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.en
 
 .PHONY: venv test test-unit test-integration test-e2e test-fuzz lint run cluster-up cluster-down \
         build-assets bench bench-burst bench-framework clean install uninstall deploy undeploy \
-        conformance build-originals
+        conformance build-originals spec-coverage
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check manager trainer webhooks test
 	$(VENV)/bin/ruff format --check manager trainer webhooks test
 	$(VENV)/bin/mypy manager trainer webhooks
+
+# How many catalogue scenarios of docs/behaviour the tests' `# spec:` markers cover, per area;
+# fails when a marker names an id the catalogue does not have.
+spec-coverage:
+	$(PYTHON) test/spec_coverage.py --list
 
 run: $(STAMP)
 	$(PY) -m trainer.local_run --dir $(LOCAL_DIR) --webhook-host '$(WEBHOOK_HOST)' \
@@ -114,7 +119,7 @@ bench: $(STAMP) build-assets build-originals
 	$(PY) -m pytest test/bench -m bench -s $(PYTEST_ARGS)
 	$(MAKE) bench-burst
 
-# Burst side by side (issue 12): BURST_N TrainJobs on torch-distributed created at once, on our
+# Burst side by side: BURST_N TrainJobs on torch-distributed created at once, on our
 # manager and on the Go jobset+trainer managers, each on its own full local control plane, one
 # after the other. Writes $(BURST_OUT)/burst.json and burst.md (ratios ours / Go).
 # BURST_ARGS passes options, e.g. `--running` (unsuspended) or `--sides ours`.

@@ -30,8 +30,9 @@ from manager.controller import (
     resource_version_changed,
 )
 from manager.controller import Options as ControllerOptions
-from manager.runtime.manager import LeaderElectionLost, Manager, Options, ShutdownTimeoutError
-from manager.runtime.runnable import Runnable
+from manager.errors import Error
+from manager.manager import LeaderElectionLost, Manager, Options, ShutdownTimeoutError
+from manager.runnable import Runnable
 from manager.scheme import GroupVersionKind, ObjectKey
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "ChannelSource",
     "Controller",
     "ControllerOptions",
+    "Error",
     "GroupVersionKind",
     "LeaderElectionLost",
     "Manager",

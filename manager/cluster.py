@@ -1,21 +1,61 @@
-"""Cluster: everything that talks to one API server, built once and shared.
+"""The connection to one API server: what the manager needs from it, and the real one.
 
-Bundles the HTTP transport, the REST mapper, the informer cache, the default client (reads
-from the cache, writes to the server), the live ``api_reader`` and the event recorder. It is an
-async context manager so the HTTP session is always closed; as a Runnable it runs the cache.
+``ClusterProtocol`` (with ``ClusterCache``) is the shape the manager relies on, so tests can pass
+a small stub. ``Cluster`` is the concrete one built from a ``RestConfig``: it bundles the HTTP
+transport, the REST mapper, the informer cache, the default client (reads from the cache, writes
+to the server), the live ``api_reader`` and the event recorder. It is an async context manager so
+the HTTP session is always closed; as a Runnable it runs the cache.
 """
 
 from __future__ import annotations
 
 import asyncio
 from types import TracebackType
+from typing import Protocol
 
 from manager.cache.cache import Cache, CacheOptions
+from manager.cache.interfaces import Informers
 from manager.client.client import Client
+from manager.client.interfaces import ClientProtocol, FieldIndexer, Reader
 from manager.client.rest import RestTransport
+from manager.client.restmapper import RESTMapper
 from manager.config import RestConfig
 from manager.events import EventRecorder
-from manager.restmapper import RESTMapper
+from manager.runnable import Runnable
+
+EVENT_FLUSH_TIMEOUT = 5.0
+"""Seconds ``Cluster.aclose`` waits for background event emits before dropping the rest."""
+
+
+class ClusterCache(Informers, Reader, FieldIndexer, Runnable, Protocol):
+    """The shared informer cache: informers for sources, reads for reconcilers, field indexes,
+    and a runnable whose ``started`` event is set once every informer known at start has synced."""
+
+
+class ClusterProtocol(Protocol):
+    """What the manager needs from a cluster connection (``Cluster`` is the real one)."""
+
+    @property
+    def client(self) -> ClientProtocol:
+        """The default client (reads from the cache, writes to the API server)."""
+        ...
+
+    @property
+    def cache(self) -> ClusterCache: ...
+
+    @property
+    def mapper(self) -> RESTMapper:
+        """Kind -> resource discovery (``GetRESTMapper``); ``NoKindMatch`` when a kind is not served."""
+        ...
+
+    @property
+    def api_reader(self) -> ClientProtocol:
+        """A client that always reads live from the API server (writes too, like ``client``)."""
+        ...
+
+    def event_recorder(self, component: str | None = None) -> EventRecorder:
+        """The event recorder for ``component`` (``GetEventRecorderFor``)."""
+        ...
 
 
 class Cluster:
@@ -50,8 +90,16 @@ class Cluster:
         """Run the cache until cancelled (``Cluster.Start`` = ``cache.Start``)."""
         await self.cache.start(started)
 
+    async def flush_events(self, timeout: float | None = EVENT_FLUSH_TIMEOUT) -> None:
+        """Wait for the events every recorder has emitted in the background (bounded)."""
+        await asyncio.gather(*(r.flush(timeout) for r in list(self._recorders.values())))
+
     async def aclose(self) -> None:
-        await self.transport.aclose()
+        """Flush pending event emits, then close the HTTP session they need."""
+        try:
+            await self.flush_events()
+        finally:
+            await self.transport.aclose()
 
     async def __aenter__(self) -> Cluster:
         return self

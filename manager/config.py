@@ -27,6 +27,8 @@ from typing import Any
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from manager.errors import Error
+
 TokenSource = Callable[[], Awaitable[str | None]]
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -38,7 +40,7 @@ def service_account_dir() -> Path:
     return Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR)
 
 
-class ConfigError(Exception):
+class RestConfigError(Error):
     """No usable cluster configuration was found or it could not be loaded."""
 
 
@@ -132,7 +134,7 @@ async def load_kubeconfig(
             persist_config=False,
         )
     except Exception as err:  # the loader raises several unrelated types
-        raise ConfigError(f"cannot load kubeconfig {path or '~/.kube/config'}: {err}") from err
+        raise RestConfigError(f"cannot load kubeconfig {path or '~/.kube/config'}: {err}") from err
 
     user: Any = getattr(loader, "_user", None)
     needs_refresh = bool(user) and any(key in user for key in ("exec", "auth-provider"))
@@ -157,7 +159,7 @@ def load_incluster(token_file: str | None = None, cert_file: str | None = None) 
     try:
         k8s_config.load_incluster_config(client_configuration=cfg, **kwargs)  # type: ignore[no-untyped-call]
     except k8s_config.ConfigException as err:
-        raise ConfigError(f"not running in a cluster: {err}") from err
+        raise RestConfigError(f"not running in a cluster: {err}") from err
     return from_client_configuration(cfg)
 
 
@@ -173,4 +175,4 @@ async def get_config(kubeconfig: str | Path | None = None, context: str | None =
     default = Path.home() / ".kube" / "config"
     if default.exists():
         return await load_kubeconfig(default, context)
-    raise ConfigError("no kubeconfig given, KUBECONFIG unset, not in a cluster, and no ~/.kube/config")
+    raise RestConfigError("no kubeconfig given, KUBECONFIG unset, not in a cluster, and no ~/.kube/config")

@@ -1,7 +1,7 @@
 """Owner references, finalizers, create-or-update and conflict retry (controllerutil).
 
 The reference and finalizer helpers mutate a JSON dict in place and return whether anything
-changed; the caller writes the object. Semantics follow controller-runtime v0.22 (framework.md
+changed; the caller writes the object. Semantics follow controller-runtime v0.22 (docs/behaviour/framework.md
 A.9): a controller reference is ``controller=true`` + ``blockOwnerDeletion=true`` and a second,
 different controller is refused; cross-namespace owners are refused.
 """
@@ -17,14 +17,16 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from manager.client.errors import Conflict, NotFound
+from manager.client.interfaces import ClientProtocol
 from manager.client.objects import gvk_of
 from manager.client.patch import Patch, merge_diff
+from manager.errors import Error
 
 Object = dict[str, Any]
 T = TypeVar("T")
 
 
-class OwnerReferenceError(ValueError):
+class OwnerReferenceError(Error, ValueError):
     """An owner reference that Kubernetes would not honour."""
 
 
@@ -162,8 +164,8 @@ def remove_finalizer(obj: Object, finalizer: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Backoff:
-    """client-go's ``wait.Backoff``; ``DEFAULT_RETRY`` is ``retry.DefaultRetry``."""
+class RetryBackoff:
+    """client-go's ``wait.Backoff`` for retries; ``DEFAULT_RETRY`` is ``retry.DefaultRetry``."""
 
     steps: int = 5
     duration: float = 0.010
@@ -171,12 +173,12 @@ class Backoff:
     jitter: float = 0.1
 
 
-DEFAULT_RETRY = Backoff()
+DEFAULT_RETRY = RetryBackoff()
 
 
 async def retry_on_conflict(
     fn: Callable[[], Awaitable[T]],
-    backoff: Backoff = DEFAULT_RETRY,
+    backoff: RetryBackoff = DEFAULT_RETRY,
     *,
     retriable: Callable[[BaseException], bool] = lambda err: isinstance(err, Conflict),
 ) -> T:
@@ -209,7 +211,7 @@ def _identity(obj: Object) -> tuple[str, str, str, str]:
 
 
 async def create_or_update(
-    client: Any, obj: Object, mutate: Callable[[Object], None]
+    client: ClientProtocol, obj: Object, mutate: Callable[[Object], None]
 ) -> tuple[Object, OperationResult]:
     """Get ``obj`` (live would be the caller's choice of client), apply ``mutate``; create it if
     missing, update it only if ``mutate`` changed something. ``mutate`` must not change the
@@ -233,7 +235,7 @@ async def create_or_update(
 
 
 async def create_or_patch(
-    client: Any, obj: Object, mutate: Callable[[Object], None]
+    client: ClientProtocol, obj: Object, mutate: Callable[[Object], None]
 ) -> tuple[Object, OperationResult]:
     """Like ``create_or_update`` but sends merge patches: one for everything but status, one for
     status (through the status subresource), so each only carries what ``mutate`` changed."""

@@ -18,9 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from manager.client.errors import ApiError, NotFound
+from manager.client.errors import NotFound, RequestError
+from manager.client.interfaces import Writer
 from manager.client.objects import to_dict
 from manager.client.patch import Patch
+from manager.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 EventType = Literal["Normal", "Warning"]
@@ -46,7 +48,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        client: Any,
+        client: Writer,
         *,
         component: str,
         dedup_window: float = 600.0,
@@ -59,19 +61,27 @@ class EventRecorder:
         self.max_tracked = max_tracked
         self._clock = clock
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
-        self._pending: set[asyncio.Task[dict[str, Any] | None]] = set()
+        self._pending = TaskSet(f"events:{component}")
         self._lock = asyncio.Lock()  # one write at a time keeps the dedup bookkeeping exact
 
-    def emit(self, obj: Any, event_type: EventType, reason: str, message: str) -> None:
-        """Record in the background (needs a running loop); errors are logged, never raised."""
-        task = asyncio.get_running_loop().create_task(self.event(obj, event_type, reason, message))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+    def emit(self, obj: object, event_type: EventType, reason: str, message: str) -> None:
+        """Record in the background (needs a running loop); errors are logged, never raised. The
+        task is owned by this recorder: ``flush`` (which ``Cluster.aclose`` calls) awaits it."""
+        self._pending.spawn(self.event(obj, event_type, reason, message), name=f"event {reason}")
 
-    async def flush(self) -> None:
-        """Wait for every event started with ``emit``."""
-        while self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait for every event started with ``emit``; after ``timeout`` seconds the rest are
+        cancelled (dropped, as best-effort events are). True if all were written or failed."""
+        if timeout is None:
+            await self._pending.drain()
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await self._pending.drain()
+        except TimeoutError:
+            await self._pending.cancel()
+            return False
+        return True
 
     @staticmethod
     def _involved(obj: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +97,7 @@ class EventRecorder:
         return {k: v for k, v in ref.items() if v}
 
     async def event(
-        self, obj: Any, event_type: EventType, reason: str, message: str
+        self, obj: object, event_type: EventType, reason: str, message: str
     ) -> dict[str, Any] | None:
         """Record an event about ``obj``; returns the Event written, or None if it failed."""
         data = to_dict(obj)
@@ -115,7 +125,7 @@ class EventRecorder:
                 except NotFound:
                     pass  # expired or deleted: create a fresh one below
             result = await self._create(involved, namespace, event_type, reason, message)
-        except ApiError as err:
+        except RequestError as err:
             log.warning("could not record event %s/%s: %s", reason, message, err)
             return None
         meta = result.get("metadata") or {}
@@ -125,7 +135,7 @@ class EventRecorder:
             self._seen.popitem(last=False)
         return result
 
-    async def eventf(self, obj: Any, event_type: EventType, reason: str, fmt: str, *args: object) -> None:
+    async def eventf(self, obj: object, event_type: EventType, reason: str, fmt: str, *args: object) -> None:
         await self.event(obj, event_type, reason, fmt % args if args else fmt)
 
     async def _create(

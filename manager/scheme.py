@@ -53,7 +53,8 @@ class KindModel(Protocol):
     kind: str
 
 
-KindRef = GroupVersionKind | type[Any]
+KindRef = GroupVersionKind | type[object]
+"""A kind by its GroupVersionKind or by a model class declaring ``api_version`` and ``kind``."""
 
 
 def gvk_for(ref: KindRef) -> GroupVersionKind:

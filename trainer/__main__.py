@@ -19,10 +19,10 @@ import yaml
 from manager import Manager, Options
 from manager import log as mlog
 from manager.cluster import Cluster
-from manager.config import ConfigError, RestConfig, get_config
-from manager.health.checks import NotReadyError, flag_checker, ping
+from manager.config import RestConfig, RestConfigError, get_config
+from manager.health.checks import CheckFailedError, flag_checker, ping
+from manager.manager.signals import run_until_signalled
 from manager.metrics.filters import with_authentication_and_authorization
-from manager.runtime.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
@@ -171,9 +171,9 @@ def serve_webhooks(
 
     def ready() -> None:
         if not rotator.is_ready():
-            raise NotReadyError("certificates are not ready")
+            raise CheckFailedError("certificates are not ready")
         if not server_started():
-            raise NotReadyError("webhook server has not started")
+            raise CheckFailedError("webhook server has not started")
 
     mgr.add_readyz_check("webhook", ready)
 
@@ -231,7 +231,7 @@ async def run(args: argparse.Namespace, cfg: Configuration) -> int:
         return 1
     try:
         rest = await get_config(args.kubeconfig or None)
-    except ConfigError as err:
+    except RestConfigError as err:
         log.error("unable to get kubeconfig", error=str(err))
         return 1
     apply_client_connection(rest, cfg)

@@ -21,7 +21,7 @@ TrainJobStatus = "TrainJobStatus"
 
 # The controller writes one derived state (Pending, Suspended, Running, Complete, Failed) to
 # ``status.state`` and the gate-on CRD variant's ``State`` printer column reads it instead of
-# the last condition's type (issue 15; upstream #2713, #3666). Helper "state".
+# the last condition's type (beyond v2.1, see docs/divergences.md; upstream kubeflow/trainer#2713, #3666).
 TrainJobState = "TrainJobState"
 
 

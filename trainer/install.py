@@ -29,11 +29,11 @@ import structlog
 import yaml
 
 from manager.client import Client
-from manager.client.errors import ApiError, NotFound
+from manager.client.errors import NotFound, RequestError
 from manager.client.patch import Patch
+from manager.client.restmapper import NoKindMatch
 from manager.cluster import Cluster
-from manager.config import ConfigError, get_config
-from manager.restmapper import NoKindMatch
+from manager.config import RestConfigError, get_config
 from manager.scheme import GroupVersionKind
 from trainer.api.trainer_constants import ResourceInUseFinalizer
 
@@ -152,7 +152,7 @@ async def _apply(client: Client, doc: Json, field_manager: str) -> None:
         await client.apply(doc, field_owner=field_manager, force=True)
     except NoKindMatch as err:
         raise InstallError(f"{_ref(doc)}: the API server does not serve {err}") from err
-    except ApiError as err:
+    except RequestError as err:
         raise InstallError(f"{_ref(doc)}: {err}") from err
 
 
@@ -304,7 +304,7 @@ def url_host(host: str) -> str:
 async def _run(command: str, kubeconfig: str | None) -> int:
     try:
         rest = await get_config(kubeconfig)
-    except ConfigError as err:
+    except RestConfigError as err:
         print(f"make {command}: {err}", file=sys.stderr)
         return 1
     async with Cluster(rest, field_owner=FIELD_MANAGER) as cluster:

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import yaml
 
-from manager.client.errors import ApiError
+from manager.client.errors import RequestError
 from manager.cluster import Cluster
-from manager.config import ConfigError, load_kubeconfig
+from manager.config import RestConfigError, load_kubeconfig
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.envtest.environment import STATE_FILE
@@ -185,7 +185,7 @@ def run_on(kubeconfig: Path, directory: Path, args: argparse.Namespace, manager_
         registered = asyncio.run(
             prepare(kubeconfig, webhook_host=args.webhook_host, webhook_port=args.webhook_port, ca_pem=ca_pem)
         )
-    except (installer.InstallError, ApiError, ConfigError) as err:
+    except (installer.InstallError, RequestError, RestConfigError) as err:
         _say(f"cannot prepare the cluster: {err}")
         return 1
     _say(f"cluster ready; in another shell: export KUBECONFIG={kubeconfig}")

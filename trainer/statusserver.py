@@ -45,7 +45,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from manager.client.errors import ApiError, NotFound
+from manager.client.errors import ApiError, NotFound, RequestError
 from manager.clock import REAL_CLOCK, Clock
 from manager.metrics.filters import DelegatingAuth, ReviewError
 from manager.webhook.certwatcher import CertWatcher
@@ -318,8 +318,8 @@ class ProgressHandler:
             result = await self.apply(namespace, name, trainer_status)
         except NotFound:
             return 404, status_body(404, "NotFound", f"Train job {namespace}/{name} not found")
-        except ApiError as err:
-            if err.status_code in (400, 422):
+        except RequestError as err:
+            if isinstance(err, ApiError) and err.status_code in (400, 422):
                 return 400, status_body(400, "BadRequest", str(err))
             log.error("Failed to update TrainJob", namespace=namespace, name=name, error=str(err))
             return 500, status_body(500, "InternalError", "Internal error")
@@ -470,7 +470,7 @@ def setup_status_server(
 
     from manager.client.client import Client
     from manager.client.rest import RestTransport
-    from manager.restmapper import RESTMapper
+    from manager.client.restmapper import RESTMapper
 
     rest = replace(mgr.cluster.config, qps=float(qps) or None, burst=int(burst))
     transport = RestTransport(rest)

@@ -1,4 +1,5 @@
-"""Self-managed webhook certificates (spec §6.4), as open-policy-agent's cert-controller does it.
+"""Self-managed webhook certificates (docs/behaviour/trainer.md §6.4), as open-policy-agent's cert-controller
+does it.
 
 Why: the API server only calls webhooks over TLS it trusts. Without cert-manager the manager
 keeps its own CA and serving certificate in the pre-created Secret
@@ -35,7 +36,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from manager.client.errors import ApiError
+from manager.client.errors import RequestError
 from manager.config import service_account_dir
 from manager.scheme import GroupVersionKind
 
@@ -46,8 +47,8 @@ __all__ = [
     "CA_ORGANIZATION",
     "CertConfig",
     "CertRotator",
+    "CertsNotReadyError",
     "KeyMaterial",
-    "NotReadyError",
     "WebhookConfiguration",
     "ca_valid",
     "generate_ca",
@@ -78,7 +79,7 @@ MWC_GVK = GroupVersionKind("admissionregistration.k8s.io", "v1", "MutatingWebhoo
 Json = dict[str, Any]
 
 
-class NotReadyError(Exception):
+class CertsNotReadyError(Exception):
     """Certificates could not be mounted or injected; the manager exits with this message."""
 
 
@@ -379,7 +380,7 @@ class CertRotator:
                 else:
                     ca_pem = await self._current_ca()
                 await self.inject(ca_pem)
-            except (ApiError, NotReadyError) as err:
+            except (RequestError, CertsNotReadyError) as err:
                 log.error("certificate maintenance failed; retrying later", error=str(err))
 
     async def _secret(self) -> Json:
@@ -405,11 +406,11 @@ class CertRotator:
                 await self.client.update(secret)
                 log.info("refreshed webhook certificates", secret=self.config.secret_name)
                 return _decode(fresh, CA_CERT)
-            except ApiError as err:  # a missing Secret, a conflict with another replica, ...
+            except RequestError as err:  # a missing Secret, a conflict with another replica, ...
                 log.error("refreshing the webhook certificates failed", error=str(err), attempt=attempt + 1)
                 if attempt + 1 < attempts:
                     await asyncio.sleep(delay * 2**attempt)
-        raise NotReadyError("could not refresh cert")
+        raise CertsNotReadyError("could not refresh cert")
 
     async def wait_mounted(self) -> None:
         """Wait (doubling delays) until the kubelet has put ``tls.crt`` into the certificate dir."""
@@ -420,7 +421,7 @@ class CertRotator:
                 return
             if attempt + 1 < checks:
                 await asyncio.sleep(delay * 2**attempt)
-        raise NotReadyError("could not mount certs")
+        raise CertsNotReadyError("could not mount certs")
 
     async def inject(self, ca_pem: bytes) -> None:
         """Put the CA into every webhook of every configuration (retrying conflicts).
@@ -443,7 +444,7 @@ class CertRotator:
                     await self.client.update(obj)
                     log.info("injected the CA bundle", webhook_configuration=str(configuration))
                 return
-            except ApiError as err:
+            except RequestError as err:
                 log.error(
                     "injecting the CA bundle failed",
                     webhook_configuration=str(configuration),
@@ -452,4 +453,4 @@ class CertRotator:
                 )
                 if attempt + 1 < attempts:
                     await asyncio.sleep(delay * 2**attempt)
-        raise NotReadyError("could not inject certs to webhooks")
+        raise CertsNotReadyError("could not inject certs to webhooks")

@@ -1,4 +1,5 @@
-"""JobSet admission webhooks: defaulting on CREATE (spec 1.7), validation on CREATE and UPDATE (1.8, 1.9).
+"""JobSet admission webhooks: defaulting on CREATE (docs/behaviour/jobset.md §1.7), validation on CREATE and
+UPDATE (§1.8, §1.9).
 
 Objects are the JSON dicts the API server sends, so a field this code does not know is never
 touched. Denials carry upstream's texts; several create errors are joined with newlines (Go's

@@ -1,4 +1,4 @@
-"""Pod admission webhooks for exclusive placement (spec 3.2, 3.3).
+"""Pod admission webhooks for exclusive placement (docs/behaviour/jobset.md §3.2, §3.3).
 
 The mutating webhook pins a follower pod to its leader's topology domain through a
 nodeSelector and gives leaders the affinity terms that keep one Job per domain; the validating

@@ -1,4 +1,4 @@
-"""TrainingRuntime and ClusterTrainingRuntime validating webhooks (spec §5.4).
+"""TrainingRuntime and ClusterTrainingRuntime validating webhooks (docs/behaviour/trainer.md §5.4).
 
 Why: a replicated job marked with an ancestor label (``trainer``, ``model-initializer``,
 ``dataset-initializer``) is where the TrainJob's trainer or initializer settings land, so it must

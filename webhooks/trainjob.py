@@ -1,4 +1,4 @@
-"""TrainJob validating webhook (spec §5.3): the runtime's plugins judge the TrainJob.
+"""TrainJob validating webhook (docs/behaviour/trainer.md §5.3): the runtime's plugins judge the TrainJob.
 
 Why through the runtime: what a TrainJob may say depends on the runtime it references
 (initializer jobs, the ML policy, overrides of jobs that must exist), so the webhook looks the

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 
-class Backoff:
+class ReflectorBackoff:
     def __init__(
         self,
         initial: float = 0.8,

@@ -1,8 +1,8 @@
 """The informer cache: shared informers per kind, indexed reads, and the Runnable that runs them.
 
 Reads (``get``/``list``) are served from the stores and return copies, so callers may mutate
-what they get. Differences from controller-runtime, on purpose (framework.md D.8): managedFields
-are stripped by default, and reading a kind nobody asked to cache raises ``ResourceNotCached``
+what they get. Differences from controller-runtime, on purpose (docs/behaviour/framework.md D.8):
+managedFields are stripped by default, and reading a kind nobody asked to cache raises ``ResourceNotCached``
 unless ``fail_on_missing_informer=False`` (then an informer is started and awaited).
 """
 
@@ -13,23 +13,28 @@ import builtins
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from manager import _json
 from manager.cache import selectors
 from manager.cache.informer import SharedInformer
-from manager.cache.interfaces import Informers, Reader
+from manager.cache.interfaces import Informers
 from manager.cache.store import ALL_NAMESPACES, NAMESPACE_INDEX, field_index_func, field_index_name
 from manager.cache.transform import Transform, strip_managed_fields
+from manager.client import objects
 from manager.client.client import Client
 from manager.client.errors import NotFound
-from manager.scheme import GroupVersionKind, KindRef, ObjectKey, gvk_for
+from manager.client.interfaces import FieldIndexer, FieldSelector, LabelSelector, Reader
+from manager.errors import Error
+from manager.scheme import GroupVersionKind, KindRef, gvk_for
+from manager.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 Object = dict[str, Any]
+M = TypeVar("M")
 
 
-class CacheError(Exception):
+class CacheError(Error):
     """Base of cache usage errors."""
 
 
@@ -119,6 +124,7 @@ class Cache:
         self.options = options or CacheOptions()
         self._informers: dict[GroupVersionKind, SharedInformer] = {}
         self._tasks: dict[GroupVersionKind, asyncio.Task[None]] = {}
+        self._informer_tasks = TaskSet("informers", on_error=self._informer_failed)
         self._pending_indexes: dict[
             GroupVersionKind, list[tuple[str, Callable[[Object], Iterable[str]]]]
         ] = {}
@@ -160,14 +166,11 @@ class Cache:
         )
 
     def _start_informer(self, gvk: GroupVersionKind, informer: SharedInformer) -> None:
-        task = asyncio.create_task(informer.run(), name=f"informer {gvk}")
-        self._tasks[gvk] = task
-        task.add_done_callback(self._informer_done)
+        self._tasks[gvk] = self._informer_tasks.spawn(informer.run(), name=f"informer {gvk}")
 
     @staticmethod
-    def _informer_done(task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("informer %s stopped", task.get_name(), exc_info=task.exception())
+    def _informer_failed(task: asyncio.Task[None], err: BaseException) -> None:
+        log.error("informer %s stopped", task.get_name(), exc_info=err)
 
     async def remove_informer(self, kind: KindRef) -> None:
         gvk = gvk_for(kind)
@@ -200,11 +203,8 @@ class Cache:
             await asyncio.Event().wait()  # run until cancelled
         finally:
             self._running = False
-            tasks = list(self._tasks.values())
             self._tasks.clear()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._informer_tasks.cancel()
 
     async def wait_for_cache_sync(self, timeout: float | None = None) -> bool:
         """True once every informer created so far has synced; False on timeout."""
@@ -238,24 +238,50 @@ class Cache:
         no_copy = self.options.unsafe_disable_deep_copy or self.options.compact_store
         return obj if no_copy else _copy(obj)
 
-    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> Object:
+    @overload
+    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Object: ...
+
+    @overload
+    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
+
+    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Object | M:
+        gvk = gvk_for(kind)
         informer = await self._synced_informer(gvk)
-        store_key = (
-            f"{key.namespace}/{key.name}" if key.namespace and informer.mapping.namespaced else key.name
-        )
+        store_key = f"{namespace}/{name}" if namespace and informer.mapping.namespaced else name
         obj = informer.store.get(store_key)
         if obj is None:
-            raise not_found(gvk, key.name)
-        return self._out(obj)
+            raise not_found(gvk, name)
+        return cast("Object | M", objects.like(kind, self._out(obj)))
+
+    @overload
+    async def list(
+        self,
+        kind: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+    ) -> builtins.list[Object]: ...
+
+    @overload
+    async def list(
+        self,
+        kind: type[M],
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+    ) -> builtins.list[M]: ...
 
     async def list(
         self,
-        gvk: GroupVersionKind,
+        kind: GroupVersionKind | type[M],
         *,
         namespace: str | None = None,
-        label_selector: str | dict[str, str] | None = None,
-        field_selector: dict[str, str] | None = None,
-    ) -> builtins.list[Object]:
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+    ) -> builtins.list[Object] | builtins.list[M]:
+        gvk = gvk_for(kind)
         informer = await self._synced_informer(gvk)
         store = informer.store
         namespace = namespace if informer.mapping.namespaced else None
@@ -272,7 +298,9 @@ class Cache:
             if selector.empty() or selector.matches((o.get("metadata") or {}).get("labels"))
         ]
         out.sort(key=lambda o: ((o["metadata"].get("namespace") or ""), o["metadata"].get("name", "")))
-        return out
+        if isinstance(kind, GroupVersionKind):
+            return out
+        return cast("builtins.list[M]", [objects.like(kind, o) for o in out])
 
     @staticmethod
     def _by_fields(
@@ -298,5 +326,5 @@ class Cache:
 
 if TYPE_CHECKING:  # mypy proves the cache satisfies the seams the controllers consume
 
-    def _conforms(cache: Cache) -> tuple[Informers, Reader]:
-        return cache, cache
+    def _conforms(cache: Cache) -> tuple[Informers, Reader, FieldIndexer]:
+        return cache, cache, cache

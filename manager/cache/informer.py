@@ -1,7 +1,7 @@
 """A shared informer: one store, one or more reflectors feeding it, many handlers.
 
 Handlers are called synchronously, in order, right after the store changes (the design in
-framework.md D.5: natural backpressure, no per-handler buffers). A handler that raises is
+docs/behaviour/framework.md D.5: natural backpressure, no per-handler buffers). A handler that raises is
 logged and skipped; it never stops the reflector or the other handlers.
 """
 
@@ -18,7 +18,7 @@ from manager.cache.reflector import ListWatchOptions, Reflector
 from manager.cache.store import Store, object_key
 from manager.cache.transform import Transform, strip_managed_fields
 from manager.client.client import Client
-from manager.restmapper import RESTMapping
+from manager.client.restmapper import RESTMapping
 
 log = logging.getLogger(__name__)
 Object = dict[str, Any]

@@ -1,5 +1,8 @@
 """The seams between the cache and its consumers (sources, controllers, the manager).
 
+Reads go through ``manager.client.interfaces.Reader`` (the cache implements it); this module holds
+the informer side: event handlers, informers and the ``Informers`` a source needs.
+
 Objects are plain JSON dicts owned by the store: handlers must not mutate them (no deep copy
 is made per event, for speed); a consumer that wants to change one copies it first.
 """
@@ -8,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from manager.scheme import GroupVersionKind, ObjectKey
+from manager.scheme import GroupVersionKind
 
 Object = dict[str, Any]
 
@@ -41,18 +44,3 @@ class Informers(Protocol):
     async def get_informer(self, gvk: GroupVersionKind) -> Informer: ...
 
     async def wait_for_cache_sync(self) -> bool: ...
-
-
-class Reader(Protocol):
-    """Cache-backed reads, as in controller-runtime's client.Reader (on dicts)."""
-
-    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> Object: ...
-
-    async def list(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: str | dict[str, str] | None = None,
-        field_selector: dict[str, str] | None = None,
-    ) -> list[Object]: ...

@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from manager.cache.backoff import Backoff
+from manager.cache.backoff import ReflectorBackoff
 from manager.client.client import Client
 from manager.client.errors import Gone, TooManyRequests
-from manager.restmapper import RESTMapping
+from manager.client.restmapper import RESTMapping
 
 log = logging.getLogger(__name__)
 Object = dict[str, Any]
@@ -58,13 +58,13 @@ class Reflector:
         sink: Sink,
         options: ListWatchOptions | None = None,
         *,
-        backoff: Backoff | None = None,
+        backoff: ReflectorBackoff | None = None,
     ) -> None:
         self.client = client
         self.mapping = mapping
         self.sink = sink
         self.options = options or ListWatchOptions()
-        self.backoff = backoff or Backoff()
+        self.backoff = backoff or ReflectorBackoff()
         self.last_resource_version = ""
         self.lists = 0  # how many LISTs were made (observability and tests)
         self.watches = 0

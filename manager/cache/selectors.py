@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from manager.errors import Error
+
 Operator = Literal["=", "!=", "in", "notin", "exists", "!"]
 
 
-class SelectorError(ValueError):
+class SelectorError(Error, ValueError):
     """The selector text or structure is malformed."""
 
 

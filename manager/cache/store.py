@@ -5,8 +5,8 @@ is always present; field indexes registered with ``add_index`` store each value 
 ``<namespace>/<value>`` and ``__all_namespaces/<value>``, so namespaced and cluster-wide lookups
 are both one dict access (controller-runtime's ``IndexField`` layout).
 
-``compact=True`` keeps each object as its orjson bytes instead of a dict (framework.md D.6.5):
-several times less memory per object, at the cost of a decode per read, and every read is
+``compact=True`` keeps each object as its orjson bytes instead of a dict (docs/behaviour/framework.md
+D.6 item 5): several times less memory per object, at the cost of a decode per read, and every read is
 then a private copy for free.
 """
 

@@ -5,22 +5,27 @@ from manager.client.errors import (
     AlreadyExists,
     ApiError,
     BadRequest,
+    ClientError,
     Conflict,
     Forbidden,
     Gone,
     InternalError,
     Invalid,
     NotFound,
+    RequestError,
+    ServerError,
     TooManyRequests,
+    TransportError,
 )
 from manager.client.patch import Patch, merge_from
-from manager.client.rest import RestTransport, TransportError
+from manager.client.rest import RestTransport
 
 __all__ = [
     "AlreadyExists",
     "ApiError",
     "BadRequest",
     "Client",
+    "ClientError",
     "Conflict",
     "Forbidden",
     "Gone",
@@ -29,7 +34,9 @@ __all__ = [
     "NotFound",
     "Patch",
     "Preconditions",
+    "RequestError",
     "RestTransport",
+    "ServerError",
     "StatusWriter",
     "TooManyRequests",
     "TransportError",

@@ -10,17 +10,36 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from manager.client import objects, rest
-from manager.client.errors import Gone, NotFound
+from manager.client.errors import ApiError, Gone, NotFound
+from manager.client.interfaces import (
+    ClientProtocol,
+    FieldSelector,
+    LabelSelector,
+    Object,
+    Preconditions,
+    PropagationPolicy,
+    Reader,
+)
 from manager.client.patch import Patch
-from manager.restmapper import RESTMapper, RESTMapping
-from manager.scheme import GroupVersionKind, KindRef, ObjectKey, gvk_for
+from manager.client.restmapper import RESTMapper, RESTMapping
+from manager.scheme import GroupVersionKind, KindRef, gvk_for
 
-PropagationPolicy = Literal["Orphan", "Background", "Foreground"]
-LabelSelector = str | Mapping[str, str] | None
+M = TypeVar("M")
+O = TypeVar("O")  # noqa: E741
+
+__all__ = [
+    "Client",
+    "LabelSelector",
+    "Preconditions",
+    "PropagationPolicy",
+    "StatusWriter",
+    "encode_field_selector",
+    "encode_label_selector",
+    "ignore_not_found",
+]
 
 
 def encode_label_selector(selector: LabelSelector) -> str | None:
@@ -33,14 +52,6 @@ def encode_field_selector(selector: str | Mapping[str, str] | None) -> str | Non
     if selector is None or isinstance(selector, str):
         return selector or None
     return ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or None
-
-
-@dataclass(frozen=True, slots=True)
-class Preconditions:
-    """Delete only if the object still has this uid / resourceVersion (else 409 Conflict)."""
-
-    uid: str | None = None
-    resource_version: str | None = None
 
 
 class _Base:
@@ -110,24 +121,24 @@ class _Base:
 class StatusWriter(_Base):
     """Writes to the ``status`` subresource only (``client.status``)."""
 
-    async def update(self, obj: Any, *, field_owner: str | None = None, dry_run: bool = False) -> Any:
-        return await self._update(obj, "status", field_owner, dry_run)
+    async def update(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
+        return cast(O, await self._update(obj, "status", field_owner, dry_run))
 
     async def patch(
-        self, obj: Any, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
-    ) -> Any:
-        return await self._patch(obj, patch, "status", field_owner, dry_run, False)
+        self, obj: O, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
+    ) -> O:
+        return cast(O, await self._patch(obj, patch, "status", field_owner, dry_run, False))
 
     async def apply(
-        self, obj: Any, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
-    ) -> Any:
-        return await self._apply(obj, "status", field_owner, force, dry_run)
+        self, obj: O, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
+    ) -> O:
+        return cast(O, await self._apply(obj, "status", field_owner, force, dry_run))
 
 
 class Client(_Base):
     """Async Kubernetes client over one shared HTTP session.
 
-    With a ``cache`` (a ``manager.cache.interfaces.Reader``), ``get``/``list`` read from it,
+    With a ``cache`` (any ``manager.client.interfaces.Reader``, normally ``manager.cache.Cache``), ``get``/``list`` read from it,
     except for kinds in ``uncached``; ``api_reader`` is the same client reading live.
     Writes always go to the API server.
     """
@@ -137,7 +148,7 @@ class Client(_Base):
         transport: rest.RestTransport,
         mapper: RESTMapper,
         *,
-        cache: Any = None,
+        cache: Reader | None = None,
         uncached: set[GroupVersionKind] | None = None,
         field_owner: str | None = None,
     ) -> None:
@@ -159,40 +170,62 @@ class Client(_Base):
             self.transport, self.mapper, cache=self.cache, uncached=self.uncached, field_owner=field_owner
         )
 
-    def _cached(self, gvk: GroupVersionKind) -> bool:
-        return self.cache is not None and gvk not in self.uncached
-
     # -- reads -------------------------------------------------------------------------------
 
-    async def get(self, kind: KindRef, name: str, namespace: str = "") -> Any:
+    @overload
+    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Object: ...
+
+    @overload
+    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
+
+    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Object | M:
         """One object; ``NotFound`` if absent. Returns a model instance when ``kind`` is a model."""
         gvk = gvk_for(kind)
-        if self._cached(gvk):
-            data = await self.cache.get(gvk, ObjectKey(namespace, name))
+        data: Object
+        if self.cache is not None and gvk not in self.uncached:
+            data = await self.cache.get(gvk, name, namespace)
         else:
             mapping = await self._mapping(gvk)
             data = await self.transport.request("GET", mapping.object_path(name, namespace))
-        return objects.like(kind, data)
+        return cast("Object | M", objects.like(kind, data))
 
+    @overload
     async def list(
         self,
-        kind: KindRef,
+        kind: GroupVersionKind,
         *,
         namespace: str | None = None,
         label_selector: LabelSelector = None,
-        field_selector: Mapping[str, str] | None = None,
+        field_selector: FieldSelector = None,
         limit: int = 500,
-    ) -> builtins.list[Any]:
+    ) -> builtins.list[Object]: ...
+
+    @overload
+    async def list(
+        self,
+        kind: type[M],
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+        limit: int = 500,
+    ) -> builtins.list[M]: ...
+
+    async def list(
+        self,
+        kind: GroupVersionKind | type[M],
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+        limit: int = 500,
+    ) -> builtins.list[Object] | builtins.list[M]:
         """All matching objects; live lists are fetched in pages of ``limit`` (limit/continue)."""
         gvk = gvk_for(kind)
-        if self._cached(gvk):
+        items: builtins.list[Object]
+        if self.cache is not None and gvk not in self.uncached:
             items = await self.cache.list(
-                gvk,
-                namespace=namespace,
-                label_selector=label_selector
-                if isinstance(label_selector, str) or label_selector is None
-                else dict(label_selector),
-                field_selector=dict(field_selector) if field_selector else None,
+                gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
             )
         else:
             items, _ = await self.list_raw(
@@ -202,7 +235,7 @@ class Client(_Base):
                 field_selector=field_selector,
                 limit=limit,
             )
-        return [objects.like(kind, item) for item in items]
+        return cast("builtins.list[Object] | builtins.list[M]", [objects.like(kind, item) for item in items])
 
     async def list_raw(
         self,
@@ -280,7 +313,7 @@ class Client(_Base):
 
     # -- writes ------------------------------------------------------------------------------
 
-    async def create(self, obj: Any, *, field_owner: str | None = None, dry_run: bool = False) -> Any:
+    async def create(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
         """Create; ``AlreadyExists`` if the name is taken, ``Invalid`` with causes if rejected."""
         data = objects.to_dict(obj)
         mapping = await self._mapping(objects.gvk_of(obj))
@@ -293,28 +326,28 @@ class Client(_Base):
             params=self._write_params(field_owner, dry_run),
             body=data,
         )
-        return objects.like(obj, result)
+        return cast(O, objects.like(obj, result))
 
-    async def update(self, obj: Any, *, field_owner: str | None = None, dry_run: bool = False) -> Any:
+    async def update(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
         """Replace; ``Conflict`` if ``metadata.resourceVersion`` is stale."""
-        return await self._update(obj, "", field_owner, dry_run)
+        return cast(O, await self._update(obj, "", field_owner, dry_run))
 
     async def patch(
-        self, obj: Any, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
-    ) -> Any:
+        self, obj: O, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
+    ) -> O:
         """Patch the object named by ``obj`` (its kind, namespace and name) with ``patch``."""
-        return await self._patch(obj, patch, "", field_owner, dry_run, False)
+        return cast(O, await self._patch(obj, patch, "", field_owner, dry_run, False))
 
     async def apply(
-        self, obj: Any, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
-    ) -> Any:
+        self, obj: O, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
+    ) -> O:
         """Server-side apply ``obj`` as its full intent for ``field_owner``; ``force`` takes over
         fields owned by other managers instead of failing with a 409 conflict."""
-        return await self._apply(obj, "", field_owner, force, dry_run)
+        return cast(O, await self._apply(obj, "", field_owner, force, dry_run))
 
     async def delete(
         self,
-        obj: Any,
+        obj: object,
         *,
         propagation_policy: PropagationPolicy | None = None,
         preconditions: Preconditions | None = None,
@@ -365,10 +398,14 @@ def ignore_not_found(err: BaseException) -> None:
 
 
 async def _watch_events(stream: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-    from manager.client.errors import ApiError
-
     async for event in stream:
         if event.get("type") == "ERROR":
             status = event.get("object") or {}
             raise ApiError.from_status(int(status.get("code") or 500), status)
         yield event
+
+
+if TYPE_CHECKING:  # mypy proves the client has the shape its consumers are typed against
+
+    def _conforms(client: Client) -> ClientProtocol:
+        return client

@@ -17,7 +17,7 @@ import aiohttp
 
 from manager import _json
 from manager.client import metrics
-from manager.client.errors import ApiError, TooManyRequests
+from manager.client.errors import ApiError, TooManyRequests, TransportError
 from manager.client.ratelimit import TokenBucket
 from manager.config import RestConfig
 
@@ -28,10 +28,6 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
-
-
-class TransportError(ApiError):
-    """The request never got an HTTP answer (connection refused, reset, timeout)."""
 
 
 def _retry_after(value: str | None) -> float | None:

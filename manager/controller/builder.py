@@ -21,7 +21,7 @@ from manager.controller.handler import EventHandler, enqueue_for_object, enqueue
 from manager.controller.predicate import Predicate
 from manager.controller.reconcile import ReconcileFunc, Reconciler
 from manager.controller.source import KindSource, Source
-from manager.runtime.runnable import Runnable
+from manager.runnable import Runnable
 from manager.scheme import KindRef, gvk_for
 
 

@@ -1,6 +1,6 @@
 """The controller: a rate-limited queue of requests, its sources, and N workers calling the reconciler.
 
-What happens to a request after ``reconcile`` (controller-runtime's table, A.7):
+What happens to a request after ``reconcile`` (controller-runtime's table, docs/behaviour/framework.md A.7):
 
 ==============================  ============================  ===============================
 outcome                         queue                          reconcile_total{result}
@@ -37,8 +37,10 @@ from manager.controller.reconcile import (
     is_routine,
 )
 from manager.controller.source import Source
+from manager.errors import Error
 from manager.metrics import controller as m
 from manager.metrics.workqueue import PrometheusQueueMetrics
+from manager.tasks import TaskSet
 from manager.workqueue import RateLimiter, RateLimitingQueue, ShutDownError, default_controller_rate_limiter
 
 log = structlog.get_logger("manager.controller")
@@ -71,7 +73,7 @@ class _ControllerMetrics:
         self.total_requeue_after = m.RECONCILE_TOTAL.labels(name, "requeue_after")
 
 
-class CacheSyncTimeoutError(Exception):
+class CacheSyncTimeoutError(Error):
     """A source did not deliver its initial state within ``cache_sync_timeout``."""
 
 
@@ -125,36 +127,32 @@ class Controller:
             clock=opts.clock,
         )
         self.queue = queue
-        tasks: list[asyncio.Task[None]] = []
+        tasks = TaskSet(self.name)  # sources and workers: none outlives this call
         try:
             await self._start_sources(queue, tasks)
             for i in range(opts.max_concurrent_reconciles):
-                tasks.append(asyncio.create_task(self._worker(queue), name=f"{self.name}-worker-{i}"))
+                tasks.spawn(self._worker(queue), name=f"{self.name}-worker-{i}")
             log.info("Starting workers", controller=self.name, worker_count=opts.max_concurrent_reconciles)
             started.set()
-            await self._supervise(tasks)
+            await self._supervise(tasks.tasks())
         finally:
             queue.shutdown()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await tasks.cancel()
             log.info("All workers finished", controller=self.name)
 
-    async def _start_sources(
-        self, queue: RateLimitingQueue[Request], tasks: list[asyncio.Task[None]]
-    ) -> None:
+    async def _start_sources(self, queue: RateLimitingQueue[Request], tasks: TaskSet) -> None:
         """Start every source at once (their informers list in parallel), then wait for each to
         sync within ``cache_sync_timeout`` of the common start."""
         started: list[tuple[Source, asyncio.Event, asyncio.Task[None]]] = []
         for source in self._sources:
             synced = asyncio.Event()
-            task = asyncio.create_task(source.run(queue, synced), name=f"{self.name}-{source!r}")
-            tasks.append(task)
+            task = tasks.spawn(source.run(queue, synced), name=f"{self.name}-{source!r}")
             started.append((source, synced, task))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.cache_sync_timeout
+        waiters = TaskSet(f"{self.name}-sync")
         for source, synced, task in started:
-            waiter = asyncio.create_task(synced.wait())
+            waiter = waiters.spawn(synced.wait())
             try:
                 done, _ = await asyncio.wait(
                     {task, waiter},
@@ -162,7 +160,7 @@ class Controller:
                     return_when=asyncio.FIRST_COMPLETED,
                 )
             finally:
-                waiter.cancel()
+                await waiters.cancel()
             if task in done:
                 task.result()  # a source that failed to start fails the controller
                 raise RuntimeError(f"source {source!r} ended before it synced")

@@ -15,7 +15,7 @@ import abc
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import structlog
 
@@ -38,6 +38,14 @@ class EventHandler(Protocol):
     def delete(self, event: DeleteEvent, queue: RequestQueue) -> None: ...
 
     def generic(self, event: GenericEvent, queue: RequestQueue) -> None: ...
+
+
+@runtime_checkable
+class SourceRunHandler(EventHandler, Protocol):
+    """A handler with work of its own outside the informer's synchronous dispatch (an async map):
+    the source runs ``run_in_source`` as a task it owns, for as long as the source runs."""
+
+    async def run_in_source(self) -> None: ...
 
 
 class _ByObjects(abc.ABC):

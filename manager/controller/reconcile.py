@@ -15,9 +15,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from manager.client.errors import ApiError, NotFound
-from manager.restmapper import NoKindMatch
-from manager.scheme import ObjectKey
+from manager.client.errors import NotFound, RequestError
+from manager.client.interfaces import Reader
+from manager.client.restmapper import NoKindMatch
+from manager.errors import Error
+from manager.scheme import GroupVersionKind, ObjectKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +59,7 @@ class Reconciler(Protocol):
 ReconcileFunc = Callable[[Request], Awaitable["Result | None"]]
 
 
-class TerminalError(Exception):
+class TerminalError(Error):
     """An error retrying cannot fix (bad spec, unsupported configuration): no requeue.
 
     The object is reconciled again when an event for it arrives, as with any other key.
@@ -69,7 +71,7 @@ class TerminalError(Exception):
             self.__cause__ = message
 
 
-class ReconcileError(Exception):
+class ReconcileError(Error):
     """An expected failure (e.g. a dependency not ready yet): retried with backoff.
 
     Exceptions that are neither this, an API error nor a ``TerminalError`` are probable bugs
@@ -102,14 +104,10 @@ def as_reconcile_func(reconciler: Reconciler | ReconcileFunc) -> ReconcileFunc:
     return in_thread
 
 
-class ObjectReader(Protocol):
-    async def get(self, kind: Any, name: str, namespace: str = "") -> dict[str, Any]: ...
-
-
 ObjectReconcileFunc = Callable[[dict[str, Any]], Awaitable["Result | None"]]
 
 
-def object_reconciler(reader: ObjectReader, kind: Any, fn: ObjectReconcileFunc) -> ReconcileFunc:
+def object_reconciler(reader: Reader, kind: GroupVersionKind, fn: ObjectReconcileFunc) -> ReconcileFunc:
     """Adapt ``fn(obj)`` into a request reconciler: fetch the object, skip it if it is gone.
 
     The counterpart of controller-runtime's ``reconcile.AsReconciler``: a NotFound means the
@@ -126,7 +124,7 @@ def object_reconciler(reader: ObjectReader, kind: Any, fn: ObjectReconcileFunc) 
     return reconcile
 
 
-_ROUTINE = (ReconcileError, ApiError, NoKindMatch, TimeoutError)
+_ROUTINE = (ReconcileError, RequestError, NoKindMatch, TimeoutError)
 
 
 def is_routine(err: BaseException) -> bool:

@@ -19,9 +19,10 @@ import structlog
 
 from manager.cache.interfaces import Informer, Informers
 from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Object, UpdateEvent
-from manager.controller.handler import EventHandler, RequestQueue
+from manager.controller.handler import EventHandler, RequestQueue, SourceRunHandler
 from manager.controller.predicate import Predicate
 from manager.scheme import GroupVersionKind, KindRef, gvk_for
+from manager.tasks import TaskSet
 
 log = structlog.get_logger("manager.source")
 
@@ -79,8 +80,10 @@ class KindSource:
         dispatch = _Dispatch(self.handler, self.predicates, queue)
         # a handler with work to do outside the informer's synchronous dispatch (async mapping)
         # gets a task for the source's lifetime
-        background = getattr(self.handler, "run_in_source", None)
-        mapper = asyncio.create_task(background()) if background is not None else None
+        owned = TaskSet(f"source {self.gvk}")
+        mapper = (
+            owned.spawn(self.handler.run_in_source()) if isinstance(self.handler, SourceRunHandler) else None
+        )
         informer.add_event_handler(dispatch)
         try:
             await _wait_synced(informer)
@@ -90,9 +93,7 @@ class KindSource:
             await asyncio.Event().wait()
         finally:
             informer.remove_event_handler(dispatch)
-            if mapper is not None:
-                mapper.cancel()
-                await asyncio.gather(mapper, return_exceptions=True)
+            await owned.cancel()
 
     async def _get_informer(self) -> Informer:
         while True:

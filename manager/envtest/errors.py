@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from manager.errors import Error
 
-class EnvtestError(Exception):
+
+class EnvtestError(Error):
     """Base class for local control plane failures."""
 
 

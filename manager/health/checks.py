@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from manager.errors import Error
+
 Checker = Callable[[web.Request], object] | Callable[[], object]
 """``(request) -> None | bool | Awaitable[None | bool]`` or the same without the request."""
 
@@ -21,7 +23,7 @@ async def ping(_request: web.Request) -> None:
     """Always healthy: the process answers HTTP."""
 
 
-class NotReadyError(Exception):
+class CheckFailedError(Error):
     pass
 
 
@@ -30,7 +32,7 @@ def flag_checker(is_ready: Callable[[], bool], reason: str) -> Checker:
 
     def check(_request: web.Request) -> None:
         if not is_ready():
-            raise NotReadyError(reason)
+            raise CheckFailedError(reason)
 
     return check
 
@@ -47,9 +49,9 @@ def _takes_request(checker: Checker) -> bool:
 
 
 async def run_check(checker: Checker, request: web.Request) -> None:
-    """Run ``checker``; raise if it fails (an exception of its own, or ``NotReadyError`` for ``False``)."""
+    """Run ``checker``; raise if it fails (an exception of its own, or ``CheckFailedError`` for ``False``)."""
     result = checker(request) if _takes_request(checker) else checker()  # type: ignore[call-arg]
     if inspect.isawaitable(result):
         result = await result
     if result is False:
-        raise NotReadyError("check returned false")
+        raise CheckFailedError("check returned false")

@@ -35,6 +35,7 @@ from aiohttp import web
 
 from manager.client.errors import ApiError
 from manager.clock import REAL_CLOCK, Clock
+from manager.errors import Error
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Filter = Callable[[Handler], Handler]
@@ -104,7 +105,7 @@ class TTLCache(Generic[K, V]):
         return len(self._entries)
 
 
-class ReviewError(Exception):
+class ReviewError(Error):
     """The API server could not be asked (it answered an error, or not at all)."""
 
 

@@ -1,6 +1,6 @@
 """FakeClient: an in-memory stand-in for ``manager.client.Client`` in unit tests.
 
-Mirrors controller-runtime's fake client (framework.md A.13) where it matters to reconcilers:
+Mirrors controller-runtime's fake client (docs/behaviour/framework.md A.13) where it matters to reconcilers:
 
 * every write bumps a cluster-wide resourceVersion; seeded objects get ``"999"``;
 * ``update`` with a stale resourceVersion raises ``Conflict``; ``create`` of an existing name
@@ -11,7 +11,8 @@ Mirrors controller-runtime's fake client (framework.md A.13) where it matters to
 * delete of an object with finalizers only sets ``deletionTimestamp``; removing the last
   finalizer then deletes it;
 * ``list`` filters by namespace, label selector and field selectors backed by ``index_field``
-  (plus ``metadata.name``/``metadata.namespace``);
+  (the async ``FieldIndexer`` seam) or ``add_index`` (the same, for synchronous test setup),
+  plus ``metadata.name``/``metadata.namespace``;
 * ``requests`` counts calls per verb, so a test can assert "no writes" (``writes == 0``);
 * ``inject_error(verb, error, times)`` makes the next calls of a verb fail (fault injection).
 
@@ -29,18 +30,27 @@ import itertools
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from manager.cache import selectors
 from manager.client import objects
-from manager.client.client import Preconditions, PropagationPolicy
 from manager.client.errors import AlreadyExists, ApiError, BadRequest, Conflict, NotFound
+from manager.client.interfaces import (
+    ClientProtocol,
+    FieldIndexer,
+    FieldSelector,
+    LabelSelector,
+    Preconditions,
+    PropagationPolicy,
+)
 from manager.client.patch import Patch
 from manager.client.rest import APPLY_PATCH, JSON_PATCH
 from manager.scheme import GroupVersionKind, KindRef, gvk_for
 from manager.webhook import jsonpatch
 
 Object = dict[str, Any]
+M = TypeVar("M")
+O = TypeVar("O")  # noqa: E741
 _Key = tuple[GroupVersionKind, str, str]
 WRITE_VERBS = (
     "create",
@@ -91,20 +101,20 @@ class _FakeStatusWriter:
     def __init__(self, parent: FakeClient) -> None:
         self._parent = parent
 
-    async def update(self, obj: Any, *, field_owner: str | None = None, dry_run: bool = False) -> Any:
+    async def update(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
         return await self._parent._write_status("status.update", obj, lambda cur, new: new.get("status"))
 
     async def patch(
-        self, obj: Any, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
-    ) -> Any:
+        self, obj: O, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
+    ) -> O:
         def status_of(current: Object, _: Object) -> Any:
             return self._parent._patched(current, patch).get("status")
 
         return await self._parent._write_status("status.patch", obj, status_of)
 
     async def apply(
-        self, obj: Any, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
-    ) -> Any:
+        self, obj: O, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
+    ) -> O:
         def status_of(current: Object, new: Object) -> Any:
             return merge_patch(current.get("status") or {}, new.get("status") or {})
 
@@ -112,6 +122,8 @@ class _FakeStatusWriter:
 
 
 class FakeClient:
+    """An in-memory ``ClientProtocol`` and ``FieldIndexer`` (see the module docstring)."""
+
     def __init__(
         self,
         objects_: Iterable[Any] = (),
@@ -152,8 +164,14 @@ class FakeClient:
         """Make the next ``times`` calls of ``verb`` (e.g. "update") raise ``error``."""
         self._errors.setdefault(verb, []).extend([error] * times)
 
-    def index_field(self, kind: KindRef, field: str, extract: Callable[[Object], Iterable[str]]) -> None:
+    def add_index(self, kind: KindRef, field: str, extract: Callable[[Object], Iterable[str]]) -> None:
+        """Register a field index while setting a test up (what ``index_field`` does, synchronously)."""
         self._indexes[(gvk_for(kind), field)] = extract
+
+    async def index_field(
+        self, kind: KindRef, field_name: str, extract: Callable[[Object], Iterable[str]]
+    ) -> None:
+        self.add_index(kind, field_name, extract)
 
     def _enter(self, verb: str) -> None:
         self.requests[verb] += 1
@@ -178,25 +196,53 @@ class FakeClient:
 
     # -- reads -------------------------------------------------------------------------------
 
-    async def get(self, kind: KindRef, name: str, namespace: str = "") -> Any:
+    @overload
+    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Object: ...
+
+    @overload
+    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
+
+    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Object | M:
         self._enter("get")
         gvk = gvk_for(kind)
         key = (gvk, "" if gvk in self._cluster_scoped else namespace, name)
-        return objects.like(kind, copy.deepcopy(self._current(key)))
+        return cast("Object | M", objects.like(kind, copy.deepcopy(self._current(key))))
+
+    @overload
+    async def list(
+        self,
+        kind: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+        limit: int = 500,
+    ) -> builtins.list[Object]: ...
+
+    @overload
+    async def list(
+        self,
+        kind: type[M],
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+        limit: int = 500,
+    ) -> builtins.list[M]: ...
 
     async def list(
         self,
-        kind: KindRef,
+        kind: GroupVersionKind | type[M],
         *,
         namespace: str | None = None,
-        label_selector: str | Mapping[str, str] | None = None,
-        field_selector: Mapping[str, str] | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
         limit: int = 500,
-    ) -> builtins.list[Any]:
+    ) -> builtins.list[Object] | builtins.list[M]:
         self._enter("list")
         gvk = gvk_for(kind)
         selector = selectors.to_selector(label_selector)
-        out = []
+        out: builtins.list[Any] = []
         for (item_gvk, ns, _), obj in sorted(self._objects.items(), key=lambda kv: (kv[0][1], kv[0][2])):
             if item_gvk != gvk or (namespace and ns != namespace):
                 continue
@@ -205,7 +251,7 @@ class FakeClient:
             if field_selector and not self._fields_match(gvk, obj, field_selector):
                 continue
             out.append(objects.like(kind, copy.deepcopy(obj)))
-        return out
+        return cast("builtins.list[Object] | builtins.list[M]", out)
 
     def _fields_match(self, gvk: GroupVersionKind, obj: Object, fields: Mapping[str, str]) -> bool:
         meta = obj.get("metadata") or {}
@@ -228,7 +274,7 @@ class FakeClient:
 
     # -- writes ------------------------------------------------------------------------------
 
-    async def create(self, obj: Any, *, field_owner: str | None = None, dry_run: bool = False) -> Any:
+    async def create(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
         self._enter("create")
         data = objects.to_dict(obj)
         meta = data.setdefault("metadata", {})
@@ -253,7 +299,7 @@ class FakeClient:
         )
         if not dry_run:
             self._objects[key] = data
-        return objects.like(obj, copy.deepcopy(data))
+        return cast(O, objects.like(obj, copy.deepcopy(data)))
 
     def _store_update(self, current: Object, new: Object) -> Object:
         """Write ``new`` over ``current``: bump RV and generation, honour finalizers."""
@@ -273,7 +319,7 @@ class FakeClient:
             self._objects[key] = new
         return new
 
-    async def update(self, obj: Any, *, field_owner: str | None = None, dry_run: bool = False) -> Any:
+    async def update(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
         self._enter("update")
         data = objects.to_dict(obj)
         current = self._current(self._key(data))
@@ -283,7 +329,7 @@ class FakeClient:
                 data["status"] = copy.deepcopy(current["status"])
             else:
                 data.pop("status", None)
-        return objects.like(obj, copy.deepcopy(self._store_update(current, data)))
+        return cast(O, objects.like(obj, copy.deepcopy(self._store_update(current, data))))
 
     @staticmethod
     def _check_rv(current: Object, new: Object) -> None:
@@ -308,8 +354,8 @@ class FakeClient:
         return patched
 
     async def patch(
-        self, obj: Any, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
-    ) -> Any:
+        self, obj: O, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
+    ) -> O:
         self._enter("patch")
         data = objects.to_dict(obj)
         current = self._current(self._key(data))
@@ -320,11 +366,11 @@ class FakeClient:
                 new["status"] = copy.deepcopy(current["status"])
             else:
                 new.pop("status", None)
-        return objects.like(obj, copy.deepcopy(self._store_update(current, new)))
+        return cast(O, objects.like(obj, copy.deepcopy(self._store_update(current, new))))
 
     async def apply(
-        self, obj: Any, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
-    ) -> Any:
+        self, obj: O, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
+    ) -> O:
         """Create if missing, else merge the sent fields (no field-ownership tracking)."""
         self._enter("apply")
         data = objects.to_dict(obj)
@@ -332,7 +378,7 @@ class FakeClient:
         if key not in self._objects:
             data.setdefault("metadata", {}).pop("resourceVersion", None)
             created = await self._create_unchecked(data)
-            return objects.like(obj, created)
+            return cast(O, objects.like(obj, created))
         return await self.patch(obj, Patch(APPLY_PATCH, data))
 
     async def _create_unchecked(self, data: Object) -> Object:
@@ -346,7 +392,7 @@ class FakeClient:
         self._objects[key] = data
         return copy.deepcopy(data)
 
-    async def _write_status(self, verb: str, obj: Any, status_of: Callable[[Object, Object], Any]) -> Any:
+    async def _write_status(self, verb: str, obj: O, status_of: Callable[[Object, Object], Any]) -> O:
         self._enter(verb)
         data = objects.to_dict(obj)
         key = self._key(data)
@@ -363,11 +409,11 @@ class FakeClient:
             new["status"] = status
         new["metadata"]["resourceVersion"] = self._next_rv()
         self._objects[key] = new
-        return objects.like(obj, copy.deepcopy(new))
+        return cast(O, objects.like(obj, copy.deepcopy(new)))
 
     async def delete(
         self,
-        obj: Any,
+        obj: object,
         *,
         propagation_policy: PropagationPolicy | None = None,
         preconditions: Preconditions | None = None,
@@ -409,3 +455,9 @@ class FakeClient:
                 meta["resourceVersion"] = self._next_rv()
             return
         del self._objects[key]
+
+
+if TYPE_CHECKING:  # mypy proves the fake has the client's shape, not a copy of its signatures
+
+    def _conforms(client: FakeClient) -> tuple[ClientProtocol, FieldIndexer]:
+        return client, client

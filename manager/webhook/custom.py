@@ -24,7 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from manager.client.errors import ApiError
+from manager.client.errors import ApiError, TransportError
 from manager.client.objects import to_dict
 from manager.webhook import jsonpatch
 from manager.webhook.admission import (
@@ -73,6 +73,8 @@ def _from_error(err: Exception, warnings: Warnings | None = None) -> AdmissionRe
         response = AdmissionResponse(
             False, err.status_code or 500, err.message, err.reason, causes=err.causes
         )
+    elif isinstance(err, TransportError):  # no answer from the API server: a 500 naming the request
+        response = AdmissionResponse(False, 500, str(err), "", causes=[])
     elif isinstance(err, ValueError):
         response = denied(str(err))
     else:

@@ -1,4 +1,4 @@
-"""Webhook and certwatcher metrics with controller-runtime's exact names (framework.md A.14).
+"""Webhook and certwatcher metrics with controller-runtime's exact names (docs/behaviour/framework.md A.14).
 
 Created unregistered; ``register(registry)`` puts them on the manager's registry.
 """

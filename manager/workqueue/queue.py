@@ -20,12 +20,13 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from manager.errors import Error
 from manager.workqueue.metrics import NoopQueueMetrics, QueueMetrics
 
 T = TypeVar("T", bound=Hashable)
 
 
-class ShutDownError(Exception):
+class ShutDownError(Error):
     """``get`` on a queue that is shut down and has nothing left to hand out."""
 
 

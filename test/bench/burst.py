@@ -1,4 +1,4 @@
-"""Burst scenario, side by side (issue 12): N TrainJobs on ``torch-distributed`` created at once.
+"""Burst scenario, side by side: N TrainJobs on ``torch-distributed`` created at once.
 
 For each side, one after the other (the machine has 2 cores), the conformance harness starts a
 full local control plane (etcd, kube-apiserver, kube-controller-manager, scheduler, KWOK nodes)

@@ -1,6 +1,6 @@
 """What `kubectl apply --server-side -k config/default` installs, rendered by kubectl's kustomize.
 
-The object set is the one agreed for the deployment (issue 10): every name here is what a user
+The object set is the deployment's (README, "Deploy"): every name here is what a user
 or a Helm upgrade finds in the cluster, and every webhook must call the one Service that fronts
 the manager, or JobSet and Pod creation is refused once deployed.
 """

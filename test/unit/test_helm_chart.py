@@ -405,6 +405,78 @@ def test_webhook_secret_and_service_are_rendered_by_default() -> None:
     }
 
 
+def _manager_configuration(objs: list[Json]) -> Json:
+    cm = one(objs, "ConfigMap", "kubeflow-trainer-config")
+    loaded: Json = yaml.safe_load(cm["data"][CONFIG_KEY])
+    return loaded
+
+
+def test_cert_manager_issues_the_webhook_certificate(tmp_path: Path) -> None:
+    # spec: jobset 6.V.6
+    default = helm_template()
+    assert not [o for o in default if o["apiVersion"].startswith("cert-manager.io/")]
+    assert _manager_configuration(default)["certManagement"]["enable"] is True
+
+    objs = helm_template(values={"certManager": {"enable": True}}, tmp=tmp_path)
+    issuer = one(objs, "Issuer", "kubeflow-trainer-self-signed-issuer")
+    assert issuer["spec"] == {"selfSigned": {}}
+    cert = one(objs, "Certificate", "kubeflow-trainer-cert")
+    assert cert["metadata"]["namespace"] == NS
+    assert cert["spec"]["issuerRef"] == {
+        "group": "cert-manager.io",
+        "kind": "Issuer",
+        "name": "kubeflow-trainer-self-signed-issuer",
+    }
+    # The certificate lands in the Secret the Deployment mounts and names the one Service.
+    assert cert["spec"]["secretName"] == "kubeflow-trainer-webhook-cert"
+    assert f"{MANAGER}.{NS}.svc" in cert["spec"]["dnsNames"]
+    volumes = {v["name"]: v for v in pod_spec(objs)["volumes"]}
+    assert volumes["cert"]["secret"]["secretName"] == cert["spec"]["secretName"]
+    # cert-manager creates the Secret and injects the CA; the manager's rotator is off.
+    assert not [o for o in objs if o["kind"] == "Secret"]
+    assert _manager_configuration(objs)["certManagement"]["enable"] is False
+    for name in _webhook_configurations(objs):
+        conf = next(o for o in objs if o["metadata"]["name"] == name)
+        assert conf["metadata"]["annotations"] == {
+            "cert-manager.io/inject-ca-from": f"{NS}/kubeflow-trainer-cert"
+        }
+
+    ref = {"name": "corp-ca", "kind": "ClusterIssuer"}
+    objs = helm_template(values={"certManager": {"enable": True, "issuerRef": ref}}, tmp=tmp_path)
+    assert not [o for o in objs if o["kind"] == "Issuer"]
+    assert one(objs, "Certificate")["spec"]["issuerRef"] == ref
+
+
+def test_prometheus_renders_a_service_monitor_only_where_the_api_exists(tmp_path: Path) -> None:
+    # spec: jobset 6.V.7
+    default = helm_template("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
+    assert not [o for o in default if o["kind"] == "ServiceMonitor"]
+    # The Service that carries the metrics Pods' traffic is rendered by default.
+    service = one(default, "Service", MANAGER)
+    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "manager"
+
+    values = {"prometheus": {"enable": True}}
+    objs = helm_template(
+        "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", values=values, tmp=tmp_path
+    )
+    monitor = one(objs, "ServiceMonitor", MANAGER)
+    service = one(objs, "Service", MANAGER)
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items(), "the monitor selects the Service"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    metrics_port = {p["name"]: p for p in container(objs)["ports"]}["metrics"]
+    assert endpoint["targetPort"] == metrics_port["name"] and metrics_port["containerPort"] == 8443
+    assert endpoint["scheme"] == "https" and endpoint["path"] == "/metrics"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+    out = _template(values=values, tmp=tmp_path)
+    assert out.returncode != 0
+    assert (
+        "The cluster does not support the required API resource `monitoring.coreos.com/v1/ServiceMonitor`."
+        in out.stderr
+    )
+
+
 # -- runtimes -------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""TrainJob condition steps shared by the reconciler (spec §3.2 steps 3 and 5).
+"""TrainJob condition steps shared by the reconciler (docs/behaviour/trainer.md §3.2 steps 3 and 5).
 
 Why a module of pure functions: the Suspended/Resumed rule and the removal of ``Failed`` decide
 what users see in ``kubectl get trainjob`` (the ``State`` column is the last condition), so they

@@ -3,7 +3,7 @@
 ``status.used`` is for people and dashboards: the CapacityScheduling plugin keeps its own
 accounting. A reconcile is keyed by whatever triggered it (the ElasticQuota or a pod), but only
 its namespace matters: the namespace's quota gets the sum of the requests of its Running pods
-(scheduling.md §3.3), written with a merge patch and a ``Synced`` event when it changes.
+(docs/behaviour/scheduling.md §3.3), written with a merge patch and a ``Synced`` event when it changes.
 
 Deliberate differences (docs/divergences.md, "Scheduling"): pod ``spec.overhead`` is added
 (upstream computes it and throws the result away); with several ElasticQuotas in one namespace
@@ -37,7 +37,8 @@ ELASTICQUOTA = gvk_for(ElasticQuota)
 CONTROLLER_NAME = "elasticquota"
 EVENT_COMPONENT = "ElasticQuotaController"
 SYNCED_MESSAGE = "Elastic Quota %s synced successfully"
-"""Formatted with the *request* key, which may name a pod (upstream quirk, kept verbatim)."""
+"""Formatted with the *request* key, which may name a pod (upstream behaviour kept verbatim,
+docs/behaviour/scheduling.md §3.2 step 6)."""
 
 POD_PHASE_INDEX = "status.phase"
 """Field index on pods: a reconcile lists only the Running pods of its namespace."""
@@ -53,7 +54,7 @@ def _requests(container: Mapping[str, Any]) -> Resources:
 
 
 def pod_request(pod: Mapping[str, Any]) -> Resources:
-    """§3.4 step 4: max(sum of containers, largest init container), plus ``spec.overhead``.
+    """scheduling.md §3.3 step 4: max(sum of containers, largest init container), plus ``spec.overhead``.
 
     Sidecar init containers (``restartPolicy: Always``) are treated like ordinary init
     containers, as upstream does. Overhead is added on purpose: upstream means to and does
@@ -80,7 +81,7 @@ def quota_keys(eq: Mapping[str, Any]) -> list[str]:
 
 
 def compute_used(eq: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> Resources:
-    """§3.3: zero for every min/max key, plus the requests of every Running pod."""
+    """scheduling.md §3.3: zero for every min/max key, plus the requests of every Running pod."""
     used: Resources = {name: Quantity.zero() for name in quota_keys(eq)}
     for pod in pods:
         if (pod.get("status") or {}).get("phase") == RUNNING:

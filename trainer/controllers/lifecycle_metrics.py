@@ -1,4 +1,5 @@
-"""TrainJob lifecycle metrics (issue 15; upstream requests #3429, #3673), on the manager registry.
+"""TrainJob lifecycle metrics (beyond v2.1; upstream requests kubeflow/trainer#3429, #3673), on the manager
+registry.
 
 Upstream v2.1-v2.3 and its KEPs name no such metrics, so the names are ours, with the
 ``trainer_`` prefix and Prometheus' suffix rules:

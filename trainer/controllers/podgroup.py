@@ -2,7 +2,7 @@
 
 Gang scheduling itself happens in the scheduler; this controller only *reports* where a gang
 stands (``status.phase`` and the running/succeeded/failed counters), which is what users and
-the Trainer read. The reconcile follows scheduling.md §2.4 step by step; the pure functions
+the Trainer read. The reconcile follows docs/behaviour/scheduling.md §2.4 step by step; the pure functions
 below are those steps, so they can be tested with literal objects.
 
 Deliberate differences (docs/divergences.md, "Scheduling"): pods are listed in the PodGroup's
@@ -66,7 +66,7 @@ def index_pod_group(pod: Mapping[str, Any]) -> list[str]:
 
 
 def map_pod_to_group(pod: Mapping[str, Any]) -> list[Request]:
-    """§2.2: a labelled pod enqueues its PodGroup in the pod's namespace, existing or not.
+    """scheduling.md §2.2: a labelled pod enqueues its PodGroup in the pod's namespace, existing or not.
 
     The handler calls this for both the old and the new pod of an update, so relabelling a pod
     from ``a`` to ``b`` reconciles both groups.
@@ -88,7 +88,7 @@ class PhaseCounts:
 
 
 def count_phases(pods: Iterable[Mapping[str, Any]]) -> PhaseCounts:
-    """§2.4 P3.1: pods per terminal/running phase; Pending, Unknown and empty count for none."""
+    """scheduling.md §2.4 P3 (1): pods per terminal/running phase; Pending, Unknown, empty count none."""
     running = succeeded = failed = 0
     for pod in pods:
         phase = (pod.get("status") or {}).get("phase")
@@ -102,7 +102,7 @@ def count_phases(pods: Iterable[Mapping[str, Any]]) -> PhaseCounts:
 
 
 def occupied_by(pod: Mapping[str, Any], previous: str) -> str:
-    """§2.5: ``<pod namespace>/<owner name>`` for each owner, sorted, comma-joined.
+    """scheduling.md §2.5: ``<pod namespace>/<owner name>`` for each owner, sorted, comma-joined.
 
     A pod without owners keeps the previous value (upstream leaves the field untouched).
     """
@@ -153,7 +153,7 @@ def _parse_time(value: Any) -> datetime.datetime:
 
 
 def schedule_window_exceeded(pg: Mapping[str, Any]) -> bool:
-    """§2.4 step 3, the 48-hour rule, on the *stored* status (stale counters included).
+    """scheduling.md §2.4 step 3, the 48-hour rule, on the *stored* status (stale counters included).
 
     Nothing in this version writes ``scheduleStartTime``; when it is absent Go subtracts a
     creation time from its zero time, a hugely negative duration, so the rule never fires.
@@ -177,7 +177,7 @@ def _first_by_name(pods: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
 
 
 def next_status(pg: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Object:
-    """§2.4 step 5: the managed status after one reconcile (one phase hop at most).
+    """scheduling.md §2.4 step 5: the managed status after one reconcile (one phase hop at most).
 
     ``pods`` are the group's pods in the PodGroup's namespace. Terminal phases and the 48-hour
     rule are decided before this is called.
@@ -190,10 +190,10 @@ def next_status(pg: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> Obj
         # P1: a new object only enters Pending; counters and occupiedBy stay untouched.
         new["phase"] = c.PodGroupPending
     elif phase == c.PodGroupPending:
-        # P2: enough pods exist -> Scheduling, counters still not recomputed (quirk Q2).
+        # P2: enough pods exist -> Scheduling, counters still not recomputed (scheduling.md Q2).
         if len(pods) >= minimum:
             new["phase"] = c.PodGroupScheduling
-            if pods:  # upstream v0.34.1 indexes an empty list here and panics (Q5, fixed)
+            if pods:  # upstream v0.34.1 indexes an empty list here and panics (scheduling.md Q5, fixed: S-2)
                 owners = occupied_by(_first_by_name(pods), current.get("occupiedBy", ""))
                 if owners:
                     new["occupiedBy"] = owners
@@ -251,7 +251,7 @@ class PodGroupReconciler:
             return  # deleted: no finalizers, nothing to clean up
         phase = (pg.get("status") or {}).get("phase")
         if phase in TERMINAL_PHASES:
-            return  # terminal phases are sticky (Q4)
+            return  # terminal phases are sticky (scheduling.md Q4)
         if schedule_window_exceeded(pg):
             await self.recorder.event(pg, "Warning", c.TimeoutReason, c.TimeoutMessage)
             return

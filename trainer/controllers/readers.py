@@ -17,15 +17,18 @@ the live fallbacks into conditions, events or webhook denials.
 
 from __future__ import annotations
 
-from typing import Any
+import builtins
+from typing import TypeVar, cast, overload
 
 from manager.cache.cache import ResourceNotCached, not_found
-from manager.cache.interfaces import Reader
+from manager.client import objects
 from manager.client.errors import ApiError, NotFound
-from manager.restmapper import NoKindMatch
-from manager.scheme import GroupVersionKind, ObjectKey
+from manager.client.interfaces import FieldSelector, LabelSelector, Object, Reader
+from manager.client.restmapper import NoKindMatch
+from manager.scheme import GroupVersionKind, gvk_for
 
-Json = dict[str, Any]
+Json = Object
+M = TypeVar("M")
 
 __all__ = ["CacheReader", "no_kind_match_error"]
 
@@ -38,47 +41,87 @@ def no_kind_match_error(gvk: GroupVersionKind) -> ApiError:
 class CacheReader:
     """Reads from the cache; uncached kinds live; ``confirm_misses`` re-reads a cache miss live."""
 
-    def __init__(self, cache: Reader, live: Any, *, confirm_misses: bool = False) -> None:
+    def __init__(self, cache: Reader, live: Reader, *, confirm_misses: bool = False) -> None:
         self._cache = cache
         self._live = live
         self._confirm_misses = confirm_misses
 
-    async def _live_get(self, gvk: GroupVersionKind, key: ObjectKey) -> Json:
+    async def _live_get(self, gvk: GroupVersionKind, name: str, namespace: str) -> Json:
         try:
-            obj: Json = await self._live.get(gvk, key.name, key.namespace)
+            return await self._live.get(gvk, name, namespace)
         except NoKindMatch:
             raise no_kind_match_error(gvk) from None
         except NotFound:
-            raise not_found(gvk, key.name) from None  # the cache's words, as upstream reads the cache
-        return obj
+            raise not_found(gvk, name) from None  # the cache's words, as upstream reads the cache
 
-    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> Json:
+    async def _get(self, gvk: GroupVersionKind, name: str, namespace: str) -> Json:
         try:
-            return await self._cache.get(gvk, key)
+            return await self._cache.get(gvk, name, namespace)
         except ResourceNotCached:
-            return await self._live_get(gvk, key)
+            return await self._live_get(gvk, name, namespace)
         except NotFound as miss:
             if not self._confirm_misses:
-                raise not_found(gvk, key.name) from miss
-            return await self._live_get(gvk, key)
+                raise not_found(gvk, name) from miss
+            return await self._live_get(gvk, name, namespace)
+
+    @overload
+    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Json: ...
+
+    @overload
+    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
+
+    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Json | M:
+        return cast("Json | M", objects.like(kind, await self._get(gvk_for(kind), name, namespace)))
+
+    @overload
+    async def list(
+        self,
+        kind: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+    ) -> builtins.list[Json]: ...
+
+    @overload
+    async def list(
+        self,
+        kind: type[M],
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+    ) -> builtins.list[M]: ...
 
     async def list(
         self,
-        gvk: GroupVersionKind,
+        kind: GroupVersionKind | type[M],
         *,
         namespace: str | None = None,
-        label_selector: str | dict[str, str] | None = None,
-        field_selector: dict[str, str] | None = None,
-    ) -> list[Json]:
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+    ) -> builtins.list[Json] | builtins.list[M]:
+        items = await self._list(
+            gvk_for(kind), namespace=namespace, label_selector=label_selector, field_selector=field_selector
+        )
+        return cast("builtins.list[Json] | builtins.list[M]", [objects.like(kind, item) for item in items])
+
+    async def _list(
+        self,
+        gvk: GroupVersionKind,
+        *,
+        namespace: str | None,
+        label_selector: LabelSelector,
+        field_selector: FieldSelector,
+    ) -> builtins.list[Json]:
         try:
             return await self._cache.list(
                 gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
             )
         except ResourceNotCached:
             try:
-                items: list[Json] = await self._live.list(
+                return await self._live.list(
                     gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
                 )
             except NoKindMatch:
                 raise no_kind_match_error(gvk) from None
-            return items

@@ -1,4 +1,5 @@
-"""One TrainJob state from its conditions and its JobSet's counters (issue 15, #2713/#3666).
+"""One TrainJob state from its conditions and its JobSet's counters (beyond v2.1; kubeflow/trainer#2713,
+#3666).
 
 Why: upstream's ``State`` printer column is the type of the *last* condition, so a resumed
 TrainJob (``Suspended=False/Resumed``) still reads ``Suspended`` and a running one reads nothing.

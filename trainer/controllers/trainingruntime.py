@@ -1,4 +1,5 @@
-"""TrainingRuntime and ClusterTrainingRuntime reconcilers (spec §4): the ``resource-in-use`` finalizer.
+"""TrainingRuntime and ClusterTrainingRuntime reconcilers (docs/behaviour/trainer.md §4): the
+``resource-in-use`` finalizer.
 
 Why: a runtime must not vanish while TrainJobs still point at it (their JobSets would no longer
 be rebuildable). The finalizer is added as soon as one TrainJob references the runtime and

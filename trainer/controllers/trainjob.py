@@ -1,6 +1,7 @@
-"""TrainJob reconciler (spec §3): apply what the runtime builds, then mirror the JobSet's status.
+"""TrainJob reconciler (docs/behaviour/trainer.md §3): apply what the runtime builds, then mirror the JobSet's
+status.
 
-One request is one TrainJob. The reconcile method follows the spec's numbered steps, one
+One request is one TrainJob. The reconcile method follows the numbered steps of §3.2, one
 function each: get the TrainJob, remove ``Failed``, reconcile the objects (server-side apply
 with field manager ``trainer``), set the Suspended condition, take the status from the runtime's
 status plugin, and write the status only when it changed. A finished TrainJob (``Complete`` or
@@ -23,12 +24,12 @@ from typing import Any, Protocol
 import structlog
 
 from manager import Builder, Manager
-from manager.cache.interfaces import Reader
-from manager.client.errors import ApiError, Conflict, NotFound
+from manager.client.errors import Conflict, NotFound, RequestError
+from manager.client.interfaces import Reader
+from manager.client.restmapper import NoKindMatch
 from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
 from manager.events import EventType
-from manager.restmapper import NoKindMatch
 from trainer import features
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
@@ -212,7 +213,7 @@ class TrainJobReconciler:
                 creation_failed_message(failure.message),
             )
             return None
-        except (RuntimeFailure, ApiError, NoKindMatch) as err:
+        except (RuntimeFailure, RequestError, NoKindMatch) as err:
             text = str(err) if not isinstance(err, NoKindMatch) else str(no_kind_match_error(err.gvk))
             log.error("failed to reconcile TrainJob resources", error=text)
             await self.recorder.event(
@@ -234,7 +235,7 @@ class TrainJobReconciler:
         """
         try:
             computed = await runtime.trainjob_status(trainjob)
-        except (RuntimeFailure, ApiError) as err:
+        except (RuntimeFailure, RequestError) as err:
             missing = err if isinstance(err, NotFound) else err.__cause__
             if isinstance(missing, NotFound) and _just_applied(missing, applied):
                 log.debug("applied object not in the cache yet; waiting for its watch event")
@@ -260,7 +261,7 @@ class TrainJobReconciler:
             # the newer version's watch event reconciles again from it -- cache lag, no error
             log.debug("status conflict on TrainJob: waiting for its newer version")
             return None
-        except ApiError as err:
+        except RequestError as err:
             return str(err)
         return None
 

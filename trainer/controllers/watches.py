@@ -1,4 +1,4 @@
-"""Event handlers for the TrainJob controller's extra watches (spec §3.1).
+"""Event handlers for the TrainJob controller's extra watches (docs/behaviour/trainer.md §3.1).
 
 Why an async handler: the runtime plugins describe their watches as data with *async* mappers
 (they read the cache, e.g. "every suspended TrainJob using this RuntimeClass"), while the
@@ -14,11 +14,11 @@ from collections.abc import Iterable
 
 import structlog
 
-from manager.cache.interfaces import Reader
+from manager.client.interfaces import Reader
+from manager.client.restmapper import NoKindMatch
 from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Object, UpdateEvent
 from manager.controller.handler import RequestQueue
 from manager.controller.reconcile import Request
-from manager.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind
 from trainer.runtime.plugins.base import Mapper
 

@@ -43,7 +43,8 @@ def _by_name(a: Json, b: Json) -> bool:
 
 
 def _by_port_or_name(a: Json, b: Json) -> bool:
-    # Two absent names compare equal (upstream's ptr.Equal on nil pointers): spec §9 quirk 10.
+    # Two absent names compare equal (upstream's ptr.Equal on nil pointers): docs/behaviour/trainer.md §9
+    # quirk 10.
     return a.get("containerPort") == b.get("containerPort") or a.get("name") == b.get("name")
 
 

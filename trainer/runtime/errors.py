@@ -1,7 +1,7 @@
 """Errors the runtime framework hands back instead of raising: field errors and build failures.
 
 Why a field-error type of our own: the webhooks render these exactly as Go's ``field.Error``
-(``<path>: <Type>[: <value>][: <detail>]``, §5.2 of the spec) and tests compare type, path, bad
+(``<path>: <Type>[: <value>][: <detail>]``, docs/behaviour/trainer.md §5.2) and tests compare type, path, bad
 value and detail. ``RuntimeFailure`` carries an error the reconciler reports (a missing runtime,
 an unsupported MPI implementation, a failed read); the reconciler turns it into an event.
 """

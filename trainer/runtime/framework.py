@@ -1,4 +1,4 @@
-"""The plugin framework (spec §2.5): extension points and the phases that run them.
+"""The plugin framework (docs/behaviour/trainer.md §2.5): extension points and the phases that run them.
 
 Why a framework object: the TrainingRuntime and ClusterTrainingRuntime runtimes share one set
 of plugin instances (one reader, one set of watches); the framework sorts plugins into
@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from manager.cache.interfaces import Reader
-from manager.client.errors import ApiError
+from manager.client.errors import RequestError
+from manager.client.interfaces import Reader
 from manager.scheme import GroupVersionKind
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime import indexes
@@ -176,7 +176,7 @@ class Framework:
                     raise failure from err
                 if isinstance(err, RuntimeFailure):
                     raise
-                if isinstance(err, ApiError):
+                if isinstance(err, RequestError):
                     raise RuntimeFailure(str(err)) from err
                 if isinstance(err, (KeyError, TypeError, ValueError, AttributeError, IndexError)):
                     raise RuntimeFailure(f"plugin {plugin.name}: malformed input: {err!r}") from err
@@ -194,7 +194,7 @@ class Framework:
                 plugin_warnings, plugin_errors = await plugin.validate(info, old, new)
             except Exception as err:
                 if plugin.name not in self.external and not isinstance(
-                    err, (ApiError, KeyError, TypeError, ValueError, AttributeError, IndexError)
+                    err, (RequestError, KeyError, TypeError, ValueError, AttributeError, IndexError)
                 ):
                     raise
                 plugin_warnings, plugin_errors = (
@@ -211,7 +211,7 @@ class Framework:
             return None
         try:
             return await self.trainjob_status_plugin.status(trainjob)
-        except ApiError as err:
+        except RequestError as err:
             raise RuntimeFailure(str(err)) from err
 
     def watches(self) -> list[Watch]:

@@ -1,4 +1,5 @@
-"""Field indexes of the runtime framework (spec §2.2): pure functions plus their exact names.
+"""Field indexes of the runtime framework (docs/behaviour/trainer.md §2.2): pure functions plus their exact
+names.
 
 Why plain callables: the cache exposes ``index_field(gvk, name, fn)``; the runtime reconcilers
 list TrainJobs by runtime and the gang-scheduling watches list runtimes by RuntimeClass through

@@ -1,4 +1,4 @@
-"""The runtime ``Info`` passed between plugins (spec §2.3).
+"""The runtime ``Info`` passed between plugins (docs/behaviour/trainer.md §2.3).
 
 Why a mutable bag: upstream's plugins cooperate by editing one ``Info`` in phase order (ML
 policy, then pod-group policy, then pod network) before the builders read it. Each plugin only

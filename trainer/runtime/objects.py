@@ -1,7 +1,7 @@
 """Small facts about TrainJobs shared by plugins: owner references, runtime-ref kinds, GVKs.
 
 Why here: every generated object carries the same controller owner reference, and the
-runtime-ref tests (spec §10 J) pin the two predicates.
+runtime-ref tests (docs/behaviour/trainer.md §10, J1-J4) pin the two predicates.
 """
 
 from __future__ import annotations

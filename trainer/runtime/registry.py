@@ -1,4 +1,5 @@
-"""The runtime registry (spec §2.1): TrainingRuntime and ClusterTrainingRuntime, by GroupKind.
+"""The runtime registry (docs/behaviour/trainer.md §2.1): TrainingRuntime and ClusterTrainingRuntime, by
+GroupKind.
 
 Why two runtimes over one framework: a TrainJob names its runtime by kind; both kinds share
 the same plugins (and so the same watches), differing only in how the runtime object is read
@@ -14,8 +15,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from manager.cache.interfaces import Reader
-from manager.client.errors import ApiError
+from manager.client.errors import RequestError
+from manager.client.interfaces import Reader
 from manager.scheme import GroupVersionKind, ObjectKey
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import (
@@ -122,7 +123,8 @@ class _BaseRuntime(abc.ABC):
         """Upstream's text for a missing runtime of this kind."""
 
     async def _fetch(self, trainjob: TrainJob) -> TrainingRuntime | ClusterTrainingRuntime:
-        obj = await self._reader.get(self.gvk, self._key(trainjob))
+        key = self._key(trainjob)
+        obj = await self._reader.get(self.gvk, key.name, key.namespace)
         try:
             return self.kind_model.from_dict(obj)
         except (ValidationError, ValueError) as err:
@@ -157,7 +159,7 @@ class _BaseRuntime(abc.ABC):
             )
         try:
             runtime = await self._fetch(tj)
-        except ApiError as err:
+        except RequestError as err:
             raise RuntimeFailure(self._not_found(err)) from err
         spec = runtime.spec
         template = spec.template if spec is not None and spec.template is not None else JobSetTemplateSpec()
@@ -192,7 +194,7 @@ class _BaseRuntime(abc.ABC):
             return [], [FieldError.invalid("spec", None, "Required")]
         try:
             runtime = await self._fetch(new_tj)
-        except (ApiError, RuntimeFailure) as err:
+        except (RequestError, RuntimeFailure) as err:
             return [], [self._lookup_error(new_tj, err)]
         warnings = self._warnings(runtime)
         spec = runtime.spec
@@ -246,7 +248,8 @@ class ClusterTrainingRuntimeRuntime(_BaseRuntime):
 
     def _lookup_error(self, trainjob: TrainJob, err: Exception) -> FieldError:
         ref = trainjob.spec.runtime_ref if trainjob.spec else None
-        # Capital R: upstream's path for this error (spec §9 quirk 14), copied as a contract.
+        # Capital R: upstream's path for this error (docs/behaviour/trainer.md §9 quirk 14), copied as a
+        # contract.
         return FieldError.invalid(
             "spec.RuntimeRef",
             ref,

@@ -1,6 +1,7 @@
-"""Building the ``Info`` of a TrainJob on a runtime (upstream ``newRuntimeInfo``, spec §2.4).
+"""Building the ``Info`` of a TrainJob on a runtime (upstream ``newRuntimeInfo``, docs/behaviour/trainer.md
+§2.4).
 
-One function per step of the spec: ``jobset_labels``/``jobset_annotations`` (step 1),
+One function per step of that section: ``jobset_labels``/``jobset_annotations`` (step 1),
 ``apply_pod_template_overrides`` (step 2), ``jobset_spec_apply_document`` (step 3) and
 ``pod_sets`` (step 4). All are pure: the inputs are never modified.
 """
@@ -118,7 +119,7 @@ def typed_round_trip(jobset_spec: Json) -> None:
 
     Non-pointer structs appear even when empty (template ``metadata: {}``, every container's
     ``resources: {}``), ``creationTimestamp: null`` is dropped and quantities are re-printed in
-    canonical form. Upstream builds its apply document this way (spec §2.4 step 3).
+    canonical form. Upstream builds its apply document this way (trainer.md §2.4 step 3).
     """
     for rjob in jobset_spec.get("replicatedJobs") or ():
         if not isinstance(rjob, dict):

@@ -1,4 +1,4 @@
-"""``meta.SetStatusCondition`` on a status dict (spec §2.10.4).
+"""``meta.SetStatusCondition`` on a status dict (docs/behaviour/trainer.md §2.10.4).
 
 Why here: the status plugin copies JobSet terminal conditions onto the TrainJob with the exact
 Kubernetes rule (append when new; on a status flip also move lastTransitionTime; always

@@ -110,3 +110,22 @@ clientConfig:
     namespace: {{ .root.Release.Namespace }}
     path: {{ .path }}
 {{- end }}
+
+{{/*
+cert-manager (certManager.enable): names as JobSet's chart; the webhook configurations get the
+annotation by which cert-manager's CA injector fills their caBundle.
+*/}}
+{{- define "trainer.certManager.issuer.name" -}}
+{{ include "trainer.name" . }}-self-signed-issuer
+{{- end }}
+
+{{- define "trainer.certManager.certificate.name" -}}
+{{ include "trainer.name" . }}-cert
+{{- end }}
+
+{{- define "trainer.webhook.annotations" -}}
+{{- if .Values.certManager.enable }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "trainer.certManager.certificate.name" . }}
+{{- end }}
+{{- end }}

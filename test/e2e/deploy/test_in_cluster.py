@@ -1,4 +1,4 @@
-"""In-cluster mode on the full local cluster, with no container runtime (issue 10, "Must show").
+"""In-cluster mode on the full local cluster, with no container runtime.
 
 ``config/default`` is applied server-side as a user does. The Deployment's Pod cannot run the
 manager on KWOK nodes, so the test starts the installed manager exactly as that Pod would: the

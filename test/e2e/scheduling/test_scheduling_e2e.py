@@ -19,7 +19,7 @@ from manager.client.patch import Patch
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
-from manager.runtime.manager import Manager, Options
+from manager.manager import Manager, Options
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 from trainer.api.quantity import Quantity

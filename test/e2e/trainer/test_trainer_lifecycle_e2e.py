@@ -1,4 +1,4 @@
-"""TrainJob lifecycle on the full local cluster (issue 15): finished stays finished, lifecycle metrics.
+"""TrainJob lifecycle on the full local cluster: finished stays finished, lifecycle metrics.
 
 The manager runs as a subprocess (`python -m trainer`) with its webhooks and metrics served, on
 a TrainingRuntime of the test namespace whose trainer pods can never be scheduled (a node

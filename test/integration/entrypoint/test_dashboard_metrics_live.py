@@ -1,4 +1,4 @@
-"""Every metric the shipped Grafana dashboard queries is exported by the manager (issue 15).
+"""Every metric the shipped Grafana dashboard queries is exported by the manager.
 
 No list of names is written down here: the manager runs as an operator runs it (`python -m
 trainer`, every component, leader election on) against a real API server with every CRD, and

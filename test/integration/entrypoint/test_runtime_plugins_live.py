@@ -1,4 +1,4 @@
-"""A third-party runtime plugin, pip-installed at test time, runs inside the manager (issue 15).
+"""A third-party runtime plugin, pip-installed at test time, runs inside the manager.
 
 The example package (test/testdata/example_plugin) declares an entry point in the group
 ``trainer.runtime.plugins``; it is installed with ``--no-deps`` into this virtualenv for the

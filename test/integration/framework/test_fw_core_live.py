@@ -87,7 +87,7 @@ async def running_manager(control_plane: Environment, namespace: str, **opts: An
 
 async def test_owned_object_changes_reconcile_the_owner(
     control_plane: Environment, widgets_crd: None, namespace: str
-) -> None:  # spec: framework issue 3 "owner-based requeue"
+) -> None:  # docs/behaviour/framework.md A.8: owner-based requeue
     async with running_manager(control_plane, namespace) as (mgr, cluster, reconciler):
         Builder(mgr).for_(WIDGET).owns(CONFIGMAP).named("widget-live").complete(reconciler)
         task = asyncio.create_task(mgr.run())
@@ -122,7 +122,7 @@ async def test_owned_object_changes_reconcile_the_owner(
 
 async def test_update_conflict_is_retried_to_success(
     control_plane: Environment, widgets_crd: None, namespace: str
-) -> None:  # spec: framework issue 3 "an update conflict is retried to success"
+) -> None:  # docs/behaviour/framework.md A.4: an update conflict is retried to success
     async with running_manager(control_plane, namespace) as (mgr, cluster, _):
         attempts = 0
 
@@ -164,7 +164,7 @@ async def test_update_conflict_is_retried_to_success(
 @pytest.mark.parametrize("release", [False, True])
 async def test_two_managers_one_leader_then_failover(
     control_plane: Environment, widgets_crd: None, namespace: str, release: bool
-) -> None:  # spec: framework issue 3 "two managers with leader election"
+) -> None:  # docs/behaviour/framework.md A.10: two managers with leader election
     timing = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 1.0}
     election = {
         "leader_election": True,

@@ -60,10 +60,10 @@ async def test_update_conflict_is_retried_to_success(cluster: Cluster, namespace
         return result
 
     # Five concurrent read-modify-write loops on one object: without retries most would fail.
-    from manager.controller_util import Backoff
+    from manager.controller_util import RetryBackoff
 
     await asyncio.gather(
-        *(retry_on_conflict(increment, Backoff(steps=20, duration=0.01, jitter=1.0)) for _ in range(5))
+        *(retry_on_conflict(increment, RetryBackoff(steps=20, duration=0.01, jitter=1.0)) for _ in range(5))
     )
     final = await c.get(CONFIGMAP, "counter", namespace)
     assert final["data"]["n"] == "5"

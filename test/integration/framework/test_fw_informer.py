@@ -14,7 +14,7 @@ from manager.cache.informer import SharedInformer
 from manager.client import NotFound
 from manager.cluster import Cluster
 from manager.envtest import Environment
-from manager.scheme import GroupVersionKind, ObjectKey
+from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 
 WIDGET = GroupVersionKind("envtest.example.com", "v1", "Widget")
@@ -81,7 +81,7 @@ async def test_informer_sees_add_update_delete_and_strips_managed_fields(
     cached = await cluster.client.get(WIDGET, "before", namespace)
     assert "managedFields" not in cached["metadata"]
     cached["spec"]["size"] = 9  # a copy: the store is unaffected
-    again = await running_cache.get(WIDGET, ObjectKey(namespace, "before"))
+    again = await running_cache.get(WIDGET, "before", namespace)
     assert again["spec"]["size"] == 3
     with pytest.raises(NotFound):
         await cluster.client.get(WIDGET, "w1", namespace)
@@ -316,10 +316,10 @@ async def test_compact_cache_serves_the_same_reads(
         await eventually(both)
         by_size = await cache.list(WIDGET, namespace=namespace, field_selector={"spec.size": "3"})
         assert [o["metadata"]["name"] for o in by_size] == ["c2"]
-        got = await cache.get(WIDGET, ObjectKey(namespace, "c1"))
+        got = await cache.get(WIDGET, "c1", namespace)
         assert "managedFields" not in got["metadata"] and got["spec"]["color"] == "red"
         got["spec"]["size"] = 10  # a private copy
-        assert (await cache.get(WIDGET, ObjectKey(namespace, "c1")))["spec"]["size"] == 2
+        assert (await cache.get(WIDGET, "c1", namespace))["spec"]["size"] == 2
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

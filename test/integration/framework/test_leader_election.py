@@ -18,7 +18,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from manager.client.errors import ApiError
-from manager.runtime.manager import Manager, Options
+from manager.manager import Manager, Options
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 from manager.testing.informers import FakeInformers
@@ -63,7 +63,7 @@ class SyncedCache(FakeInformers):
         started.set()
         await asyncio.Event().wait()
 
-    async def get(self, gvk: GroupVersionKind, key: Any) -> dict[str, Any]:
+    async def get(self, gvk: GroupVersionKind, name: str, namespace: str = "") -> dict[str, Any]:
         raise NotImplementedError
 
     async def list(self, gvk: GroupVersionKind, **kw: Any) -> list[dict[str, Any]]:

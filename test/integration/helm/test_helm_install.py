@@ -92,7 +92,7 @@ def test_helm_install_creates_every_object_then_upgrade_and_uninstall(tools: Too
     assert tools.get("Namespace", NS) is not None, "--create-namespace made the release namespace"
 
     objects = rendered(tools)
-    # The agreed set (issue 10) but the Namespace: 6 CRDs, 15 other objects.
+    # The deployment object set (README) but the Namespace: 6 CRDs, 15 other objects.
     assert len(objects) == 21
     for obj in objects:
         meta = obj["metadata"]

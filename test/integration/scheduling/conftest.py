@@ -8,7 +8,7 @@ import pytest
 from sched_live import running_manager
 
 from manager.envtest import Environment
-from manager.runtime.manager import Manager
+from manager.manager import Manager
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from manager.client.patch import Patch
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
-from manager.runtime.manager import Manager, Options
+from manager.manager import Manager, Options
 from trainer.controllers.scheduling import setup
 
 Object = dict[str, Any]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sched_live import pod_object, set_phase
 
-from manager.runtime.manager import Manager
+from manager.manager import Manager
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 from trainer.api.quantity import Quantity

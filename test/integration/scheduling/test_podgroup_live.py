@@ -12,7 +12,7 @@ from typing import Any
 from sched_live import pod_object, running_manager, set_phase
 
 from manager.envtest import Environment
-from manager.runtime.manager import Manager
+from manager.manager import Manager
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 from trainer.controllers.podgroup import PODGROUP

@@ -13,7 +13,7 @@ from typing import Any
 
 from sched_live import pod_object, set_phase
 
-from manager.runtime.manager import Manager
+from manager.manager import Manager
 from manager.testing.eventually import eventually
 from trainer.api.quantity import Quantity
 from trainer.api.trainer_v1alpha1 import PodGroupPolicy, TrainJob

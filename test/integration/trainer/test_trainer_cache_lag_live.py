@@ -1,4 +1,4 @@
-"""A burst of TrainJobs on a real API server: expected cache lag is no reconcile error (issue 12)."""
+"""A burst of TrainJobs on a real API server: expected cache lag is no reconcile error."""
 
 from __future__ import annotations
 

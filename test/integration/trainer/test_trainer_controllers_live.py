@@ -623,7 +623,7 @@ async def test_group_kind_concurrency_applies_to_the_trainer_controllers(control
     from manager.cluster import Cluster
     from manager.config import load_kubeconfig
     from manager.controller.controller import Controller
-    from manager.runtime.manager import Group
+    from manager.manager import Group
     from trainer.controllers.trainer_setup import setup_controllers
 
     config = await load_kubeconfig(control_plane.kubeconfig)

@@ -14,7 +14,7 @@ import pytest
 from trainer_wrappers import rjob, runtime, trainjob, wrapper_rjobs
 
 from manager.client import Forbidden, NotFound
-from manager.scheme import GroupVersionKind, ObjectKey
+from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 
 Json = dict[str, Any]
@@ -47,14 +47,14 @@ async def _update_tr(trainer: Any, change: Any) -> None:
     updated: Json = await trainer.client.update(current)
 
     async def cached() -> None:
-        seen = await trainer.manager.cache.get(TR, ObjectKey(trainer.namespace, "training-runtime"))
+        seen = await trainer.manager.cache.get(TR, "training-runtime", trainer.namespace)
         assert seen["metadata"]["resourceVersion"] == updated["metadata"]["resourceVersion"]
 
     await eventually(cached, timeout=30)
 
 
 async def test_trainjob_referencing_existing_runtimes_is_admitted(trainer: Any, runtimes: str) -> None:
-    # spec: trainer A26
+    # spec: trainer A26 A27
     # (the fixture created the TR and CTR wrappers through the runtime webhooks)
     # spec: trainer B4
     # spec: trainer B6

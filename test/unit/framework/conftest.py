@@ -11,7 +11,7 @@ import pytest
 
 from manager.controller import Controller, Options
 from manager.metrics import REGISTRY
-from manager.runtime.runnable import Runnable
+from manager.runnable import Runnable
 from manager.testing.clock import FakeClock
 from manager.testing.informers import FakeInformers
 

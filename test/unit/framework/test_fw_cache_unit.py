@@ -13,9 +13,9 @@ from aiohttp import web
 from manager.cache import Cache, CacheNotStarted, CacheOptions, CacheSyncTimeout, ResourceNotCached
 from manager.cache.informer import SharedInformer
 from manager.client import Client, RestTransport
+from manager.client.restmapper import RESTMapper, RESTMapping
 from manager.config import RestConfig
-from manager.restmapper import RESTMapper, RESTMapping
-from manager.scheme import GroupVersionKind, ObjectKey
+from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 
 GVK = GroupVersionKind("example.com", "v1", "Widget")
@@ -66,7 +66,7 @@ async def test_reads_need_an_informer_and_a_started_cache(api: tuple[Api, Client
     _, client = api
     cache = Cache(client)
     with pytest.raises(ResourceNotCached):
-        await cache.get(GVK, ObjectKey("ns", "w"))
+        await cache.get(GVK, "w", "ns")
     await cache.get_informer(GVK)
     with pytest.raises(CacheNotStarted):
         await cache.list(GVK)
@@ -74,7 +74,7 @@ async def test_reads_need_an_informer_and_a_started_cache(api: tuple[Api, Client
     task = asyncio.create_task(cache.start(started))
     try:
         await asyncio.wait_for(started.wait(), 10)
-        assert (await cache.get(GVK, ObjectKey("ns", "w")))["metadata"]["name"] == "w"
+        assert (await cache.get(GVK, "w", "ns"))["metadata"]["name"] == "w"
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

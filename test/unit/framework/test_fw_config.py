@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from manager.cluster import Cluster
-from manager.config import ConfigError, RestConfig, get_config, load_incluster, load_kubeconfig
+from manager.config import RestConfig, RestConfigError, get_config, load_incluster, load_kubeconfig
 from manager.envtest.certs import TinyCA
 
 
@@ -51,7 +51,7 @@ current-context: ctx
     assert config.ssl_context is not None and config.ssl_context.check_hostname is False
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     assert (await get_config()).host == "https://127.0.0.1:6443"
-    with pytest.raises(ConfigError):
+    with pytest.raises(RestConfigError):
         await load_kubeconfig(tmp_path / "missing")
 
 

@@ -9,9 +9,9 @@ import pytest
 from manager.client import Conflict, NotFound
 from manager.controller_util import (
     AlreadyOwnedError,
-    Backoff,
     OperationResult,
     OwnerReferenceError,
+    RetryBackoff,
     add_finalizer,
     contains_finalizer,
     create_or_patch,
@@ -108,7 +108,7 @@ async def test_retry_on_conflict_retries_to_success_and_gives_up() -> None:
     assert c.requests["update"] == 4
     c.inject_error("update", Conflict("modified", code=409), times=3)
     with pytest.raises(Conflict):
-        await retry_on_conflict(bump, Backoff(steps=3, duration=0.001))
+        await retry_on_conflict(bump, RetryBackoff(steps=3, duration=0.001))
     assert c.requests["update"] == 7
     c.inject_error("update", NotFound("gone", code=404))
     with pytest.raises(NotFound):  # other errors are not retried

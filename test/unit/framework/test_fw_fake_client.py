@@ -112,7 +112,7 @@ async def test_finalizers_hold_deletion_until_removed() -> None:
 
 async def test_lists_with_label_and_field_selectors_and_request_counter() -> None:
     c = FakeClient([widget("a", tier="web"), widget("b", tier="db"), widget("c", "other", tier="web")])
-    c.index_field(WIDGET, "spec.size", lambda o: [str(o["spec"]["size"])])
+    c.add_index(WIDGET, "spec.size", lambda o: [str(o["spec"]["size"])])
     names = lambda items: [i["metadata"]["name"] for i in items]  # noqa: E731
     assert names(await c.list(WIDGET, namespace="default")) == ["a", "b"]
     assert names(await c.list(WIDGET, label_selector="tier=web")) == ["a", "c"]

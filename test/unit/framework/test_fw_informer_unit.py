@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from manager.cache.backoff import Backoff
+from manager.cache.backoff import ReflectorBackoff
 from manager.cache.informer import SharedInformer
 from manager.cache.store import Store, field_index_func
 from manager.client import Client, RestTransport
+from manager.client.restmapper import RESTMapper, RESTMapping
 from manager.config import RestConfig
-from manager.restmapper import RESTMapper, RESTMapping
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 
@@ -139,7 +139,7 @@ def test_relist_of_one_namespace_leaves_the_others_alone() -> None:
 
 def test_backoff_grows_with_jitter_caps_and_resets() -> None:
     now = [0.0]
-    b = Backoff(clock=lambda: now[0], rand=lambda: 0.5)
+    b = ReflectorBackoff(clock=lambda: now[0], rand=lambda: 0.5)
     waits = [b.next() for _ in range(8)]
     assert waits[0] == pytest.approx(0.8 * 1.5)
     assert waits[1] == pytest.approx(1.6 * 1.5)

@@ -26,9 +26,9 @@ from manager.client import (
 from manager.client.errors import Forbidden, InternalError
 from manager.client.metrics import requests_count
 from manager.client.ratelimit import TokenBucket
+from manager.client.restmapper import NoKindMatch, RESTMapper
 from manager.config import RestConfig
 from manager.metrics.registry import REGISTRY
-from manager.restmapper import NoKindMatch, RESTMapper
 from manager.scheme import GroupVersionKind
 
 

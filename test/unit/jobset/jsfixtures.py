@@ -149,7 +149,7 @@ class RecordingClient(FakeClient):
 
     def __init__(self, *objects: Any) -> None:
         super().__init__(objects, status_subresource=[JOBSET_GVK, JOB_GVK, POD_GVK])
-        self.index_field(JOB_GVK, JOB_OWNER_KEY, job_owner_index)
+        self.add_index(JOB_GVK, JOB_OWNER_KEY, job_owner_index)
         self.deletes: list[tuple[str, str, str | None]] = []
         self.created: list[Object] = []
 

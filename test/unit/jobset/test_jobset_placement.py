@@ -94,8 +94,8 @@ class Client(RecordingClient):
     def __init__(self, *objects: Any) -> None:
         super().__init__(*objects)
         self._cluster_scoped.add(NODE_GVK)
-        self.index_field(POD_GVK, POD_JOB_KEY, pod_job_key_index)
-        self.index_field(POD_GVK, POD_NAME_KEY, pod_name_index)
+        self.add_index(POD_GVK, POD_JOB_KEY, pod_job_key_index)
+        self.add_index(POD_GVK, POD_NAME_KEY, pod_name_index)
 
 
 # -- 6.L ------------------------------------------------------------------------------------------

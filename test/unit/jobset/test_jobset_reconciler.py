@@ -407,7 +407,7 @@ def test_merge_pod_template_union_rules() -> None:
 async def test_setup_skips_when_the_crd_is_not_served() -> None:
     from types import SimpleNamespace
 
-    from manager.restmapper import NoKindMatch
+    from manager.client.restmapper import NoKindMatch
     from trainer.controllers.jobset import setup
 
     class Mapper:
@@ -418,7 +418,7 @@ async def test_setup_skips_when_the_crd_is_not_served() -> None:
         def __getattr__(self, name: str) -> Any:
             raise AssertionError(f"setup touched the manager's {name} although the CRD is absent")
 
-    mgr = SimpleNamespace(client=SimpleNamespace(mapper=Mapper()), cache=Untouchable(), cluster=Untouchable())
+    mgr = SimpleNamespace(mapper=Mapper(), client=Untouchable(), cache=Untouchable(), cluster=Untouchable())
     assert await setup(mgr, None) is False  # type: ignore[arg-type]
 
 

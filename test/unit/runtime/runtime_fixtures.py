@@ -45,13 +45,13 @@ class FakeReader:
     def add(self, obj: Json) -> None:
         self.objects[(gvk_of_object(obj), key_of(obj))] = copy.deepcopy(obj)
 
-    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> Json:
+    async def get(self, gvk: GroupVersionKind, name: str, namespace: str = "") -> Json:
         if gvk.kind in self.errors:
             raise self.errors[gvk.kind]
         try:
-            return copy.deepcopy(self.objects[(gvk, key)])
+            return copy.deepcopy(self.objects[(gvk, ObjectKey(namespace, name))])
         except KeyError:
-            raise not_found(gvk, key.name) from None  # the cache reader's words, as upstream's
+            raise not_found(gvk, name) from None  # the cache reader's words, as upstream's
 
     async def list(
         self,

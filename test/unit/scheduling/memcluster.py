@@ -23,11 +23,11 @@ from manager.cache.informer import SharedInformer
 from manager.client.client import Client
 from manager.client.errors import NotFound
 from manager.client.patch import Patch
+from manager.client.restmapper import RESTMapper, RESTMapping
 from manager.controller.controller import Controller
 from manager.controller.controller import Options as ControllerOptions
 from manager.metrics import REGISTRY
-from manager.restmapper import RESTMapper, RESTMapping
-from manager.scheme import GroupVersionKind, KindRef, ObjectKey, gvk_for, gvk_of_object
+from manager.scheme import GroupVersionKind, KindRef, gvk_for, gvk_of_object
 from manager.testing.fake import merge_patch
 from trainer.controllers import elasticquota, podgroup
 
@@ -88,7 +88,7 @@ class MemClient:
         gvk = gvk_for(kind)
         self._cluster.requests[f"get {gvk.kind}"] += 1
         self._cluster.gets[(gvk.kind, namespace, name)] += 1
-        return await self._cluster.cache.get(gvk, ObjectKey(namespace, name))
+        return await self._cluster.cache.get(gvk, name, namespace)
 
     async def list(
         self,
@@ -194,6 +194,7 @@ class MemManager:
     def __init__(self, cluster: MemCluster) -> None:
         self.mem = cluster
         self.client = cluster.client
+        self.mapper = cluster.mapper
         self.api_reader = cluster.client
         self.cache = cluster.cache
         self.informers = cluster.cache

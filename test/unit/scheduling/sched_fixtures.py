@@ -130,8 +130,8 @@ def fake_api(*objects: Object) -> FakeClient:
     client = FakeClient(
         objects, status_subresource=[podgroup.PODGROUP, elasticquota.ELASTICQUOTA, podgroup.POD]
     )
-    client.index_field(podgroup.POD, podgroup.POD_GROUP_INDEX, podgroup.index_pod_group)
-    client.index_field(elasticquota.POD, elasticquota.POD_PHASE_INDEX, elasticquota.index_pod_phase)
+    client.add_index(podgroup.POD, podgroup.POD_GROUP_INDEX, podgroup.index_pod_group)
+    client.add_index(elasticquota.POD, elasticquota.POD_PHASE_INDEX, elasticquota.index_pod_phase)
     return client
 
 

@@ -16,8 +16,8 @@ from memcluster import MemCluster, MemManager
 from sched_fixtures import LABEL, container, eq, pg, pod, res
 
 from manager.cache.store import field_index_name
+from manager.client.restmapper import RESTMapping
 from manager.metrics import REGISTRY
-from manager.restmapper import RESTMapping
 from trainer.controllers import elasticquota, podgroup
 from trainer.controllers.scheduling import setup
 

@@ -417,8 +417,8 @@ def test_plugin_injects_upstream_env_volume_and_builds_ca_config_map() -> None:
     )
 
     class Reader:
-        async def get(self, gvk: Any, key: Any) -> dict[str, Any]:
-            assert (gvk.kind, key.namespace, key.name) == ("Secret", "kubeflow-system", "s")
+        async def get(self, gvk: Any, name: str, namespace: str = "") -> dict[str, Any]:
+            assert (gvk.kind, namespace, name) == ("Secret", "kubeflow-system", "s")
             return {"data": {"ca.crt": "LS0tLS1CRUdJTg=="}}
 
     plugin = TrainJobStatus(PluginContext(reader=Reader()), settings)  # type: ignore[arg-type]

@@ -22,8 +22,8 @@ from webhooks.certs import (
     VWC_GVK,
     CertConfig,
     CertRotator,
+    CertsNotReadyError,
     KeyMaterial,
-    NotReadyError,
     WebhookConfiguration,
     ca_valid,
     generate_ca,
@@ -216,11 +216,11 @@ async def test_rotator_fills_the_secret_once_and_injects_the_ca(tmp_path: Path) 
 
 async def test_rotator_gives_up_with_upstream_messages(tmp_path: Path) -> None:
     rotator = CertRotator(_fake(_secret()), _config(tmp_path), clock=lambda: NOW)
-    with pytest.raises(NotReadyError, match=r"^could not refresh cert$"):
+    with pytest.raises(CertsNotReadyError, match=r"^could not refresh cert$"):
         await CertRotator(_fake(), _config(tmp_path), clock=lambda: NOW).ensure_certs()  # no Secret
-    with pytest.raises(NotReadyError, match=r"^could not mount certs$"):
+    with pytest.raises(CertsNotReadyError, match=r"^could not mount certs$"):
         await rotator.wait_mounted()
-    with pytest.raises(NotReadyError, match=r"^could not inject certs to webhooks$"):
+    with pytest.raises(CertsNotReadyError, match=r"^could not inject certs to webhooks$"):
         await rotator.inject(b"CA")  # no webhook configuration
 
 
@@ -322,6 +322,6 @@ async def test_readiness_waits_for_every_configuration(tmp_path: Path) -> None:
     config.webhook_configurations = _configurations("trainer", "jobset")
     (tmp_path / "tls.crt").write_text("mounted")
     rotator = CertRotator(client, config, clock=lambda: NOW)
-    with pytest.raises(NotReadyError, match=r"^could not inject certs to webhooks$"):
+    with pytest.raises(CertsNotReadyError, match=r"^could not inject certs to webhooks$"):
         await rotator.start(asyncio.Event())
     assert not rotator.is_ready()

@@ -1,4 +1,4 @@
-"""TrainJob state derivation and lifecycle metrics: each transition counted once (issue 15)."""
+"""TrainJob state derivation and lifecycle metrics: each transition counted once."""
 
 from __future__ import annotations
 

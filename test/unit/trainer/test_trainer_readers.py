@@ -8,8 +8,8 @@ import pytest
 
 from manager.cache.cache import ResourceNotCached
 from manager.client.errors import ApiError, NotFound
-from manager.restmapper import NoKindMatch
-from manager.scheme import GroupVersionKind, ObjectKey
+from manager.client.restmapper import NoKindMatch
+from manager.scheme import GroupVersionKind
 from trainer.controllers.readers import CacheReader
 
 PRIORITY_CLASS = GroupVersionKind("scheduling.k8s.io", "v1", "PriorityClass")
@@ -21,12 +21,12 @@ class _Cache:
     def __init__(self, cached: dict[GroupVersionKind, dict[str, Any]]) -> None:
         self.cached = cached
 
-    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> dict[str, Any]:
+    async def get(self, gvk: GroupVersionKind, name: str, namespace: str = "") -> dict[str, Any]:
         if gvk not in self.cached:
             raise ResourceNotCached(gvk)
-        if key.name not in self.cached[gvk]:
-            raise NotFound(f'"{key.name}" not found in cache')
-        return dict(self.cached[gvk][key.name])
+        if name not in self.cached[gvk]:
+            raise NotFound(f'"{name}" not found in cache')
+        return dict(self.cached[gvk][name])
 
     async def list(self, gvk: GroupVersionKind, **_: Any) -> list[dict[str, Any]]:
         if gvk not in self.cached:
@@ -62,16 +62,16 @@ def _reader(confirm: bool = False) -> tuple[CacheReader, _Live]:
 
 async def test_cached_kinds_are_read_from_the_cache() -> None:
     reader, live = _reader()
-    assert await reader.get(RUNTIME, ObjectKey("ns", "cached")) == {"spec": {"cached": True}}
+    assert await reader.get(RUNTIME, "cached", "ns") == {"spec": {"cached": True}}
     with pytest.raises(NotFound) as missing:
-        await reader.get(RUNTIME, ObjectKey("ns", "fresh"))
+        await reader.get(RUNTIME, "fresh", "ns")
     assert str(missing.value) == 'TrainingRuntime.trainer.kubeflow.org "fresh" not found'
     assert live.gets == 0
 
 
 async def test_uncached_kinds_are_read_live() -> None:
     reader, _ = _reader()
-    assert await reader.get(PRIORITY_CLASS, ObjectKey("", "high")) == {"value": 1000}
+    assert await reader.get(PRIORITY_CLASS, "high", "") == {"value": 1000}
     assert await reader.list(PRIORITY_CLASS) == [{"value": 1000}]
 
 
@@ -79,16 +79,16 @@ async def test_unserved_kinds_become_api_errors_with_upstream_text() -> None:
     reader, _ = _reader()
     message = 'no matches for kind "PodGroup" in version "scheduling.volcano.sh/v1beta1"'
     with pytest.raises(ApiError, match=message):
-        await reader.get(VOLCANO, ObjectKey("ns", "tj"))
+        await reader.get(VOLCANO, "tj", "ns")
     with pytest.raises(ApiError, match=message):
         await reader.list(VOLCANO)
 
 
 async def test_webhook_reader_confirms_cache_misses_live() -> None:
     reader, live = _reader(confirm=True)
-    assert await reader.get(RUNTIME, ObjectKey("ns", "fresh")) == {"spec": {}}
+    assert await reader.get(RUNTIME, "fresh", "ns") == {"spec": {}}
     with pytest.raises(NotFound) as missing:
-        await reader.get(RUNTIME, ObjectKey("ns", "absent"))
+        await reader.get(RUNTIME, "absent", "ns")
     # the miss confirmed live still reads as the cache words it: upstream answers from its cache
     assert str(missing.value) == 'TrainingRuntime.trainer.kubeflow.org "absent" not found'
     assert missing.value.status["details"] == {
@@ -102,5 +102,5 @@ async def test_webhook_reader_confirms_cache_misses_live() -> None:
 async def test_uncached_kinds_missing_live_read_as_the_cache_words_it() -> None:
     reader, _ = _reader()
     with pytest.raises(NotFound) as missing:
-        await reader.get(PRIORITY_CLASS, ObjectKey("", "low"))
+        await reader.get(PRIORITY_CLASS, "low", "")
     assert str(missing.value) == 'PriorityClass.scheduling.k8s.io "low" not found'

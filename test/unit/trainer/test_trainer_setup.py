@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from manager.restmapper import NoKindMatch
+from manager.client.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind
 from trainer.components import COMPONENTS
 from trainer.controllers import trainer_setup

@@ -245,7 +245,7 @@ def test_every_trainjob_event_passes_and_notifies_the_watchers() -> None:
 
 
 async def test_apply_of_an_unserved_kind_is_reported_like_any_apply_error() -> None:
-    from manager.restmapper import NoKindMatch
+    from manager.client.restmapper import NoKindMatch
 
     reconciler, client, recorder = setup(node_runtime(), trainjob())
     client.inject_error("apply", NoKindMatch(JOBSET_GVK))
@@ -262,12 +262,12 @@ class LaggingReader(ClientReader):
 
     lagging = True
 
-    async def get(self, gvk: Any, key: Any) -> Json:
+    async def get(self, gvk: Any, name: str, namespace: str = "") -> Json:
         if self.lagging and gvk == JOBSET_GVK:
             from manager.testing.fake import _not_found
 
-            raise _not_found(gvk, key.name)
-        return await super().get(gvk, key)
+            raise _not_found(gvk, name)
+        return await super().get(gvk, name, namespace)
 
 
 async def test_jobset_not_yet_in_the_cache_after_its_apply_is_no_error() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from manager.cache import not_found
 from manager.client.errors import NotFound
-from manager.scheme import GroupVersionKind, ObjectKey
+from manager.scheme import GroupVersionKind
 from manager.testing.fake import FakeClient
 from trainer.runtime import indexes
 from trainer.runtime.objects import (
@@ -30,12 +30,12 @@ def fake_client(objects: Iterable[Json] = ()) -> FakeClient:
         status_subresource=[TRAINJOB_GVK, JOBSET_GVK],
         cluster_scoped=[CLUSTER_TRAINING_RUNTIME_GVK],
     )
-    client.index_field(
+    client.add_index(
         TRAINJOB_GVK,
         indexes.TRAINJOB_RUNTIME_REF_KEY,
         lambda o: indexes.index_trainjob_training_runtime(o) or [],
     )
-    client.index_field(
+    client.add_index(
         TRAINJOB_GVK,
         indexes.TRAINJOB_CLUSTER_RUNTIME_REF_KEY,
         lambda o: indexes.index_trainjob_cluster_training_runtime(o) or [],
@@ -44,16 +44,16 @@ def fake_client(objects: Iterable[Json] = ()) -> FakeClient:
 
 
 class ClientReader:
-    """The runtime framework's Reader (``get(gvk, key)``) over a FakeClient, as the cache is."""
+    """The runtime framework's Reader over a FakeClient, with the cache's NotFound words."""
 
     def __init__(self, client: FakeClient) -> None:
         self.client = client
 
-    async def get(self, gvk: GroupVersionKind, key: ObjectKey) -> Json:
+    async def get(self, gvk: GroupVersionKind, name: str, namespace: str = "") -> Json:
         try:
-            obj: Json = await self.client.get(gvk, key.name, key.namespace)
+            obj: Json = await self.client.get(gvk, name, namespace)
         except NotFound:
-            raise not_found(gvk, key.name) from None  # a miss reads as the cache words it
+            raise not_found(gvk, name) from None  # a miss reads as the cache words it
         return obj
 
     async def list(

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from manager import Builder, Manager
-from manager.restmapper import NoKindMatch
+from manager.client.restmapper import NoKindMatch
 from trainer.controllers.jobset.metrics import default_metrics
 from trainer.controllers.jobset.placement import (
     NODE_GVK,
@@ -42,7 +42,7 @@ async def setup(mgr: Manager, webhook_server: Any | None = None) -> bool:
     from webhooks import pod as pod_webhooks
 
     try:
-        await mgr.client.mapper.mapping(JOBSET_GVK)
+        await mgr.mapper.mapping(JOBSET_GVK)
     except NoKindMatch:
         log.info("jobset.x-k8s.io/v1alpha2 is not served by the API server; skipping the JobSet controllers")
         return False

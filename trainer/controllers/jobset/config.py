@@ -1,4 +1,5 @@
-"""JobSet's own controller configuration file, ``config.jobset.x-k8s.io/v1alpha1`` (spec 5.1, 5.2).
+"""JobSet's own controller configuration file, ``config.jobset.x-k8s.io/v1alpha1`` (docs/behaviour/jobset.md
+§5.1, §5.2).
 
 The product runs the JobSet controllers inside the Trainer's manager, whose configuration is
 the Trainer's; this module lets an operator reuse a JobSet deployment's Configuration file

@@ -1,4 +1,5 @@
-"""Child Jobs: classification of the owned Jobs and construction of the missing ones (spec 2.3, 2.9, 2.10).
+"""Child Jobs: classification of the owned Jobs and construction of the missing ones (docs/behaviour/jobset.md
+§2.3, §2.9, §2.10).
 
 Everything here is pure: a JobSet dict and Job dicts in, Job dicts out. Objects are the plain
 JSON the API server returns, so what we send is exactly what upstream's Go structs would
@@ -88,7 +89,8 @@ def jobset_suspended(js: Object) -> bool:
 
 
 def dns_hostnames_enabled(js: Object) -> bool:
-    """Nil network means disabled (PORT NOTE 2.15: Go would panic on a nil network)."""
+    """Nil network means disabled (port note, docs/behaviour/jobset.md §2.15: Go would panic on a nil
+    network)."""
     network = spec_of(js).get("network") or {}
     return network.get("enableDNSHostnames") is True
 

@@ -1,4 +1,5 @@
-"""The two JobSet counters (spec 4), on the framework's registry so ``/metrics`` serves them."""
+"""The two JobSet counters (docs/behaviour/jobset.md §4), on the framework's registry so ``/metrics`` serves
+them."""
 
 from __future__ import annotations
 

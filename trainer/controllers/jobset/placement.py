@@ -1,4 +1,5 @@
-"""Exclusive placement helpers shared by the pod reconciler and the pod webhooks (spec 3).
+"""Exclusive placement helpers shared by the pod reconciler and the pod webhooks (docs/behaviour/jobset.md
+§3).
 
 Pods are found through two field indexes on the cache: ``podJobKey`` (pods of one Job) and
 ``podName`` (a leader by its name without the random suffix).
@@ -90,7 +91,8 @@ async def leader_pod_for_follower(reader: Any, pod: Object, namespace: str) -> O
 
 
 async def topology_from_pod(reader: Any, pod: Object, topology_key: str) -> str:
-    """The topology label of the pod's node; a missing Node gives "" (upstream quirk)."""
+    """The topology label of the pod's node; a missing Node gives "" (upstream quirk, docs/behaviour/jobset.md
+    §3.2)."""
     node_name = str((pod.get("spec") or {}).get("nodeName") or "")
     try:
         node = await reader.get(NODE_GVK, node_name)

@@ -1,4 +1,4 @@
-"""The pod reconciler for exclusive placement (spec 3.4).
+"""The pod reconciler for exclusive placement (docs/behaviour/jobset.md §3.4).
 
 It checks that every follower of a scheduled leader selects the leader's topology domain.
 Upstream's validation never answers "invalid" without an error, so the follower-deletion path

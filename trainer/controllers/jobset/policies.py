@@ -1,4 +1,5 @@
-"""Policy decisions: failure (spec 2.6), success (2.7), startup and dependsOn gating (2.11), TTL (2.5).
+"""Policy decisions: failure (docs/behaviour/jobset.md §2.6), success (§2.7), startup and dependsOn gating
+(§2.11), TTL (§2.5).
 
 Pure functions: they read the JobSet and its Jobs, and mutate only the in-memory JobSet status
 through ``status.set_condition`` and the counters, exactly where upstream does.
@@ -214,7 +215,8 @@ def execute_failure_policy(
 
 
 def _success_policy(js: Object) -> Object:
-    """PORT NOTE 2.15: a nil successPolicy (Go would panic) counts as ``{operator: All}``."""
+    """Port note (docs/behaviour/jobset.md §2.15): a nil successPolicy (Go would panic) counts as
+    ``{operator: All}``."""
     policy: Object = spec_of(js).get("successPolicy") or {"operator": c.OperatorAll}
     return policy
 

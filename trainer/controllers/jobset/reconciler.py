@@ -1,4 +1,5 @@
-"""The JobSet reconciler (spec 2.2): one method per step, in the order the spec numbers them.
+"""The JobSet reconciler (docs/behaviour/jobset.md §2.2): one method per step, in the order that section
+numbers them.
 
 Reads come from the manager's cache (the JobSet, its Jobs through the ``.metadata.controller``
 index, the headless Service); writes are CREATE, full UPDATE, status UPDATE and DELETE, never
@@ -16,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from manager import Request, Result
-from manager.client.errors import AlreadyExists, ApiError, Conflict, NotFound
+from manager.client.errors import AlreadyExists, Conflict, NotFound, RequestError
 from manager.scheme import GroupVersionKind
 from trainer.api import gocodec
 from trainer.api import jobset_constants as c
@@ -228,7 +229,7 @@ class JobSetReconciler:
                         raise JobCreationError(
                             f'job "{J.name_of(job)}" creation failed with error: {err}'
                         ) from err
-                except ApiError as err:
+                except RequestError as err:
                     raise JobCreationError(
                         f'job "{J.name_of(job)}" creation failed with error: {err}'
                     ) from err
@@ -266,7 +267,7 @@ class JobSetReconciler:
             await self.client.create(construct_headless_service(js))
         except AlreadyExists:
             return  # the cache has not seen it yet: it exists, as the get above would have said
-        except ApiError as err:
+        except RequestError as err:
             await self.recorder.event(js, "Warning", c.HeadlessServiceCreationFailedReason, str(err))
             raise
 

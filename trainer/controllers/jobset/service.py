@@ -1,4 +1,4 @@
-"""The headless Service that gives pods stable DNS names (spec 2.8)."""
+"""The headless Service that gives pods stable DNS names (docs/behaviour/jobset.md §2.8)."""
 
 from __future__ import annotations
 

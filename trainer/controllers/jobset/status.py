@@ -1,4 +1,4 @@
-"""JobSet status: replicatedJobsStatus (spec 2.4) and the condition rules (2.13).
+"""JobSet status: replicatedJobsStatus (docs/behaviour/jobset.md §2.4) and the condition rules (§2.13).
 
 Pure functions over dicts. ``ReconcileOpts`` is the per-reconcile accumulator upstream calls
 ``statusUpdateOpts``: whether the status must be written, and the events to emit once it is.

@@ -16,11 +16,11 @@ from typing import Any, Protocol, cast
 
 import structlog
 
+from manager.client.restmapper import NoKindMatch
 from manager.controller.builder import Builder
 from manager.controller.handler import enqueue_for_object, enqueue_from_map
 from manager.events import EventRecorder
-from manager.restmapper import NoKindMatch
-from manager.runtime.manager import Manager
+from manager.manager import Manager
 from manager.scheme import GroupVersionKind
 from trainer.api import scheduling_constants as c
 from trainer.controllers import elasticquota, podgroup
@@ -49,7 +49,7 @@ async def served(mgr: Manager, gvk: GroupVersionKind) -> bool:
     failure at start-up fails loudly instead of silently disabling the controllers.
     """
     try:
-        await mgr.client.mapper.mapping(gvk)
+        await mgr.mapper.mapping(gvk)
     except NoKindMatch:
         return False
     return True

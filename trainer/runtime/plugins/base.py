@@ -1,4 +1,4 @@
-"""The extension points of the runtime framework, as Protocols (spec §2.5).
+"""The extension points of the runtime framework, as Protocols (docs/behaviour/trainer.md §2.5).
 
 Why Protocols: a plugin is a small class that implements whichever capabilities it needs; the
 framework sorts registered plugins into extension points by the methods they have, the way
@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from manager.cache.interfaces import Reader
+from manager.client.interfaces import Reader
 from manager.scheme import GroupVersionKind, ObjectKey
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.errors import FieldError

@@ -1,4 +1,4 @@
-"""CoScheduling plugin (spec §2.11): scheduler-plugins PodGroup and the pod-group label.
+"""CoScheduling plugin (docs/behaviour/trainer.md §2.11): scheduler-plugins PodGroup and the pod-group label.
 
 Why: gang scheduling needs every pod of the TrainJob labelled with one PodGroup whose
 ``minMember`` and ``minResources`` cover all pods, so the scheduler admits all or none.
@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from manager.client.errors import NotFound
-from manager.scheme import ObjectKey
 from trainer.api import scheduling_constants as sc
 from trainer.api.resources import ResourceQuantities, add_resources, render_resources, scale_resources
 from trainer.api.trainer_v1alpha1 import TrainJob
@@ -95,7 +94,7 @@ class CoScheduling:
         if policy is None or policy.coscheduling is None:
             return []
         try:
-            await self._reader.get(PODGROUP_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob)))
+            await self._reader.get(PODGROUP_GVK, name_of(trainjob), namespace_of(trainjob))
             exists = True
         except NotFound:
             exists = False

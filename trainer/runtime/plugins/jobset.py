@@ -1,4 +1,5 @@
-"""JobSet plugin (spec §2.10): pod network, the JobSet apply document, validation, status.
+"""JobSet plugin (docs/behaviour/trainer.md §2.10): pod network, the JobSet apply document, validation,
+status.
 
 Why one plugin: the JobSet is the TrainJob's workload; this plugin turns the Info into the
 JobSet the reconciler applies, checks the TrainJob against the runtime's job template, and
@@ -10,8 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from manager.client.errors import ApiError, NotFound
-from manager.scheme import ObjectKey
+from manager.client.errors import NotFound, RequestError
 from trainer.api import jobset_constants as jc
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import TrainJob
@@ -185,9 +185,7 @@ class JobSet:
         if info is None or trainjob is None or trainjob.spec is None:
             raise RuntimeFailure("runtime info or object is missing")
         try:
-            existing = await self._reader.get(
-                JOBSET_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob))
-            )
+            existing = await self._reader.get(JOBSET_GVK, name_of(trainjob), namespace_of(trainjob))
         except NotFound:
             existing = None
         if (
@@ -274,10 +272,10 @@ class JobSet:
                 )
             ]
         try:
-            jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(new), name_of(new)))
+            jobset = await self._reader.get(JOBSET_GVK, name_of(new), namespace_of(new))
         except NotFound:
             return []
-        except ApiError as err:
+        except RequestError as err:
             return [FieldError.internal(path, err)]
         return [
             FieldError.forbidden(
@@ -349,7 +347,7 @@ class JobSet:
         """
         status = trainjob.status.to_dict() if trainjob.status is not None else {}
         try:
-            jobset = await self._reader.get(JOBSET_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob)))
+            jobset = await self._reader.get(JOBSET_GVK, name_of(trainjob), namespace_of(trainjob))
         except NotFound:
             if is_finished(status):
                 return None

@@ -1,4 +1,4 @@
-"""MPI plugin (spec §2.9): SSH keys, hostfile, OpenMPI environment, node counts.
+"""MPI plugin (docs/behaviour/trainer.md §2.9): SSH keys, hostfile, OpenMPI environment, node counts.
 
 Why: ``mpirun`` on the launcher reaches every node over SSH with a shared key (a Secret the
 plugin generates once) and reads the hosts and slots from a hostfile (a ConfigMap rebuilt
@@ -14,7 +14,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from manager.client.errors import NotFound
-from manager.scheme import ObjectKey
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
 from trainer.runtime.apply import upsert_env_vars, upsert_volume_mounts, upsert_volumes
@@ -222,7 +221,7 @@ class MPI:
         tj_name, namespace = name_of(trainjob), namespace_of(trainjob)
         secret_name = f"{tj_name}{SSH_AUTH_SECRET_SUFFIX}"
         try:
-            await self._reader.get(SECRET_GVK, ObjectKey(namespace, secret_name))
+            await self._reader.get(SECRET_GVK, secret_name, namespace)
         except NotFound:
             objects.append(
                 {

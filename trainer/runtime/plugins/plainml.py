@@ -1,4 +1,4 @@
-"""PlainML plugin (spec §2.7): runtimes with neither ``torch`` nor ``mpi`` policy.
+"""PlainML plugin (docs/behaviour/trainer.md §2.7): runtimes with neither ``torch`` nor ``mpi`` policy.
 
 Why it exists: a plain runtime still honours the TrainJob's ``numNodes`` and ``env`` on the
 trainer node, without any framework-specific environment.

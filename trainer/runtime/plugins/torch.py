@@ -1,4 +1,5 @@
-"""Torch plugin (spec §2.8): torchrun environment, port, process count, torchtune rewrite.
+"""Torch plugin (docs/behaviour/trainer.md §2.8): torchrun environment, port, process count, torchtune
+rewrite.
 
 Why: ``torchrun`` reads its rendezvous from ``PET_*`` variables, so the plugin computes the
 node count and processes per node (``auto``/``cpu``/``gpu`` resolved from the node's

@@ -1,4 +1,4 @@
-"""The torchtune command rewrite and its validation (spec §2.8, torchtune parts).
+"""The torchtune command rewrite and its validation (docs/behaviour/trainer.md §2.8, torchtune parts).
 
 Why separate from ``torch.py``: the rewrite is a pure function of the TrainJob, the runtime's
 trainer command and the resolved process count, with its own rules (recipe and config by

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from manager.client.errors import NotFound
-from manager.scheme import ObjectKey
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.apply import upsert_env_vars, upsert_volume_mounts, upsert_volumes
@@ -161,7 +160,7 @@ class TrainJobStatus:
             return []
         server = self.server
         try:
-            secret = await self._reader.get(SECRET_GVK, ObjectKey(server.namespace, server.secret_name))
+            secret = await self._reader.get(SECRET_GVK, server.secret_name, server.namespace)
         except NotFound as err:
             raise RuntimeFailure(
                 f"failed to look up status server tls secret {server.namespace}/{server.secret_name}: {err}"

@@ -1,4 +1,5 @@
-"""Volcano plugin (spec §2.12): Volcano PodGroup, group-name annotation, queue and priority checks.
+"""Volcano plugin (docs/behaviour/trainer.md §2.12): Volcano PodGroup, group-name annotation, queue and
+priority checks.
 
 Why: Volcano gangs pods by the ``scheduling.k8s.io/group-name`` annotation and admits the
 PodGroup into a queue with a priority class, so both are validated before the TrainJob runs.
@@ -8,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from manager.client.errors import ApiError, NotFound
-from manager.scheme import ObjectKey
+from manager.client.errors import NotFound, RequestError
 from trainer.api.resources import render_resources
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.errors import FieldError, RuntimeFailure
@@ -78,8 +78,8 @@ class Volcano:
             if name in SYSTEM_PRIORITY_CLASSES:
                 return [], errors
             try:
-                await self._reader.get(PRIORITYCLASS_GVK, ObjectKey("", name))
-            except ApiError as err:
+                await self._reader.get(PRIORITYCLASS_GVK, name, "")
+            except RequestError as err:
                 errors.append(
                     FieldError.invalid(
                         "spec.templateSpec.priorityClassName",
@@ -96,11 +96,11 @@ class Volcano:
         policy = info.runtime_policy.pod_group_policy
         assert policy is not None and policy.volcano is not None
         try:
-            await self._reader.get(VOLCANO_PODGROUP_GVK, ObjectKey(namespace_of(trainjob), name_of(trainjob)))
+            await self._reader.get(VOLCANO_PODGROUP_GVK, name_of(trainjob), namespace_of(trainjob))
             exists = True
         except NotFound:
             exists = False
-        except ApiError as err:
+        except RequestError as err:
             raise RuntimeFailure(str(err)) from err  # upstream returns the read error as it is
         if exists and not trainjob.spec.suspend:
             return []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from manager.cache.interfaces import Reader
+from manager.client.interfaces import Reader
 from manager.scheme import ObjectKey
 from trainer.api import trainer_constants as tc
 from trainer.runtime import indexes

@@ -398,7 +398,7 @@ async def test_api_errors_wrapped_by_the_reconciler_are_routine_not_panics(
 async def test_a_kind_the_server_does_not_serve_is_an_error_not_a_panic(
     mgr: FakeManager, name: str, clock: FakeClock, running: Any, sample: Any
 ) -> None:
-    from manager.restmapper import NoKindMatch
+    from manager.client.restmapper import NoKindMatch
 
     missing = GroupVersionKind("scheduling.x-k8s.io", "v1alpha1", "PodGroup")
     rec = Recorder(NoKindMatch(missing), None)

@@ -6,8 +6,7 @@ import asyncio
 import os
 import signal
 
-from manager.runtime import signals
-from manager.runtime.manager import LeaderElectionLost
+from manager.manager import LeaderElectionLost, signals
 from manager.testing import eventually
 
 

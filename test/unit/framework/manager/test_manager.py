@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from manager.controller import Builder, Request
-from manager.runtime.manager import Group, LeaderElectionLost, Manager, Options, ShutdownTimeoutError
+from manager.manager import Group, LeaderElectionLost, Manager, Options, ShutdownTimeoutError
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 from manager.testing.clock import FakeClock
@@ -58,7 +58,7 @@ class StubCache(FakeInformers):
         finally:
             self.log.append("stop caches")
 
-    async def get(self, gvk: GroupVersionKind, key: Any) -> dict[str, Any]:
+    async def get(self, gvk: GroupVersionKind, name: str, namespace: str = "") -> dict[str, Any]:
         raise NotImplementedError
 
     async def list(self, gvk: GroupVersionKind, **kw: Any) -> list[dict[str, Any]]:

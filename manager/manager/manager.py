@@ -24,13 +24,17 @@ from typing import Any
 import structlog
 
 from manager._http import HTTPServer, is_disabled
+from manager.client.interfaces import ClientProtocol
+from manager.client.restmapper import RESTMapper
 from manager.clock import REAL_CLOCK, Clock
+from manager.cluster import ClusterCache, ClusterProtocol
 from manager.config import service_account_dir
 from manager.controller.builder import Builder
 from manager.controller.controller import Options as ControllerOptions
 from manager.controller.predicate import Predicate
 from manager.controller.reconcile import ReconcileFunc
 from manager.debug import debug_server
+from manager.errors import Error
 from manager.health.checks import Checker, flag_checker
 from manager.health.server import CheckSet, HealthProbeServer
 from manager.leaderelection.elector import (
@@ -42,21 +46,21 @@ from manager.leaderelection.elector import (
 )
 from manager.leaderelection.lease import LeaseLock
 from manager.metrics.server import FilterProvider, metrics_server
-from manager.runtime.cluster import Cluster, ClusterCache
-from manager.runtime.runnable import Runnable, needs_leader_election
+from manager.runnable import GroupedRunnable, Runnable, WebhookServerRunnable, needs_leader_election
 from manager.scheme import KindRef
+from manager.tasks import TaskSet
 
 log = structlog.get_logger("manager")
 
 
-class LeaderElectionLost(Exception):
+class LeaderElectionLost(Error):
     """This replica lost its lease; exit now (non-zero) so no two leaders act at once."""
 
     def __init__(self) -> None:
         super().__init__("leader election lost")
 
 
-class ShutdownTimeoutError(Exception):
+class ShutdownTimeoutError(Error):
     pass
 
 
@@ -108,43 +112,49 @@ class Options:
 
 
 class _RunnableGroup:
-    """Members of one group: started together (waiting for readiness), stopped together."""
+    """Members of one group: started together (waiting for readiness), stopped together.
 
-    def __init__(self, group: Group, on_error: Any) -> None:
+    Their tasks belong to the group's ``TaskSet``: a member that fails is reported once (the
+    manager then stops), and ``stop`` cancels and awaits all of them within the budget it is given.
+    """
+
+    def __init__(self, group: Group, on_error: Callable[[Runnable, BaseException], None]) -> None:
         self.group = group
         self.members: list[Runnable] = []
-        self.tasks: list[asyncio.Task[None]] = []
         self.started = False
         self._on_error = on_error
+        self._runnables: dict[asyncio.Task[None], Runnable] = {}
+        self._tasks = TaskSet(f"runnables:{group.value}", on_error=self._failed)
+
+    @property
+    def tasks(self) -> list[asyncio.Task[None]]:
+        """The members' tasks that have not ended yet."""
+        return self._tasks.tasks()
 
     def add(self, runnable: Runnable) -> asyncio.Event | None:
         self.members.append(runnable)
         if self.started:  # late additions start right away
-            return self._launch(runnable)
+            return self._launch(runnable)[0]
         return None
 
-    def _launch(self, runnable: Runnable) -> asyncio.Event:
+    def _launch(self, runnable: Runnable) -> tuple[asyncio.Event, asyncio.Task[None]]:
         ready = asyncio.Event()
-        task = asyncio.create_task(runnable.start(ready), name=f"{self.group.value}:{runnable!r}")
-        task.add_done_callback(lambda t: self._finished(runnable, t))
-        self.tasks.append(task)
-        return ready
+        task = self._tasks.spawn(runnable.start(ready), name=f"{self.group.value}:{runnable!r}")
+        self._runnables[task] = runnable
+        return ready, task
 
-    def _finished(self, runnable: Runnable, task: asyncio.Task[None]) -> None:
-        if task.cancelled():
-            return
-        err = task.exception()
-        if err is not None:
-            self._on_error(runnable, err)
+    def _failed(self, task: asyncio.Task[None], err: BaseException) -> None:
+        self._on_error(self._runnables[task], err)
 
     async def start(self, stop: asyncio.Event) -> None:
         """Start every member and wait until each is ready, one of them fails, or ``stop`` is set."""
         self.started = True
-        pending = [(self._launch(r), self.tasks[-1]) for r in list(self.members)]
-        stop_waiter = asyncio.create_task(stop.wait())
+        pending = [self._launch(r) for r in list(self.members)]
+        waiters = TaskSet(f"start:{self.group.value}")
+        stop_waiter = waiters.spawn(stop.wait())
         try:
             for ready, task in pending:
-                waiter = asyncio.create_task(ready.wait())
+                waiter = waiters.spawn(ready.wait())
                 try:
                     await asyncio.wait({waiter, task, stop_waiter}, return_when=asyncio.FIRST_COMPLETED)
                 finally:
@@ -152,22 +162,14 @@ class _RunnableGroup:
                 if stop.is_set() or (task.done() and not ready.is_set()):
                     return  # stopping, or it failed before becoming ready (the error path stops us)
         finally:
-            stop_waiter.cancel()
+            await waiters.cancel()
 
     def ready(self) -> bool:
         return self.started
 
     async def stop(self, timeout: float | None) -> bool:
         """Cancel every member; wait up to ``timeout`` (None: forever). True if all ended."""
-        for task in self.tasks:
-            task.cancel()
-        live = [t for t in self.tasks if not t.done()]
-        if not live:
-            return True
-        if timeout is not None and timeout <= 0:
-            return False
-        _done, still = await asyncio.wait(live, timeout=timeout)
-        return not still
+        return await self._tasks.cancel(timeout)
 
 
 class Manager:
@@ -180,7 +182,7 @@ class Manager:
         await mgr.run()            # until stop() / SIGTERM; raises LeaderElectionLost on lease loss
     """
 
-    def __init__(self, cluster: Cluster, options: Options | None = None) -> None:
+    def __init__(self, cluster: ClusterProtocol, options: Options | None = None) -> None:
         self.cluster = cluster
         self.options = options or Options()
         self.elected = asyncio.Event()
@@ -188,6 +190,7 @@ class Manager:
         self.liveness = CheckSet()
         self.readiness = CheckSet()
         self._groups = {g: _RunnableGroup(g, self._runnable_failed) for g in Group}
+        self._election = TaskSet("leader-election", on_error=self._lead_failed)
         self._controller_names: set[str] = set()
         self._caches_synced = False
         self._running = False
@@ -206,7 +209,8 @@ class Manager:
     # -- what controllers and users need --------------------------------------------------
 
     @property
-    def client(self) -> Any:
+    def client(self) -> ClientProtocol:
+        """The default client: reads from the cache, writes to the API server."""
         return self.cluster.client
 
     @property
@@ -214,11 +218,18 @@ class Manager:
         return self.cluster.cache
 
     @property
+    def mapper(self) -> RESTMapper:
+        """The cluster's REST mapper: ``await mgr.mapper.mapping(gvk)`` raises ``NoKindMatch``
+        when the API server does not serve ``gvk``."""
+        return self.cluster.mapper
+
+    @property
     def informers(self) -> ClusterCache:
         return self.cluster.cache
 
     @property
-    def api_reader(self) -> Any:
+    def api_reader(self) -> ClientProtocol:
+        """A client that reads live from the API server."""
         return self.cluster.api_reader
 
     def claim_controller_name(self, name: str) -> None:
@@ -287,14 +298,11 @@ class Manager:
         return list(self._groups[group].members)
 
     def _group_of(self, runnable: Runnable) -> Group:
-        declared = getattr(runnable, "manager_group", None)
-        if declared is not None:
-            return Group(declared)
+        if isinstance(runnable, GroupedRunnable) and runnable.manager_group is not None:
+            return Group(runnable.manager_group)
         if isinstance(runnable, HTTPServer):
             return Group.HTTP_SERVERS
-        if callable(getattr(runnable, "register", None)) and callable(
-            getattr(runnable, "started_checker", None)
-        ):
+        if isinstance(runnable, WebhookServerRunnable):
             return Group.WEBHOOKS  # the webhook.Server shape, as controller-runtime classifies it
         if runnable is self.cluster.cache:
             return Group.CACHES
@@ -331,8 +339,7 @@ class Manager:
             await self._start_in_order()
             if not self._stop_requested.is_set():
                 if self.options.leader_election:
-                    lead_task = asyncio.create_task(self._lead(), name="leader-election")
-                    lead_task.add_done_callback(self._lead_ended)
+                    lead_task = self._election.spawn(self._lead(), name="leader-election")
                 else:
                     await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
                     if not self._stop_requested.is_set():
@@ -429,9 +436,8 @@ class Manager:
         self._lease_lost = True
         self._stop_requested.set()
 
-    def _lead_ended(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            self._runnable_failed(self.elector, task.exception())  # type: ignore[arg-type]
+    def _lead_failed(self, _task: asyncio.Task[None], err: BaseException) -> None:
+        self._runnable_failed(self.elector, err)  # type: ignore[arg-type]
 
     async def _shutdown(self, lead_task: asyncio.Task[None] | None) -> None:
         timeout = self.options.graceful_shutdown_timeout
@@ -447,8 +453,7 @@ class Manager:
             stopped = await self._groups[group].stop(remaining)
             all_stopped = all_stopped and stopped
         if lead_task is not None:  # only now: releasing the lease earlier could let two leaders overlap
-            lead_task.cancel()
-            await asyncio.gather(lead_task, return_exceptions=True)
+            await self._election.cancel()
         if not all_stopped and not self._lease_lost and self._error is None:
             self._error = ShutdownTimeoutError(
                 f"failed waiting for all runnables to end within grace period of {timeout:g}s"

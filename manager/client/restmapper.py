@@ -11,10 +11,12 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from manager.client.errors import NotFound
+from manager.errors import Error
 from manager.scheme import GroupVersionKind
 
 
-class NoKindMatch(LookupError):
+class NoKindMatch(Error, LookupError):
     """The API server does not serve this kind (CRD missing, or a typo)."""
 
     def __init__(self, gvk: GroupVersionKind) -> None:
@@ -72,8 +74,6 @@ class RESTMapper:
         return found
 
     async def _discover(self, gvk: GroupVersionKind) -> None:
-        from manager.client.errors import NotFound
-
         path = f"/apis/{gvk.group}/{gvk.version}" if gvk.group else f"/api/{gvk.version}"
         try:
             body = await self._transport.request("GET", path)

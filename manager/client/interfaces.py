@@ -1,0 +1,171 @@
+"""The client seams, as Protocols: ``Reader``, ``Writer``, ``StatusClient`` and ``ClientProtocol``.
+
+controller-runtime's ``client.Reader``/``client.Writer``/``client.Client`` in Python form. Three
+implementations share them: ``manager.client.Client`` (cache-backed reads when built with a cache,
+live otherwise), ``manager.cache.Cache`` (a ``Reader``) and ``manager.testing.fake.FakeClient``.
+Code that only reads takes a ``Reader``; a reconciler that writes takes a ``ClientProtocol``.
+
+``kind`` is a ``GroupVersionKind`` (objects are JSON dicts) or a model class with ``api_version``
+and ``kind`` (objects come back as instances of it). Writes return the object as the server
+stored it, as the same type the caller passed.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar, overload
+
+from manager.client.patch import Patch
+from manager.scheme import GroupVersionKind, KindRef
+
+Object = dict[str, Any]
+"""An API object as JSON (``apiVersion``, ``kind``, ``metadata``, ...)."""
+
+LabelSelector = str | Mapping[str, str] | None
+"""``"app=x,tier!=db"`` or ``{"app": "x"}`` (equality only)."""
+
+FieldSelector = Mapping[str, str] | None
+"""``{"metadata.name": "x", "spec.nodeName": "n"}``: equality on indexed fields."""
+
+PropagationPolicy = Literal["Orphan", "Background", "Foreground"]
+
+
+@dataclass(frozen=True, slots=True)
+class Preconditions:
+    """Delete only if the object still has this uid / resourceVersion (else 409 Conflict)."""
+
+    uid: str | None = None
+    resource_version: str | None = None
+
+
+M = TypeVar("M")
+"""A model class's instances (``get(TrainJob, ...) -> TrainJob``)."""
+
+O = TypeVar("O")  # noqa: E741
+"""The object a write is given and returns (a dict or a model instance)."""
+
+
+class Reader(Protocol):
+    """Reads one object or a list of objects of a kind (``client.Reader``)."""
+
+    @overload
+    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Object: ...
+
+    @overload
+    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
+
+    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Object | M:
+        """One object; ``NotFound`` if absent."""
+        ...
+
+    @overload
+    async def list(
+        self,
+        kind: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+    ) -> builtins.list[Object]: ...
+
+    @overload
+    async def list(
+        self,
+        kind: type[M],
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+    ) -> builtins.list[M]: ...
+
+    async def list(
+        self,
+        kind: GroupVersionKind | type[M],
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+    ) -> builtins.list[Object] | builtins.list[M]:
+        """Every matching object (``namespace`` None: all namespaces)."""
+        ...
+
+
+class Writer(Protocol):
+    """Writes whole objects (``client.Writer``); ``field_owner`` overrides the client's default."""
+
+    async def create(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
+        """``AlreadyExists`` if the name is taken, ``Invalid`` (with causes) if rejected."""
+        ...
+
+    async def update(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
+        """Replace; ``Conflict`` if ``metadata.resourceVersion`` is stale."""
+        ...
+
+    async def patch(
+        self, obj: O, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
+    ) -> O: ...
+
+    async def apply(
+        self, obj: O, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
+    ) -> O:
+        """Server-side apply ``obj`` as the full intent of ``field_owner``."""
+        ...
+
+    async def delete(
+        self,
+        obj: object,
+        *,
+        propagation_policy: PropagationPolicy | None = None,
+        preconditions: Preconditions | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        """``NotFound`` if absent, ``Conflict`` if a precondition no longer holds."""
+        ...
+
+    async def delete_by_name(
+        self,
+        kind: KindRef,
+        name: str,
+        namespace: str = "",
+        *,
+        propagation_policy: PropagationPolicy | None = None,
+        preconditions: Preconditions | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        """``delete`` by kind and name, without the object at hand."""
+        ...
+
+
+class StatusWriter(Protocol):
+    """Writes to the ``status`` subresource only (``client.SubResourceWriter``)."""
+
+    async def update(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O: ...
+
+    async def patch(
+        self, obj: O, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
+    ) -> O: ...
+
+    async def apply(
+        self, obj: O, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
+    ) -> O: ...
+
+
+class ClientProtocol(Reader, Writer, Protocol):
+    """Reads, writes and the status subresource (``client.Client``)."""
+
+    @property
+    def status(self) -> StatusWriter: ...
+
+
+class FieldIndexer(Protocol):
+    """Registers a field index (``client.FieldIndexer``): lists can then select on ``field_name``
+    (``field_selector={field_name: value}``) without a scan. Async: the cache may have to create
+    the kind's informer first."""
+
+    async def index_field(
+        self, kind: KindRef, field_name: str, extract: Callable[[Object], Iterable[str]]
+    ) -> None: ...
