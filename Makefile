@@ -53,8 +53,9 @@ test-e2e: $(STAMP)
 # against the running manager's webhook server (`make test` runs a reduced count), then the
 # admitted objects written to a real API server. FUZZ_SEED=<n> draws a different sequence.
 FUZZ_EXAMPLES ?= 10000
+FUZZ_OBJECTS ?= 400
 test-fuzz: $(STAMP) build-assets
-	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest test/integration/fuzz -s $(PYTEST_ARGS)
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_OBJECTS=$(FUZZ_OBJECTS) $(PY) -m pytest test/integration/fuzz -s $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check manager trainer webhooks test

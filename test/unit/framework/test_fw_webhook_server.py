@@ -3,10 +3,9 @@ metrics, bad requests, handler failures and certificate hot reload."""
 
 from __future__ import annotations
 
-import json
-
 import asyncio
 import base64
+import json
 import ssl
 import uuid
 from collections.abc import AsyncIterator
