@@ -188,9 +188,9 @@ def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
     api_version = review.get("apiVersion") or "admission.k8s.io/v1"  # Go answers v1 when it is unset
     req = review.get("request")
     # the struct controller-runtime decodes into embeds v1.AdmissionReview
-    err = _check(req, _REQUEST, "unversionedAdmissionReview", "request")
-    if err:
-        raise AdmissionDecodeError(err)
+    type_error = _check(req, _REQUEST, "unversionedAdmissionReview", "request")
+    if type_error:
+        raise AdmissionDecodeError(type_error)
     req = req or {}
 
     def text(key: str) -> str:
