@@ -23,7 +23,7 @@ KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.en
 
 .PHONY: venv test test-unit test-integration test-e2e test-fuzz lint run cluster-up cluster-down \
         build-assets bench bench-burst bench-framework clean install uninstall deploy undeploy \
-        conformance build-originals spec-coverage
+        conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -115,6 +115,20 @@ conformance: $(STAMP) build-assets build-originals
 
 build-originals: $(STAMP)
 	$(PY) -m trainer conformance --build-only
+
+# Upstream's own e2e suites (test/e2e of jobset v0.10.1, 10 specs, and trainer v2.1.0, 2 specs),
+# compiled with `go test -c` from the Go module proxy and cached beside the Go originals, run
+# unchanged on a full local cluster served by this manager and on one served by the Go managers
+# (KWOK pod timing: see docs/conformance.md). UPSTREAM_E2E_ARGS passes options, e.g.
+# `--sides ours`, `--suites trainer`, `--focus DependsOn`.
+UPSTREAM_E2E_ARGS ?=
+test-upstream-e2e: $(STAMP) build-assets
+	$(PY) -m trainer upstream-e2e $(UPSTREAM_E2E_ARGS)
+
+# Only the builds (the suites named in UPSTREAM_E2E_SUITES, and the Go managers).
+UPSTREAM_E2E_SUITES ?= jobset trainer
+build-upstream-e2e: $(STAMP)
+	$(PY) -m trainer upstream-e2e --build-only --suites $(UPSTREAM_E2E_SUITES)
 
 bench: $(STAMP) build-assets build-originals
 	$(PY) -m pytest test/bench -m bench -s $(PYTEST_ARGS)

@@ -5,7 +5,8 @@ The core pieces are re-exported here::
     from manager import Builder, Manager, Options, Request, Result, TerminalError
 
 Client, cache and webhook server live in their own subpackages (``manager.client``,
-``manager.cache``, ``manager.webhook``).
+``manager.cache``, ``manager.webhook``); ``manager.Error`` is the root of every exception the
+framework raises (``manager.errors``). The layout, one job per module, is in ``manager/README.md``.
 """
 
 from manager.controller import (

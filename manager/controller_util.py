@@ -210,19 +210,28 @@ def _identity(obj: Object) -> tuple[str, str, str, str]:
     return gvk.api_version, gvk.kind, meta.get("namespace") or "", meta.get("name") or ""
 
 
+async def _current_or_desired(
+    client: ClientProtocol, obj: Object, mutate: Callable[[Object], None]
+) -> tuple[Object | None, Object]:
+    """The object as it is (None if missing), or else ``obj`` mutated: what to create."""
+    _, _, namespace, name = _identity(obj)
+    try:
+        return await client.get(gvk_of(obj), name, namespace), obj
+    except NotFound:
+        desired = copy.deepcopy(obj)
+        mutate(desired)
+        _check_identity(obj, desired)
+        return None, desired
+
+
 async def create_or_update(
     client: ClientProtocol, obj: Object, mutate: Callable[[Object], None]
 ) -> tuple[Object, OperationResult]:
     """Get ``obj`` (live would be the caller's choice of client), apply ``mutate``; create it if
     missing, update it only if ``mutate`` changed something. ``mutate`` must not change the
     name, namespace or kind. Status changes are not written (use ``create_or_patch``)."""
-    _, _, namespace, name = _identity(obj)
-    try:
-        current: Object = await client.get(gvk_of(obj), name, namespace)
-    except NotFound:
-        desired = copy.deepcopy(obj)
-        mutate(desired)
-        _check_identity(obj, desired)
+    current, desired = await _current_or_desired(client, obj, mutate)
+    if current is None:
         created: Object = await client.create(desired)
         return created, OperationResult.CREATED
     before = copy.deepcopy(current)
@@ -239,13 +248,8 @@ async def create_or_patch(
 ) -> tuple[Object, OperationResult]:
     """Like ``create_or_update`` but sends merge patches: one for everything but status, one for
     status (through the status subresource), so each only carries what ``mutate`` changed."""
-    _, _, namespace, name = _identity(obj)
-    try:
-        current: Object = await client.get(gvk_of(obj), name, namespace)
-    except NotFound:
-        desired = copy.deepcopy(obj)
-        mutate(desired)
-        _check_identity(obj, desired)
+    current, desired = await _current_or_desired(client, obj, mutate)
+    if current is None:
         status = desired.pop("status", None)
         created: Object = await client.create(desired)
         if status:

@@ -267,6 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.conformance.cli import main as conformance
 
         return conformance(argv[1:])
+    if argv[:1] == ["upstream-e2e"]:  # a subcommand: upstream's own e2e suites against both
+        from trainer.conformance.upstream_e2e import main as upstream_e2e
+
+        return upstream_e2e(argv[1:])
     args = parse_args(argv)
     mlog.configure_from_flags(args)
     try:

@@ -1,4 +1,5 @@
-"""The API client: errors, patches, the HTTP transport and the client itself."""
+"""Talking to one API server: the HTTP transport, discovery (the REST mapper), the request error
+tree, patches, the ``Client`` and the ``Reader``/``Writer``/``ClientProtocol`` seams it implements."""
 
 from manager.client.client import Client, Preconditions, StatusWriter, ignore_not_found
 from manager.client.errors import (
@@ -17,6 +18,7 @@ from manager.client.errors import (
     TooManyRequests,
     TransportError,
 )
+from manager.client.interfaces import ClientProtocol, FieldIndexer, Reader, Writer
 from manager.client.patch import Patch, merge_from
 from manager.client.rest import RestTransport
 
@@ -26,7 +28,9 @@ __all__ = [
     "BadRequest",
     "Client",
     "ClientError",
+    "ClientProtocol",
     "Conflict",
+    "FieldIndexer",
     "Forbidden",
     "Gone",
     "InternalError",
@@ -34,12 +38,14 @@ __all__ = [
     "NotFound",
     "Patch",
     "Preconditions",
+    "Reader",
     "RequestError",
     "RestTransport",
     "ServerError",
     "StatusWriter",
     "TooManyRequests",
     "TransportError",
+    "Writer",
     "ignore_not_found",
     "merge_from",
 ]

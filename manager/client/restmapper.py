@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from manager.client.errors import NotFound
 from manager.errors import Error
 from manager.scheme import GroupVersionKind
+
+
+class DiscoveryTransport(Protocol):
+    """What discovery needs from the HTTP layer (``RestTransport`` is one)."""
+
+    async def request(self, method: str, path: str) -> Any:
+        """The decoded JSON body; ``NotFound`` for a group-version the server does not serve."""
+        ...
 
 
 class NoKindMatch(Error, LookupError):
@@ -48,7 +56,7 @@ class RESTMapping:
 class RESTMapper:
     """Caches discovery per group-version; safe to share between clients and caches."""
 
-    def __init__(self, transport: Any) -> None:
+    def __init__(self, transport: DiscoveryTransport) -> None:
         self._transport = transport
         self._by_gv: dict[tuple[str, str], dict[str, RESTMapping]] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}

@@ -38,6 +38,8 @@ def _up(args: argparse.Namespace) -> int:
         crd_paths=args.crds,
         detached=True,
         pod_run_seconds=args.pod_run_seconds,
+        pod_start_seconds=args.pod_start_seconds,
+        pod_probe_delays=args.pod_probe_delays or None,
     )
     asyncio.run(env.start())
     mode = "full" if args.full else "plain"
@@ -103,6 +105,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="full mode: a Job's pod stays Running this long before KWOK makes it succeed "
         "(default: KWOK's own stages, about at once; env ENVTEST_POD_RUN_SECONDS)",
+    )
+    up.add_argument(
+        "--pod-start-seconds",
+        type=float,
+        default=None,
+        help="full mode: a scheduled pod stays Pending this long before it runs (env ENVTEST_POD_START_SECONDS)",
+    )
+    up.add_argument(
+        "--pod-probe-delays",
+        action="store_true",
+        help="full mode: a pod with readiness/startup probes is Ready after their initialDelaySeconds "
+        "(env ENVTEST_POD_PROBE_DELAYS)",
     )
     up.set_defaults(run=_up)
     down = sub.add_parser("down", help="stop the control plane started in DIR")

@@ -8,7 +8,9 @@ A build that fails raises :class:`AssetBuildError` naming the failing step: neve
 
 :func:`ensure_go_main` does the same for any Go main package at an exact module version (a
 program to run beside the control plane, e.g. another implementation to compare against): it is
-built once into ``<cache root>/go-mains/<module>@<version>/`` under the same kind of lock.
+built once into ``<cache root>/go-mains/<module>@<version>/`` under the same kind of lock. A
+``GoMain`` with ``test=True`` is a test package instead, compiled with ``go test -c`` into a test
+binary in the same place (a module's own e2e suite, to run against a cluster later).
 """
 
 from __future__ import annotations
@@ -168,12 +170,17 @@ def ensure(binaries: Iterable[str]) -> dict[str, Path]:
 
 @dataclass(frozen=True)
 class GoMain:
-    """A Go main package at an exact module version, built into one binary called ``name``."""
+    """A Go main package at an exact module version, built into one binary called ``name``.
+
+    With ``test=True``, ``package`` is a package with tests, compiled by ``go test -c`` into a
+    test binary called ``name`` (it runs the package's tests when executed).
+    """
 
     module: str
     version: str
     package: str
     name: str
+    test: bool = False
 
     @property
     def key(self) -> str:
@@ -209,6 +216,7 @@ def ensure_go_main(main: GoMain, *, quiet: bool = False) -> tuple[Path, float]:
                 "GOMAIN_VERSION": main.version,
                 "GOMAIN_PACKAGE": main.package,
                 "GOMAIN_NAME": main.name,
+                **({"GOMAIN_TEST": "1"} if main.test else {}),
             },
         )
     found = find_go_main(main)

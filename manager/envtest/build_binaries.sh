@@ -5,6 +5,8 @@
 # The gomain piece builds any Go main package at an exact module version:
 #   GOMAIN_MODULE (e.g. sigs.k8s.io/jobset), GOMAIN_VERSION (v0.10.1), GOMAIN_PACKAGE (the
 #   import path of the main package, inside the module) and GOMAIN_NAME (the output file).
+#   With GOMAIN_TEST=1 the package is a test package instead, compiled with `go test -c` into a
+#   test binary (e.g. a module's own e2e suite, run later against a cluster).
 set -euo pipefail
 OUT=${1:?usage: build_binaries.sh OUT_DIR PIECE...}; shift
 PIECES=${*:-etcd kube kwok}
@@ -116,9 +118,16 @@ build_gomain() {
   # A writable copy: the module cache is read-only and -mod=mod may rewrite go.mod/go.sum.
   mkdir -p "$SCRATCH/gomain" && cp -r "$dir" "$SCRATCH/gomain/src" && chmod -R u+w "$SCRATCH/gomain/src"
   cd "$SCRATCH/gomain/src"
-  step "$mod@$ver: compile $pkg"
-  GOFLAGS="-mod=mod -modcacherw" go build -trimpath -ldflags "-s -w" -o "$SCRATCH/gomain/$name" "$pkg" \
-    || fail "$mod@$ver: go build $pkg"
+  if [ "${GOMAIN_TEST:-0}" = 1 ]; then
+    step "$mod@$ver: compile the tests of $pkg"
+    GOFLAGS="-mod=mod -modcacherw" go test -c -trimpath -ldflags "-s -w" -o "$SCRATCH/gomain/$name" "$pkg" \
+      || fail "$mod@$ver: go test -c $pkg"
+    [ -f "$SCRATCH/gomain/$name" ] || fail "$mod@$ver: go test -c $pkg wrote no binary (no test files?)"
+  else
+    step "$mod@$ver: compile $pkg"
+    GOFLAGS="-mod=mod -modcacherw" go build -trimpath -ldflags "-s -w" -o "$SCRATCH/gomain/$name" "$pkg" \
+      || fail "$mod@$ver: go build $pkg"
+  fi
   mv "$SCRATCH/gomain/$name" "$OUT/$name.tmp" && mv "$OUT/$name.tmp" "$OUT/$name"
   rm -rf "$SCRATCH/gomain"
 }

@@ -36,6 +36,10 @@ SECONDARY_SCHEDULER_PROFILES = ("scheduler-plugins-scheduler", "volcano")
 _START_ATTEMPTS = 3
 POD_RUN_SECONDS_ENV = "ENVTEST_POD_RUN_SECONDS"
 """Environment variable: the default of ``Environment(pod_run_seconds=...)`` (KWOK pod run time)."""
+POD_START_SECONDS_ENV = "ENVTEST_POD_START_SECONDS"
+"""Environment variable: the default of ``Environment(pod_start_seconds=...)``."""
+POD_PROBE_DELAYS_ENV = "ENVTEST_POD_PROBE_DELAYS"
+"""Environment variable: the default of ``Environment(pod_probe_delays=...)`` (``1``/``true``)."""
 
 
 def _timeout(name: str, default: float) -> float:
@@ -76,16 +80,33 @@ class Environment:
         keep_dir: bool = False,
         pod_run_seconds: float | None = None,
         pod_run_jitter_seconds: float = 0.0,
+        pod_start_seconds: float | None = None,
+        pod_probe_delays: bool | None = None,
     ) -> None:
         self.full = full
         if pod_run_seconds is None and os.environ.get(POD_RUN_SECONDS_ENV):
             pod_run_seconds = float(os.environ[POD_RUN_SECONDS_ENV])
-        if pod_run_seconds is not None:
-            kwokstages.pod_stages(pod_run_seconds, pod_run_jitter_seconds)  # a bad value fails here
+        if pod_start_seconds is None:
+            pod_start_seconds = float(os.environ.get(POD_START_SECONDS_ENV) or 0)
+        if pod_probe_delays is None:
+            pod_probe_delays = os.environ.get(POD_PROBE_DELAYS_ENV, "").lower() in ("1", "true", "yes")
+        if pod_run_seconds is None and (pod_start_seconds or pod_probe_delays):
+            pod_run_seconds = 0.0  # our stages (KWOK's own know no start time), Job pods end at once
+        if pod_run_seconds is not None:  # a bad value fails here
+            kwokstages.pod_stages(
+                pod_run_seconds,
+                pod_run_jitter_seconds,
+                start_seconds=pod_start_seconds,
+                probe_delays=pod_probe_delays,
+            )
         self.pod_run_seconds = pod_run_seconds
         """With KWOK: how long a Job's pod stays Running before it succeeds (None: KWOK's default,
         about at once); ``pod_run_jitter_seconds`` adds a random part up to that much."""
         self.pod_run_jitter_seconds = pod_run_jitter_seconds
+        self.pod_start_seconds = pod_start_seconds
+        """With KWOK stages: how long a scheduled pod stays Pending before it runs (image pulls)."""
+        self.pod_probe_delays = pod_probe_delays
+        """With KWOK stages: a pod with readiness/startup probes is Ready after their initial delay."""
         self.node_count = nodes if full else 0
         self.crd_paths = [Path(p) for p in crd_paths]
         self.detached = detached
@@ -384,7 +405,12 @@ class Environment:
         ]
         if self.pod_run_seconds is not None:
             kwok_config = self._file("kwok-stages.yaml")
-            stages = kwokstages.pod_stages(self.pod_run_seconds, self.pod_run_jitter_seconds)
+            stages = kwokstages.pod_stages(
+                self.pod_run_seconds,
+                self.pod_run_jitter_seconds,
+                start_seconds=self.pod_start_seconds,
+                probe_delays=self.pod_probe_delays,
+            )
             kwok_config.write_text(yaml.safe_dump_all(stages, sort_keys=False))
             kwok_args.append(f"--config={kwok_config}")
         kwok = self._spawn("kwok", kwok_args)
@@ -459,7 +485,9 @@ class Environment:
                 self.url + path,
                 data=data,
                 headers={"Content-Type": content_type, "Accept": "application/json"},
-                timeout=aiohttp.ClientTimeout(total=30),
+                # Generous: two control planes starting side by side on a loaded 2-core machine
+                # have answered an admin request after more than 30 s.
+                timeout=aiohttp.ClientTimeout(total=120),
             ) as response,
         ):
             text = await response.text()

@@ -8,12 +8,22 @@ objects from its ``--config`` file; when the file holds at least one stage for `
 uses those instead of all its built-in pod stages (``pkg/kwok/cmd/root.go``), so the three pod
 transitions are all given here:
 
-* ``pod-ready``: a scheduled pod without an IP becomes Running and Ready at once (conditions,
-  container statuses, IPs, start time);
+* ``pod-ready``: a scheduled pod without an IP becomes Running and Ready (conditions,
+  container statuses, IPs, start time), at once or, with ``start_seconds``, that long after it
+  was scheduled (the time a kubelet spends pulling images and starting containers: meanwhile the
+  pod is Pending, which a Job counts as active but not ready);
 * ``pod-complete``: a Running pod owned by a Job becomes Succeeded after ``run_seconds``
   (the stage's ``delay.durationMilliseconds``, optionally plus a random jitter up to
   ``jitter_seconds``); the other pod fields stay as ``pod-ready`` left them;
 * ``pod-delete``: a pod being deleted loses its finalizers and is removed at once.
+
+With ``probe_delays=True`` a pod whose containers have a readiness or startup probe starts
+Running but not Ready, and a fourth stage, ``pod-probed-ready``, makes it Ready after the
+largest ``initialDelaySeconds`` of those probes (read from the pod by a jq expression: a kubelet
+whose first probe succeeds). Only a Ready pod completes, so such a pod's run time counts from
+its readiness. Upstream's e2e suites rely on both: a coordinator whose startup probe delays its
+readiness, an MPI node (an sshd that runs until its JobSet ends) that is still active when its
+launcher succeeds.
 
 The status templates are Go templates evaluated by KWOK (``Now``, ``Quote``, ``NodeIPWith``,
 ``PodIPWith`` are KWOK's template functions).
@@ -31,10 +41,15 @@ _NOT_DELETING = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist
 
 _RUNNING_STATUS = """\
 {{ $now := Now }}
+{{ $ready := "true" }}
+{{ if PROBED }}{{ range .spec.containers }}{{ if or .readinessProbe .startupProbe }}\
+{{ $ready = "false" }}{{ end }}{{ end }}{{ end }}
 conditions:
 - {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
-- {type: Ready, status: "True", lastTransitionTime: {{ $now | Quote }}}
-- {type: ContainersReady, status: "True", lastTransitionTime: {{ $now | Quote }}}
+- {type: Ready, status: {{ if eq $ready "true" }}"True"{{ else }}"False"{{ end }}, \
+lastTransitionTime: {{ $now | Quote }}}
+- {type: ContainersReady, status: {{ if eq $ready "true" }}"True"{{ else }}"False"{{ end }}, \
+lastTransitionTime: {{ $now | Quote }}}
 {{ range .spec.readinessGates }}
 - {type: {{ .conditionType | Quote }}, status: "True", lastTransitionTime: {{ $now | Quote }}}
 {{ end }}
@@ -42,7 +57,7 @@ containerStatuses:
 {{ range .spec.containers }}
 - name: {{ .name | Quote }}
   image: {{ .image | Quote }}
-  ready: true
+  ready: {{ $ready }}
   started: true
   restartCount: 0
   state: {running: {startedAt: {{ $now | Quote }}}}
@@ -83,43 +98,106 @@ phase: Succeeded
 """
 
 
+# The probed pod's readiness: conditions and container statuses rewritten whole (KWOK replaces
+# lists), times of the start kept.
+_PROBED_READY_STATUS = """\
+{{ $now := Now }}
+{{ $started := .status.startTime }}
+conditions:
+- {type: Initialized, status: "True", lastTransitionTime: {{ $started | Quote }}}
+- {type: Ready, status: "True", lastTransitionTime: {{ $now | Quote }}}
+- {type: ContainersReady, status: "True", lastTransitionTime: {{ $now | Quote }}}
+{{ range .spec.readinessGates }}
+- {type: {{ .conditionType | Quote }}, status: "True", lastTransitionTime: {{ $started | Quote }}}
+{{ end }}
+containerStatuses:
+{{ range .spec.containers }}
+- name: {{ .name | Quote }}
+  image: {{ .image | Quote }}
+  ready: true
+  started: true
+  restartCount: 0
+  state: {running: {startedAt: {{ $started | Quote }}}}
+{{ end }}
+"""
+
+# jq over the pod: the largest initialDelaySeconds of its readiness and startup probes, as a Go
+# duration ("5s"), which KWOK's delay.durationFrom parses.
+_PROBE_DELAY_JQ = (
+    "[.spec.containers[] | (.readinessProbe.initialDelaySeconds // 0), "
+    '(.startupProbe.initialDelaySeconds // 0)] | max | tostring + "s"'
+)
+_READY_IS = '.status.conditions[]? | select(.type == "Ready") | .status'
+
+
 def _millis(seconds: float) -> int:
     return max(0, round(seconds * 1000))
 
 
-def pod_stages(run_seconds: float, jitter_seconds: float = 0.0) -> list[dict[str, Any]]:
-    """The three pod Stage objects: Job pods run ``run_seconds`` (plus up to ``jitter_seconds``)."""
-    if run_seconds < 0 or jitter_seconds < 0:
-        raise ValueError(f"pod run time must not be negative (run {run_seconds}s, jitter {jitter_seconds}s)")
+def pod_stages(
+    run_seconds: float,
+    jitter_seconds: float = 0.0,
+    *,
+    start_seconds: float = 0.0,
+    probe_delays: bool = False,
+) -> list[dict[str, Any]]:
+    """The pod Stage objects: Job pods run ``run_seconds`` (plus up to ``jitter_seconds``), pods
+    start ``start_seconds`` after they are scheduled, and with ``probe_delays`` a probed pod is
+    Ready only after its probes' initial delay."""
+    if run_seconds < 0 or jitter_seconds < 0 or start_seconds < 0:
+        raise ValueError(
+            f"pod times must not be negative (run {run_seconds}s, jitter {jitter_seconds}s, "
+            f"start {start_seconds}s)"
+        )
     delay: dict[str, Any] = {"durationMilliseconds": _millis(run_seconds)}
     if jitter_seconds > 0:
         delay["jitterDurationMilliseconds"] = _millis(run_seconds + jitter_seconds)
-    return [
-        {
-            "apiVersion": _STAGE_API,
-            "kind": "Stage",
-            "metadata": {"name": "pod-ready"},
-            "spec": {
-                "resourceRef": _POD,
-                "selector": {
-                    "matchExpressions": [_NOT_DELETING, {"key": ".status.podIP", "operator": "DoesNotExist"}]
-                },
-                "next": {"statusTemplate": _RUNNING_STATUS},
-            },
+    ready: dict[str, Any] = {
+        "resourceRef": _POD,
+        "selector": {
+            "matchExpressions": [_NOT_DELETING, {"key": ".status.podIP", "operator": "DoesNotExist"}]
         },
+        "next": {"statusTemplate": _RUNNING_STATUS.replace("PROBED", "true" if probe_delays else "false")},
+    }
+    if start_seconds > 0:
+        ready["delay"] = {"durationMilliseconds": _millis(start_seconds)}
+    complete_when = [
+        _NOT_DELETING,
+        {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+        {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]},
+    ]
+    probed: list[dict[str, Any]] = []
+    if probe_delays:
+        complete_when.append({"key": _READY_IS, "operator": "In", "values": ["True"]})
+        probed.append(
+            {
+                "apiVersion": _STAGE_API,
+                "kind": "Stage",
+                "metadata": {"name": "pod-probed-ready"},
+                "spec": {
+                    "resourceRef": _POD,
+                    "selector": {
+                        "matchExpressions": [
+                            _NOT_DELETING,
+                            {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                            {"key": _READY_IS, "operator": "In", "values": ["False"]},
+                        ]
+                    },
+                    "delay": {"durationMilliseconds": 0, "durationFrom": {"expressionFrom": _PROBE_DELAY_JQ}},
+                    "next": {"statusTemplate": _PROBED_READY_STATUS},
+                },
+            }
+        )
+    return [
+        {"apiVersion": _STAGE_API, "kind": "Stage", "metadata": {"name": "pod-ready"}, "spec": ready},
+        *probed,
         {
             "apiVersion": _STAGE_API,
             "kind": "Stage",
             "metadata": {"name": "pod-complete"},
             "spec": {
                 "resourceRef": _POD,
-                "selector": {
-                    "matchExpressions": [
-                        _NOT_DELETING,
-                        {"key": ".status.phase", "operator": "In", "values": ["Running"]},
-                        {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]},
-                    ]
-                },
+                "selector": {"matchExpressions": complete_when},
                 "delay": delay,
                 "next": {"statusTemplate": _SUCCEEDED_STATUS},
             },

@@ -1,4 +1,5 @@
-"""Testing kit for users of the framework."""
+"""Testing kit for users of the framework: ``FakeClient`` (an in-memory ``ClientProtocol``), a
+``FakeClock``, in-memory informers and Leases, and ``eventually`` for polling assertions."""
 
 from manager.testing.clock import FakeClock
 from manager.testing.eventually import eventually

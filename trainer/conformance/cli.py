@@ -17,6 +17,7 @@ import secrets
 import shutil
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from manager.envtest.errors import EnvtestError
@@ -173,6 +174,17 @@ async def run(args: argparse.Namespace) -> list[ScenarioResult]:
     return results
 
 
+def describe_error(err: BaseException) -> str:
+    """The error's text; one without text (a bare timeout) names its type and where it was raised."""
+    if text := str(err):
+        return text
+    frames = traceback.extract_tb(err.__traceback__)
+    # the innermost frame, and the innermost of this repository's own (a library's timer says little)
+    picked = frames[-1:] + [f for f in frames if "site-packages" not in f.filename][-1:]
+    places = dict.fromkeys(f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in picked)
+    return type(err).__name__ + (f" at {', called from '.join(places)}" if places else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.build_only:
@@ -182,6 +194,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = asyncio.run(run(args))
     except (OSError, RuntimeError, EnvtestError) as err:
-        print(f"conformance: error: {err}", file=sys.stderr)
+        print(f"conformance: error: {describe_error(err)}", file=sys.stderr)
         return 2
     return report(results, args.divergences, show_listed=args.show_listed)

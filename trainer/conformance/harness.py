@@ -98,8 +98,17 @@ sides (every replica of an InOrder step started before the first finishes); it s
 settle quiet time, so a scenario is not declared settled while its pods still run."""
 
 
+@dataclass(frozen=True)
+class PodTiming:
+    """KWOK's pod timing on a side's cluster (``manager.envtest.kwokstages``)."""
+
+    run_seconds: float | None = POD_RUN_SECONDS
+    start_seconds: float = 0.0
+    probe_delays: bool = False
+
+
 async def _start_env(
-    workdir: Path, name: str, nodes: int, crds: list[Path], pod_run_seconds: float | None = POD_RUN_SECONDS
+    workdir: Path, name: str, nodes: int, crds: list[Path], timing: PodTiming
 ) -> Environment:
     # Nodes 0: etcd and kube-apiserver only (admission and the objects managers write).
     env = Environment(
@@ -107,7 +116,9 @@ async def _start_env(
         full=nodes > 0,
         nodes=nodes,
         crd_paths=crds,
-        pod_run_seconds=pod_run_seconds,
+        pod_run_seconds=timing.run_seconds,
+        pod_start_seconds=timing.start_seconds,
+        pod_probe_delays=timing.probe_delays,
     )
     await env.start()
     return env
@@ -140,15 +151,24 @@ async def _finish(side: Side, env: Environment, hook_ports: dict[Path, int]) -> 
 
 
 async def start_theirs(
-    workdir: Path, nodes: int = 2, pod_run_seconds: float | None = POD_RUN_SECONDS
+    workdir: Path,
+    nodes: int = 2,
+    pod_run_seconds: float | None = POD_RUN_SECONDS,
+    *,
+    timing: PodTiming | None = None,
 ) -> Side:
-    """The Go jobset v0.10.1 and trainer v2.1.0 managers (built on first use)."""
+    """The Go jobset v0.10.1 and trainer v2.1.0 managers (built on first use); ``timing``, when
+    given, replaces ``pod_run_seconds``."""
     built = originals.build_all()
     for binary, (_path, seconds) in built.items():
         if seconds:
             _say(f"built {binary} in {seconds:.0f}s")
     env = await _start_env(
-        workdir, "theirs", nodes, [*originals.upstream_crds(), *THIRD_PARTY_CRDS], pod_run_seconds
+        workdir,
+        "theirs",
+        nodes,
+        [*originals.upstream_crds(), *THIRD_PARTY_CRDS],
+        timing or PodTiming(pod_run_seconds),
     )
     side = Side("theirs", await Kube.from_kubeconfig(env.kubeconfig), env=env)
     try:
@@ -213,9 +233,16 @@ async def start_theirs(
     return side
 
 
-async def start_ours(workdir: Path, nodes: int = 2, pod_run_seconds: float | None = POD_RUN_SECONDS) -> Side:
-    """This repository's manager (``python -m trainer``), with this repository's CRDs."""
-    env = await _start_env(workdir, "ours", nodes, [CRD_DIR], pod_run_seconds)
+async def start_ours(
+    workdir: Path,
+    nodes: int = 2,
+    pod_run_seconds: float | None = POD_RUN_SECONDS,
+    *,
+    timing: PodTiming | None = None,
+) -> Side:
+    """This repository's manager (``python -m trainer``), with this repository's CRDs; ``timing``,
+    when given, replaces ``pod_run_seconds``."""
+    env = await _start_env(workdir, "ours", nodes, [CRD_DIR], timing or PodTiming(pod_run_seconds))
     side = Side("ours", await Kube.from_kubeconfig(env.kubeconfig), env=env)
     try:
         ca = TinyCA("conformance-ours-webhook-ca")

@@ -20,10 +20,24 @@ TRAINER = GoMain(
 )
 ORIGINALS = (JOBSET, TRAINER)
 
+#: Upstream's own e2e suites (``test/e2e`` of each module), compiled with ``go test -c``.
+JOBSET_E2E = GoMain(
+    JOBSET.module, JOBSET.version, "sigs.k8s.io/jobset/test/e2e", "jobset-e2e.test", test=True
+)
+TRAINER_E2E = GoMain(
+    TRAINER.module, TRAINER.version, "github.com/kubeflow/trainer/v2/test/e2e", "trainer-e2e.test", test=True
+)
+E2E_SUITES = (JOBSET_E2E, TRAINER_E2E)
+
 
 def build_all(*, quiet: bool = False) -> dict[str, tuple[Path, float]]:
     """Both originals, built now when not cached: name -> (path, seconds spent building)."""
     return {main.name: ensure_go_main(main, quiet=quiet) for main in ORIGINALS}
+
+
+def build_e2e_suites(*, quiet: bool = False) -> dict[str, tuple[Path, float]]:
+    """Both upstream e2e test binaries, built now when not cached: name -> (path, seconds)."""
+    return {suite.name: ensure_go_main(suite, quiet=quiet) for suite in E2E_SUITES}
 
 
 def module_dir(main: GoMain) -> Path:

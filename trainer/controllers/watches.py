@@ -20,6 +20,7 @@ from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Obj
 from manager.controller.handler import RequestQueue
 from manager.controller.reconcile import Request
 from manager.scheme import GroupVersionKind
+from manager.tasks import TaskSet
 from trainer.runtime.plugins.base import Mapper
 
 log = structlog.get_logger("trainer.watches")
@@ -37,7 +38,7 @@ class AsyncMapHandler:
         self._mapper = mapper
         self._events = frozenset(events)
         self._map_old_on_update = map_old_on_update
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet("trainjob-watch-mapping", on_error=self._failed)
 
     async def _map(self, objects: tuple[Object, ...], queue: RequestQueue) -> None:
         seen: set[Request] = set()
@@ -51,19 +52,15 @@ class AsyncMapHandler:
     def _spawn(self, event_type: str, queue: RequestQueue, *objects: Object) -> None:
         if event_type not in self._events:
             return
-        task = asyncio.get_running_loop().create_task(self._map(objects, queue))
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
+        self._tasks.spawn(self._map(objects, queue))
 
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("mapping an event to TrainJobs failed", error=str(task.exception()))
+    @staticmethod
+    def _failed(_task: asyncio.Task[None], err: BaseException) -> None:
+        log.error("mapping an event to TrainJobs failed", error=str(err))
 
     async def drain(self) -> None:
         """Wait for the mappings started so far (tests)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._tasks.drain()
 
     def create(self, event: CreateEvent, queue: RequestQueue) -> None:
         self._spawn("create", queue, event.object)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from manager.cache.informer import SharedInformer
-from manager.client import ApiError, NotFound
+from manager.client import NotFound, RequestError
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
@@ -75,7 +75,7 @@ async def test_informer_survives_apiserver_restart(tmp_path: Path) -> None:
                             o["metadata"]["name"]: o["metadata"]["resourceVersion"]
                             for o in await c.list(CONFIGMAP, namespace=NS)
                         }
-                    except (ApiError, NotFound):
+                    except (RequestError, NotFound):
                         return False
                     cached = {
                         o["metadata"]["name"]: o["metadata"]["resourceVersion"]

@@ -60,3 +60,24 @@ def test_a_build_that_produces_nothing_is_an_error(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(assets, "build", lambda *a, **k: 1.0)
     with pytest.raises(AssetBuildError, match="tool is missing after the build"):
         assets.ensure_go_main(MAIN)
+
+
+def test_a_test_package_is_built_with_go_test_c_into_the_same_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVTEST_GO_MAINS_DIR", str(tmp_path))
+    suite = assets.GoMain("example.com/mod", "v1.2.3", "example.com/mod/test/e2e", "e2e.test", test=True)
+    seen: list[dict[str, str]] = []
+
+    def fake_build(pieces: list[str], *, out: Path, quiet: bool, extra_env: dict[str, str]) -> float:
+        seen.append(extra_env)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / extra_env["GOMAIN_NAME"]).write_text("bin")
+        return 7.0
+
+    monkeypatch.setattr(assets, "build", fake_build)
+    assert assets.ensure_go_main(suite) == (tmp_path / "example.com_mod@v1.2.3" / "e2e.test", 7.0)
+    assert seen[0]["GOMAIN_TEST"] == "1" and seen[0]["GOMAIN_PACKAGE"] == "example.com/mod/test/e2e"
+    # the build script compiles it with `go test -c`
+    script = Path(assets.__file__).with_name("build_binaries.sh").read_text()
+    assert 'GOMAIN_TEST:-0}" = 1' in script and "go test -c" in script

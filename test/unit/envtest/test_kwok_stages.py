@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from manager.envtest import Environment, kwokstages
-from manager.envtest.environment import POD_RUN_SECONDS_ENV
+from manager.envtest.environment import POD_PROBE_DELAYS_ENV, POD_RUN_SECONDS_ENV, POD_START_SECONDS_ENV
 
 
 def _by_name(run: float, jitter: float = 0.0) -> dict[str, dict]:
@@ -57,3 +57,44 @@ def test_run_time_defaults_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert Environment(full=True).pod_run_seconds == 3.0
     monkeypatch.delenv(POD_RUN_SECONDS_ENV)
     assert Environment(full=True).pod_run_seconds is None
+
+
+def test_without_start_time_or_probe_delays_the_stages_are_as_before() -> None:
+    stages = _by_name(2.5)
+    assert "delay" not in stages["pod-ready"]["spec"]
+    assert "{{ if false }}" in stages["pod-ready"]["spec"]["next"]["statusTemplate"]
+    assert not any(
+        "Ready" in e["key"] for e in stages["pod-complete"]["spec"]["selector"]["matchExpressions"]
+    )
+
+
+def test_a_start_time_keeps_a_scheduled_pod_pending_that_long() -> None:
+    stages = {s["metadata"]["name"]: s for s in kwokstages.pod_stages(2, start_seconds=3)}
+    assert stages["pod-ready"]["spec"]["delay"] == {"durationMilliseconds": 3000}
+    assert stages["pod-complete"]["spec"]["delay"] == {"durationMilliseconds": 2000}
+
+
+def test_probe_delays_add_a_readiness_stage_and_only_ready_pods_complete() -> None:
+    stages = {s["metadata"]["name"]: s for s in kwokstages.pod_stages(2, probe_delays=True)}
+    assert sorted(stages) == ["pod-complete", "pod-delete", "pod-probed-ready", "pod-ready"]
+    assert "{{ if true }}" in stages["pod-ready"]["spec"]["next"]["statusTemplate"]
+    probed = stages["pod-probed-ready"]["spec"]
+    assert {"key": kwokstages._READY_IS, "operator": "In", "values": ["False"]} in probed["selector"][
+        "matchExpressions"
+    ]
+    assert "initialDelaySeconds" in probed["delay"]["durationFrom"]["expressionFrom"]
+    complete = stages["pod-complete"]["spec"]["selector"]["matchExpressions"]
+    assert {"key": kwokstages._READY_IS, "operator": "In", "values": ["True"]} in complete
+
+
+def test_a_negative_start_time_is_refused() -> None:
+    with pytest.raises(ValueError, match="start -1"):
+        kwokstages.pod_stages(1, start_seconds=-1)
+
+
+def test_start_time_and_probe_delays_default_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(POD_START_SECONDS_ENV, "2")
+    monkeypatch.setenv(POD_PROBE_DELAYS_ENV, "true")
+    env = Environment(full=True)
+    # our stages are needed for either: Job pods then finish at once, as with KWOK's own
+    assert (env.pod_start_seconds, env.pod_probe_delays, env.pod_run_seconds) == (2.0, True, 0.0)

@@ -12,7 +12,7 @@ framework (the REST mapper and ``Cache.index_field`` await the API server / the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import Any
 
 import structlog
 
@@ -26,10 +26,6 @@ from trainer.api import scheduling_constants as c
 from trainer.controllers import elasticquota, podgroup
 
 log = structlog.get_logger("trainer.controllers.scheduling")
-
-
-class _FieldIndexer(Protocol):
-    async def index_field(self, kind: GroupVersionKind, field_name: str, extract: Any) -> None: ...
 
 
 def _recorder(mgr: Manager, component: str) -> EventRecorder:
@@ -76,7 +72,7 @@ async def setup(mgr: Manager, *, api_version: str = c.API_VERSION, workers: int 
         )
     if not available:
         return False
-    indexer = cast(_FieldIndexer, mgr.cache)  # Framework gap: ClusterCache lacks index_field
+    indexer = mgr.cache  # a FieldIndexer (manager.client.interfaces)
     options: dict[str, Any] = {} if workers is None else {"max_concurrent_reconciles": workers}
     if c.PodGroupKind in available:
         await indexer.index_field(podgroup.POD, podgroup.POD_GROUP_INDEX, podgroup.index_pod_group)

@@ -1,0 +1,323 @@
+"""Upstream's own e2e suites as a second judge: ``trainer-controller-manager upstream-e2e``.
+
+The ``test/e2e`` packages of sigs.k8s.io/jobset v0.10.1 (10 specs) and
+github.com/kubeflow/trainer/v2 v2.1.0 (2 specs) are compiled with ``go test -c`` from the Go
+module proxy (cached beside the Go originals) and run, unchanged, against a full local cluster
+(etcd, kube-apiserver, controller-manager, scheduler, KWOK nodes) served by this manager
+(``ours``) and against one served by the Go managers (``theirs``), one side after the other.
+
+KWOK's pod timing is set so that what the suites look for exists for a while, as on a real
+cluster: a scheduled pod stays Pending ``--pod-start-seconds`` (image pulls: its Job is active but
+not ready), a pod with readiness or startup probes is Ready after their initialDelaySeconds, and
+a Job's pod succeeds ``--pod-run-seconds`` after it is Ready. The jobset suite first waits for a
+Deployment ``jobset-controller-manager`` in ``$NAMESPACE`` to be Available; a stand-in Deployment
+(one pause container, run by KWOK) is created for it: the managers themselves run on the host.
+
+Exit 0 when every spec passed on every side run, 1 when one failed, 2 when the suites could not
+run (build, cluster or manager start failures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from manager.envtest.assets import GoMain, ensure_go_main
+from manager.envtest.errors import EnvtestError
+from trainer.conformance import harness, originals
+from trainer.conformance.cli import describe_error
+from trainer.conformance.harness import PodTiming, Side
+
+SUITES: dict[str, GoMain] = {"jobset": originals.JOBSET_E2E, "trainer": originals.TRAINER_E2E}
+SIDES = ("ours", "theirs")
+NAMESPACE = "jobset-system"
+STAND_IN = "jobset-controller-manager"
+#: Pod timing under which the Go managers pass all 12 specs (see docs/conformance.md).
+DEFAULT_TIMING = PodTiming(run_seconds=4.0, start_seconds=3.0, probe_delays=True)
+
+
+@dataclass
+class Spec:
+    name: str
+    passed: bool
+    seconds: float
+    failure: str = ""
+
+
+@dataclass
+class SuiteResult:
+    suite: str
+    side: str
+    specs: list[Spec] = field(default_factory=list)
+    seconds: float = 0.0
+    exit_code: int = 0
+    log: str = ""
+
+    @property
+    def passed(self) -> int:
+        return sum(s.passed for s in self.specs)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.specs) and self.passed == len(self.specs)
+
+
+def _say(message: str) -> None:
+    print(f"upstream-e2e: {message}", file=sys.stderr, flush=True)
+
+
+def stand_in_deployment(namespace: str) -> dict[str, Any]:
+    """What the jobset suite waits for: a Deployment of that name, Available, never restarted."""
+    labels = {"control-plane": "controller-manager", "app.kubernetes.io/name": "jobset-stand-in"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": STAND_IN, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "manager", "image": "registry.k8s.io/pause:3.10"}]},
+            },
+        },
+    }
+
+
+async def create_stand_in(side: Side, namespace: str) -> None:
+    status, body = await side.kube.request(
+        "POST",
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+    )
+    if status not in (201, 409):
+        raise RuntimeError(f"creating namespace {namespace} answered {status}: {body}")
+    status, body = await side.kube.request(
+        "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", stand_in_deployment(namespace)
+    )
+    if status not in (201, 409):
+        raise RuntimeError(f"creating the stand-in Deployment answered {status}: {body}")
+
+
+def parse_junit(path: Path) -> list[Spec]:
+    """The ``[It]`` specs of a Ginkgo JUnit report (suite nodes such as BeforeSuite left out)."""
+    specs = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = case.get("name", "")
+        if not name.startswith("[It]"):
+            continue
+        status = case.get("status", "")
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        message = ""
+        if failure is not None:
+            message = (failure.get("message") or "") + "\n" + (failure.text or "")
+        specs.append(
+            Spec(
+                name=name.removeprefix("[It] ").strip(),
+                passed=status == "passed",
+                seconds=float(case.get("time") or 0),
+                failure=message.strip() if status != "passed" else "",
+            )
+        )
+    return specs
+
+
+async def run_suite(
+    binary: Path,
+    suite: str,
+    side: Side,
+    workdir: Path,
+    *,
+    namespace: str,
+    focus: str | None,
+    timeout_minutes: float,
+) -> SuiteResult:
+    """One compiled suite against one side's cluster; its output goes to a log file."""
+    assert side.env is not None
+    out = workdir / f"{suite}-{side.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    report, log = out / "junit.xml", out / "output.log"
+    argv = [
+        str(binary),
+        "-test.v",
+        f"-test.timeout={timeout_minutes + 5:g}m",
+        "-ginkgo.v",
+        "-ginkgo.no-color",
+        f"-ginkgo.timeout={timeout_minutes:g}m",
+        f"-ginkgo.junit-report={report}",
+    ]
+    if focus:
+        argv.append(f"-ginkgo.focus={focus}")
+    env = {**os.environ, "KUBECONFIG": str(side.env.kubeconfig), "NAMESPACE": namespace}
+    started = time.monotonic()
+    with log.open("wb") as sink:
+        proc = await asyncio.create_subprocess_exec(*argv, cwd=out, env=env, stdout=sink, stderr=sink)
+        code = await proc.wait()
+    result = SuiteResult(suite, side.name, seconds=time.monotonic() - started, exit_code=code, log=str(log))
+    if report.is_file():
+        result.specs = parse_junit(report)
+    if not result.specs:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        result.specs = [Spec("(suite did not run its specs)", False, 0.0, f"exit code {code}\n{tail}")]
+    return result
+
+
+async def run_side(
+    side_name: str,
+    suites: list[str],
+    binaries: dict[str, Path],
+    workdir: Path,
+    args: argparse.Namespace,
+    timing: PodTiming,
+) -> list[SuiteResult]:
+    started = time.monotonic()
+    start = harness.start_ours if side_name == "ours" else harness.start_theirs
+    side = await start(workdir, args.nodes, timing=timing)
+    _say(f"{side_name}: cluster and managers ready in {time.monotonic() - started:.0f}s")
+    results = []
+    try:
+        if "jobset" in suites:
+            await create_stand_in(side, args.namespace)
+        for suite in suites:
+            _say(f"{side_name}: running the {suite} suite")
+            result = await run_suite(
+                binaries[suite],
+                suite,
+                side,
+                workdir / "suites",
+                namespace=args.namespace,
+                focus=args.focus,
+                timeout_minutes=args.timeout_minutes,
+            )
+            _say(f"{side_name}: {suite} {result.passed}/{len(result.specs)} in {result.seconds:.0f}s")
+            results.append(result)
+    finally:
+        await side.stop()
+    return results
+
+
+def report(results: list[SuiteResult]) -> int:
+    for result in results:
+        main = SUITES[result.suite]
+        state = "ok" if result.ok else "FAILED"
+        who = "this manager" if result.side == "ours" else "the Go managers"
+        print(
+            f"{state:6} {result.suite} e2e {main.version} against {result.side} ({who}): "
+            f"{result.passed}/{len(result.specs)} passed in {result.seconds:.0f}s"
+        )
+        for spec in result.specs:
+            print(f"  {'ok  ' if spec.passed else 'FAIL'} {spec.name} ({spec.seconds:.1f}s)")
+            if not spec.passed:
+                print("       " + spec.failure[:2000].replace("\n", "\n       "))
+        if not result.ok:
+            print(f"  output: {result.log}")
+    return 0 if results and all(r.ok for r in results) else 1
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="trainer-controller-manager upstream-e2e",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES), help="default: both")
+    p.add_argument("--suites", nargs="+", choices=sorted(SUITES), default=list(SUITES), help="default: both")
+    p.add_argument("--focus", help="only the specs whose text matches this regular expression (Ginkgo)")
+    p.add_argument("--nodes", type=int, default=4, help="KWOK nodes of each local cluster")
+    p.add_argument(
+        "--pod-start-seconds",
+        type=float,
+        default=DEFAULT_TIMING.start_seconds,
+        help="a scheduled pod stays Pending this long (default %(default)g)",
+    )
+    p.add_argument(
+        "--pod-run-seconds",
+        type=float,
+        default=DEFAULT_TIMING.run_seconds,
+        help="a Job's pod succeeds this long after it is Ready (default %(default)g)",
+    )
+    p.add_argument(
+        "--no-probe-delays",
+        action="store_true",
+        help="make probed pods Ready at once (their initialDelaySeconds ignored)",
+    )
+    p.add_argument("--namespace", default=NAMESPACE, help="$NAMESPACE of the jobset suite's stand-in")
+    p.add_argument("--timeout-minutes", type=float, default=20.0, help="bound on one suite run")
+    p.add_argument("--json", type=Path, help="write the results here")
+    p.add_argument("--keep-workdir", action="store_true", help="keep clusters' and suites' logs")
+    p.add_argument(
+        "--build-only", action="store_true", help="build the suites (and the Go managers) and exit"
+    )
+    args = p.parse_args(argv)
+    if args.pod_start_seconds < 0 or args.pod_run_seconds < 0:
+        p.error("--pod-start-seconds and --pod-run-seconds must not be negative")
+    if args.nodes < 1:
+        p.error("--nodes must be at least 1: the suites run pods")
+    return args
+
+
+def build(suites: list[str], sides: list[str]) -> dict[str, Path]:
+    binaries = {}
+    for suite in suites:
+        path, seconds = ensure_go_main(SUITES[suite])
+        _say(f"{SUITES[suite].name}: {path} ({f'built in {seconds:.0f}s' if seconds else 'cached'})")
+        binaries[suite] = path
+    if "theirs" in sides:
+        for name, (path, seconds) in originals.build_all().items():
+            _say(f"{name}: {path} ({f'built in {seconds:.0f}s' if seconds else 'cached'})")
+    return binaries
+
+
+async def run(args: argparse.Namespace, binaries: dict[str, Path]) -> list[SuiteResult]:
+    timing = PodTiming(
+        run_seconds=args.pod_run_seconds,
+        start_seconds=args.pod_start_seconds,
+        probe_delays=not args.no_probe_delays,
+    )
+    workdir = harness.new_workdir()
+    results: list[SuiteResult] = []
+    try:
+        for side in args.sides:
+            results += await run_side(side, args.suites, binaries, workdir, args, timing)
+    finally:
+        if args.keep_workdir or not all(r.ok for r in results):
+            _say(f"logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        binaries = build(args.suites, args.sides)
+        if args.build_only:
+            return 0
+        started = time.monotonic()
+        results = asyncio.run(run(args, binaries))
+    except (OSError, RuntimeError, EnvtestError) as err:
+        print(f"upstream-e2e: error: {describe_error(err)}", file=sys.stderr)
+        return 2
+    code = report(results)
+    print(
+        f"upstream-e2e: {sum(r.passed for r in results)}/{sum(len(r.specs) for r in results)} specs "
+        f"passed in {time.monotonic() - started:.0f}s"
+    )
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
