@@ -21,7 +21,7 @@ DEPLOY_TIMEOUT ?= 300s
 # kustomize built in). Override with KUBECTL=kubectl to use your own.
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
-.PHONY: venv test test-unit test-integration test-e2e test-chaos lint run cluster-up cluster-down \
+.PHONY: venv test test-unit test-integration test-e2e test-chaos test-fuzz lint run cluster-up cluster-down \
         build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
         conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e
 
@@ -55,6 +55,14 @@ test-e2e: $(STAMP)
 CHAOS_OUT ?= chaos-results/chaos.json
 test-chaos: $(STAMP) build-assets
 	CHAOS_OUT=$(CHAOS_OUT) $(PY) -m pytest test/chaos -m chaos -s $(PYTEST_ARGS)
+
+# Admission and reconciler fuzzing in full (issue 13): FUZZ_EXAMPLES generated AdmissionReviews
+# against the running manager's webhook server (`make test` runs a reduced count), then the
+# admitted objects written to a real API server. FUZZ_SEED=<n> draws a different sequence.
+FUZZ_EXAMPLES ?= 10000
+FUZZ_OBJECTS ?= 400
+test-fuzz: $(STAMP) build-assets
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_OBJECTS=$(FUZZ_OBJECTS) $(PY) -m pytest test/integration/fuzz -s $(PYTEST_ARGS)
 
 # mypy is strict on manager/, trainer/ and webhooks/ (pyproject [tool.mypy]);
 # lint-imports checks the layering contracts of pyproject's [tool.importlinter].

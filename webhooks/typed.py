@@ -28,7 +28,7 @@ def decoder(api_version: str, kind: str, *, typed_view: bool = False) -> Callabl
         except gocodec.DecodeError as err:
             raise DecodeError(str(err)) from None
         assert raw is not None
-        obj = json_copy(raw)
+        obj = codec.nulls_to_zero(json_copy(raw))
         return codec.encode(obj) if typed_view else obj
 
     return decode

@@ -96,33 +96,143 @@ def patch_response(original: Object, modified: Object) -> AdmissionResponse:
     return AdmissionResponse(True, 200, patches=jsonpatch.diff(original, modified))
 
 
+# The Go types of the AdmissionRequest fields controller-runtime decodes (k8s.io/api/admission/v1),
+# for encoding/json's words when a field has the wrong JSON type. A dict is a struct: its Go name
+# and its fields; RawExtension fields (object, oldObject, options) take any JSON.
+_STRING, _RAW = "string", "raw"
+_GVK = ("v1.GroupVersionKind", {"group": _STRING, "version": _STRING, "kind": _STRING})
+_GVR = ("v1.GroupVersionResource", {"group": _STRING, "version": _STRING, "resource": _STRING})
+_USER_INFO = (
+    "v1.UserInfo",
+    {"username": _STRING, "uid": _STRING, "groups": "[]string", "extra": "map[string]v1.ExtraValue"},
+)
+_REQUEST = (
+    "v1.AdmissionRequest",
+    {
+        "uid": "types.UID",
+        "kind": _GVK,
+        "resource": _GVR,
+        "subResource": _STRING,
+        "requestKind": _GVK,
+        "requestResource": _GVR,
+        "requestSubResource": _STRING,
+        "name": _STRING,
+        "namespace": _STRING,
+        "operation": "v1.Operation",
+        "userInfo": _USER_INFO,
+        "object": _RAW,
+        "oldObject": _RAW,
+        "dryRun": "bool",
+        "options": _RAW,
+    },
+)
+_GO_TYPE_META = (
+    'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
+)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _type_error(value: Any, struct: str, field_path: str, go_type: str) -> str:
+    return f"json: cannot unmarshal {_json_kind(value)} into Go struct field {struct}.{field_path} of type {go_type}"
+
+
+def _check(value: Any, spec: Any, struct: str, field_path: str) -> str | None:
+    """The first type error decoding ``value`` into the Go type ``spec`` (None: it decodes)."""
+    if value is None or spec == _RAW:
+        return None
+    if isinstance(spec, tuple):
+        name, fields = spec
+        if not isinstance(value, dict):
+            return _type_error(value, struct, field_path, name)
+        for key, item in value.items():
+            if key in fields:
+                # encoding/json names the struct without its package, the type with it
+                err = _check(item, fields[key], name.rsplit(".", 1)[-1], f"{field_path}.{key}")
+                if err:
+                    return err
+        return None
+    if spec in (_STRING, "types.UID", "v1.Operation"):
+        return None if isinstance(value, str) else _type_error(value, struct, field_path, spec)
+    if spec == "bool":
+        return None if isinstance(value, bool) else _type_error(value, struct, field_path, spec)
+    if spec == "[]string":
+        if not isinstance(value, list):
+            return _type_error(value, struct, field_path, spec)
+        bad = next((v for v in value if v is not None and not isinstance(v, str)), None)
+        return None if bad is None else _type_error(bad, struct, field_path, _STRING)
+    # map[string]v1.ExtraValue
+    if not isinstance(value, dict):
+        return _type_error(value, struct, field_path, spec)
+    for item in value.values():
+        err = _check(item, "[]string", struct, field_path)
+        if err:
+            return err.replace("of type []string", "of type v1.ExtraValue")
+    return None
+
+
 def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
-    """Returns the review apiVersion and the request."""
+    """Returns the review apiVersion and the request, decoded as controller-runtime decodes it.
+
+    Go's universal deserializer first reads apiVersion/kind (a body that is not a JSON object is
+    refused with "couldn't get version/kind"), then unmarshals into the v1 struct: a field of the
+    wrong JSON type is refused with encoding/json's words, unknown fields and a missing request
+    are not errors (the handler then sees an empty request).
+    """
     try:
         review = _json.loads(body)
     except _json.JSONDecodeError as err:
-        raise AdmissionDecodeError(f"body is not JSON: {err}") from None
-    if not isinstance(review, dict) or review.get("kind") != "AdmissionReview":
-        raise AdmissionDecodeError("body is not an AdmissionReview")
-    api_version = review.get("apiVersion", "")
-    if api_version not in ("admission.k8s.io/v1", "admission.k8s.io/v1beta1"):
-        raise AdmissionDecodeError(f"unsupported AdmissionReview version {api_version!r}")
+        raise AdmissionDecodeError(f"couldn't get version/kind; json parse error: {err}") from None
+    if not isinstance(review, dict):
+        raise AdmissionDecodeError(
+            "couldn't get version/kind; json parse error: json: cannot unmarshal "
+            f"{_json_kind(review)} into Go value of type {_GO_TYPE_META}"
+        )
+    for key in ("apiVersion", "kind"):
+        value = review.get(key)
+        if value is not None and not isinstance(value, str):
+            raise AdmissionDecodeError(
+                f"couldn't get version/kind; json parse error: {_type_error(value, '', key, 'string')}"
+            )
+    api_version = review.get("apiVersion") or "admission.k8s.io/v1"  # Go answers v1 when it is unset
     req = review.get("request")
-    if not isinstance(req, dict) or not req.get("uid"):
-        raise AdmissionDecodeError("AdmissionReview has no request or no request.uid")
+    # the struct controller-runtime decodes into embeds v1.AdmissionReview
+    type_error = _check(req, _REQUEST, "unversionedAdmissionReview", "request")
+    if type_error:
+        raise AdmissionDecodeError(type_error)
+    req = req or {}
+
+    def text(key: str) -> str:
+        value = req.get(key)
+        return value if isinstance(value, str) else ""
+
+    def raw(key: str) -> Object | None:
+        value = req.get(key)
+        return value  # any JSON: the handler's typed decode judges it
+
     return api_version, AdmissionRequest(
-        uid=req["uid"],
+        uid=text("uid"),
         kind=req.get("kind") or {},
         resource=req.get("resource") or {},
-        operation=req.get("operation", ""),
-        name=req.get("name", ""),
-        namespace=req.get("namespace", ""),
-        sub_resource=req.get("subResource", ""),
-        object=req.get("object"),
-        old_object=req.get("oldObject"),
+        operation=text("operation"),
+        name=text("name"),
+        namespace=text("namespace"),
+        sub_resource=text("subResource"),
+        object=raw("object"),
+        old_object=raw("oldObject"),
         user_info=req.get("userInfo") or {},
         dry_run=bool(req.get("dryRun")),
-        options=req.get("options"),
+        options=raw("options"),
         raw=req,
     )
 
@@ -145,4 +255,7 @@ def encode_review(api_version: str, uid: str, response: AdmissionResponse) -> by
     if response.patches:
         out["patchType"] = "JSONPatch"
         out["patch"] = base64.b64encode(_json.dumps(response.patches)).decode()
-    return _json.dumps({"apiVersion": api_version, "kind": "AdmissionReview", "response": out})
+    review: dict[str, Any] = {"response": out}
+    if api_version:  # a review that could not be read is answered without apiVersion/kind, as Go does
+        review = {"apiVersion": api_version, "kind": "AdmissionReview", "response": out}
+    return _json.dumps(review)

@@ -1,8 +1,10 @@
 """The admission webhook HTTPS server (aiohttp): TLS >= 1.2, HTTP/1.1 only, port 9443.
 
 Paths are registered before start (duplicates are an error); each is wrapped with the
-``controller_runtime_webhook_*`` metrics. Bodies must be ``application/json`` and at most
-7 MiB. A handler that raises is answered with a 500 inside the AdmissionReview (a generic message;
+``controller_runtime_webhook_*`` metrics. Bodies must be ``application/json`` and under 7 MiB;
+as controller-runtime, a request that cannot be read (empty, too large, another content type,
+not an AdmissionReview) is answered HTTP 200 with an AdmissionReview whose status carries 400
+(413 for the size) and the reason. A handler that raises is answered with a 500 inside the AdmissionReview (a generic message;
 the traceback goes to the log) and counted in
 ``controller_runtime_webhook_panics_total``; the server keeps serving.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -34,7 +37,32 @@ from manager.webhook.certwatcher import CertWatcher
 log = logging.getLogger(__name__)
 Handler = Callable[[AdmissionRequest], Awaitable[AdmissionResponse]]
 MAX_BODY = 7 * 1024 * 1024
+# A body may nest as deep as the JSON decoder allows (orjson: 1024 levels; Go's decoder 10,000) and
+# handlers copy, check and diff objects recursively (a few frames a level): the interpreter's
+# default limit of 1000 frames would turn a deeply nested field into a RecursionError and a 500.
+RECURSION_LIMIT = 10_000
 DEFAULT_CERT_DIR = Path(tempfile.gettempdir()) / "k8s-webhook-server" / "serving-certs"
+
+
+async def _read_limited(request: web.Request) -> bytes | None:
+    """The body, or None when it reaches ``MAX_BODY`` bytes (controller-runtime's LimitedReader:
+    a body of exactly the limit is refused too). The rest is left unread."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < MAX_BODY:
+        chunk = await request.content.read(MAX_BODY - size)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    return None
+
+
+def _refused(code: int, message: str) -> web.Response:
+    """A request that never reached a handler: HTTP 200 with an AdmissionReview carrying ``code``,
+    no apiVersion/kind and no uid, as controller-runtime's ``writeResponse(Errored(...))``."""
+    log.info("admission request refused: %s", message)
+    return web.Response(body=encode_review("", "", errored(code, message)), content_type="application/json")
 
 
 class WebhookServerError(Exception):
@@ -113,17 +141,18 @@ class WebhookServer:
             in_flight.inc()
             status = 200
             try:
-                if request.content_type != "application/json":
-                    status = 400
-                    return web.Response(
-                        status=400, text=f"contentType={request.content_type}, expected application/json"
-                    )
-                body = await request.read()
+                body = await _read_limited(request)
+                if body is None:
+                    return _refused(413, f"request entity is too large; limit is {MAX_BODY} bytes")
+                if not body:
+                    return _refused(400, "request body is empty")
+                content_type = request.headers.get("Content-Type", "")
+                if content_type != "application/json":
+                    return _refused(400, f"contentType={content_type}, expected application/json")
                 try:
                     api_version, req = decode_review(body)
                 except AdmissionDecodeError as err:
-                    status = 400
-                    return web.Response(status=400, text=str(err))
+                    return _refused(400, str(err))
                 try:
                     response = await handler(req)
                 except Exception:
@@ -143,6 +172,8 @@ class WebhookServer:
     async def start(self, started: asyncio.Event) -> None:
         """Listen until cancelled; certificates are re-read every ``cert_poll_interval`` s."""
         self._frozen = True
+        if sys.getrecursionlimit() < RECURSION_LIMIT:
+            sys.setrecursionlimit(RECURSION_LIMIT)
         app = web.Application(client_max_size=MAX_BODY)
         for path, handler in self._handlers.items():
             app.router.add_post(path, self._wrap(path, handler))

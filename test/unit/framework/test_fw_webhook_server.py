@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import ssl
 import uuid
 from collections.abc import AsyncIterator
@@ -91,9 +92,10 @@ class Served:
     async def post(self, path: str, body: Any, *, content_type: str = "application/json") -> tuple[int, Any]:
         import json
 
+        data = body if isinstance(body, bytes) else json.dumps(body)
         async with (
             aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.client_context())) as s,
-            s.post(self.url + path, data=json.dumps(body), headers={"Content-Type": content_type}) as r,
+            s.post(self.url + path, data=data, headers={"Content-Type": content_type}) as r,
         ):
             text = await r.text()
             return r.status, (json.loads(text) if r.content_type == "application/json" else text)
@@ -154,11 +156,29 @@ async def test_validator_allows_denies_and_warns(served: Served) -> None:
     assert conn["response"]["allowed"] is True
 
 
+def refusal(answer: Any) -> tuple[int, str]:
+    """An unreadable request's answer: an AdmissionReview without apiVersion/kind or uid (Go's)."""
+    assert set(answer) == {"response"}, answer
+    response = answer["response"]
+    assert response["uid"] == "" and response["allowed"] is False, response
+    return response["status"]["code"], response["status"]["message"]
+
+
 async def test_bad_requests_and_failing_handler(served: Served) -> None:
-    status, _ = await served.post("/validate", review("CREATE", obj()), content_type="text/plain")
-    assert status == 400
-    status, text = await served.post("/validate", {"kind": "Nope"})
-    assert status == 400 and "AdmissionReview" in text
+    # controller-runtime answers requests it cannot read with HTTP 200 and the code in the review
+    status, answer = await served.post("/validate", review("CREATE", obj()), content_type="text/plain")
+    assert status == 200
+    assert refusal(answer) == (400, "contentType=text/plain, expected application/json")
+    status, answer = await served.post("/validate", b"")
+    assert status == 200 and refusal(answer) == (400, "request body is empty")
+    status, answer = await served.post("/validate", [1])
+    code, message = refusal(answer)
+    assert code == 400 and message.startswith(
+        "couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type struct"
+    )
+    status, answer = await served.post("/validate", b"{not json")
+    code, message = refusal(answer)
+    assert code == 400 and message.startswith("couldn't get version/kind; json parse error: ")
     panics = webhook_metrics.WEBHOOK_PANICS._value.get()
     status, answer = await served.post("/boom", review("CREATE", obj()))
     assert status == 200
@@ -170,9 +190,93 @@ async def test_bad_requests_and_failing_handler(served: Served) -> None:
     # the server still answers after a handler failure
     _, ok = await served.post("/validate", review("CREATE", obj()))
     assert ok["response"]["allowed"] is True
-    assert webhook_metrics.WEBHOOK_REQUESTS.labels(webhook="/validate", code="400")._value.get() >= 2
+    # the HTTP code is what the metric counts, as controller-runtime's promhttp instrumentation
+    assert webhook_metrics.WEBHOOK_REQUESTS.labels(webhook="/validate", code="200")._value.get() >= 5
     assert webhook_metrics.WEBHOOK_REQUESTS.labels(webhook="/validate", code="200")._value.get() >= 1
     assert served.server.started_checker()() is True
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (
+            {"uid": 5},
+            "json: cannot unmarshal number into Go struct field AdmissionRequest.request.uid of type types.UID",
+        ),
+        (
+            {"uid": "u", "kind": "Pod"},
+            "json: cannot unmarshal string into Go struct field AdmissionRequest.request.kind of type v1.GroupVersionKind",
+        ),
+        (
+            {"uid": "u", "kind": {"kind": ["x"]}},
+            "json: cannot unmarshal array into Go struct field GroupVersionKind.request.kind.kind of type string",
+        ),
+        (
+            {"uid": "u", "operation": {}},
+            "json: cannot unmarshal object into Go struct field AdmissionRequest.request.operation of type v1.Operation",
+        ),
+        (
+            {"uid": "u", "dryRun": "yes"},
+            "json: cannot unmarshal string into Go struct field AdmissionRequest.request.dryRun of type bool",
+        ),
+        (
+            {"uid": "u", "userInfo": {"groups": [1]}},
+            "json: cannot unmarshal number into Go struct field UserInfo.request.userInfo.groups of type string",
+        ),
+        (
+            {"uid": "u", "userInfo": {"extra": {"a": "b"}}},
+            "json: cannot unmarshal string into Go struct field UserInfo.request.userInfo.extra of type v1.ExtraValue",
+        ),
+        (
+            "req",
+            "json: cannot unmarshal string into Go struct field unversionedAdmissionReview.request of type v1.AdmissionRequest",
+        ),
+    ],
+)
+async def test_ill_typed_envelope_is_answered_400_with_go_words(
+    served: Served, request_: Any, message: str
+) -> None:
+    status, answer = await served.post(
+        "/validate", {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request_}
+    )
+    assert status == 200 and refusal(answer) == (400, message)
+
+
+async def test_envelope_without_request_reaches_the_handler_as_go_does(served: Served) -> None:
+    # no request: the handler sees an empty one (operation "" is unknown to a validator)
+    status, answer = await served.post(
+        "/validate", {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
+    )
+    assert status == 200
+    assert answer["response"]["status"] == {
+        "code": 400,
+        "message": 'unknown operation ""',
+        "status": "Failure",
+    }
+
+
+async def test_body_at_the_size_limit_is_refused_413(served: Served) -> None:
+    from manager.webhook.server import MAX_BODY
+
+    small = review("CREATE", obj())
+    pad = MAX_BODY - len(json.dumps(small).encode())
+    # exactly the limit is refused (controller-runtime's LimitedReader stops at N == 0)
+    at_limit = review("CREATE", {**obj(), "pad": "x" * (pad - len(', "pad": ""'))})
+    body = json.dumps(at_limit).encode()
+    assert len(body) == MAX_BODY
+    status, answer = await served.post("/validate", body)
+    assert status == 200 and refusal(answer) == (
+        413,
+        f"request entity is too large; limit is {MAX_BODY} bytes",
+    )
+    # one byte less is read and handled
+    under = json.dumps(review("CREATE", {**obj(), "pad": "x" * (pad - len(', "pad": ""') - 1)})).encode()
+    assert len(under) == MAX_BODY - 1
+    status, answer = await served.post("/validate", under)
+    assert status == 200 and answer["response"]["allowed"] is True
+    # the server keeps serving on fresh connections
+    _, ok = await served.post("/validate", small)
+    assert ok["response"]["allowed"] is True
 
 
 async def test_tls_is_1_2_plus_and_http1_only(served: Served) -> None:
