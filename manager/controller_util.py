@@ -21,8 +21,8 @@ from manager.client.interfaces import ClientProtocol
 from manager.client.objects import gvk_of
 from manager.client.patch import Patch, merge_diff
 from manager.errors import Error
+from manager.meta.object import Json as Object
 
-Object = dict[str, Any]
 T = TypeVar("T")
 
 

@@ -9,7 +9,6 @@ best effort: API errors are logged, never raised into the reconciler.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 import uuid
@@ -22,6 +21,7 @@ from manager.client.errors import NotFound, RequestError
 from manager.client.interfaces import Writer
 from manager.client.objects import to_dict
 from manager.client.patch import Patch
+from manager.meta import times
 from manager.tasks import TaskSet
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class _Seen:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return times.now()
 
 
 class EventRecorder:

@@ -13,7 +13,7 @@ import builtins
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, TypeVar, cast, overload
 
 from manager import _json
 from manager.cache import selectors
@@ -26,11 +26,12 @@ from manager.client.client import Client
 from manager.client.errors import NotFound
 from manager.client.interfaces import FieldIndexer, FieldSelector, LabelSelector, Reader
 from manager.errors import Error
+from manager.meta.object import Json as Object
 from manager.scheme import GroupVersionKind, KindRef, gvk_for
 from manager.tasks import TaskSet
 
 log = logging.getLogger(__name__)
-Object = dict[str, Any]
+
 M = TypeVar("M")
 
 

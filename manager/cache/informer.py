@@ -19,9 +19,9 @@ from manager.cache.store import Store, object_key
 from manager.cache.transform import Transform, strip_managed_fields
 from manager.client.client import Client
 from manager.client.restmapper import RESTMapping
+from manager.meta.object import Json as Object
 
 log = logging.getLogger(__name__)
-Object = dict[str, Any]
 
 
 def _rv(obj: Object) -> str:

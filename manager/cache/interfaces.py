@@ -9,11 +9,10 @@ is made per event, for speed); a consumer that wants to change one copies it fir
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
+from manager.meta.object import Json as Object
 from manager.scheme import GroupVersionKind
-
-Object = dict[str, Any]
 
 
 class ResourceEventHandler(Protocol):

@@ -18,15 +18,15 @@ import logging
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from manager.cache.backoff import ReflectorBackoff
 from manager.client.client import Client
 from manager.client.errors import Gone, TooManyRequests
 from manager.client.restmapper import RESTMapping
+from manager.meta.object import Json as Object
 
 log = logging.getLogger(__name__)
-Object = dict[str, Any]
 
 
 class Sink(Protocol):

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from manager import _json
+from manager.meta.object import Json as Object
 
-Object = dict[str, Any]
 IndexFunc = Callable[[Object], Iterable[str]]
 
 NAMESPACE_INDEX = "namespace"

@@ -18,13 +18,13 @@ from manager.client.interfaces import (
     ClientProtocol,
     FieldSelector,
     LabelSelector,
-    Object,
     Preconditions,
     PropagationPolicy,
     Reader,
 )
 from manager.client.patch import Patch
 from manager.client.restmapper import RESTMapper, RESTMapping
+from manager.meta.object import Json as Object
 from manager.scheme import GroupVersionKind, KindRef, gvk_for
 
 M = TypeVar("M")

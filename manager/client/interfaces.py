@@ -15,12 +15,12 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, overload
+from typing import Literal, Protocol, TypeVar, overload
 
 from manager.client.patch import Patch
+from manager.meta.object import Json as Object
 from manager.scheme import GroupVersionKind, KindRef
 
-Object = dict[str, Any]
 """An API object as JSON (``apiVersion``, ``kind``, ``metadata``, ...)."""
 
 LabelSelector = str | Mapping[str, str] | None

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-Object = dict[str, Any]
+from manager.meta.object import Json as Object
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,9 @@ from typing import Protocol, runtime_checkable
 
 import structlog
 
-from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Object, UpdateEvent
+from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
 from manager.controller.reconcile import Request, is_routine
+from manager.meta.object import Json as Object
 from manager.scheme import KindRef, ObjectKey, gvk_for
 
 log = structlog.get_logger("manager.handler")

@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Object, UpdateEvent
+from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
+from manager.meta.object import Json as Object
 
 
 class Predicate(Protocol):

@@ -18,9 +18,10 @@ from typing import Protocol
 import structlog
 
 from manager.cache.interfaces import Informer, Informers
-from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Object, UpdateEvent
+from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
 from manager.controller.handler import EventHandler, RequestQueue, SourceRunHandler
 from manager.controller.predicate import Predicate
+from manager.meta.object import Json as Object
 from manager.scheme import GroupVersionKind, KindRef, gvk_for
 from manager.tasks import TaskSet
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import builtins
 import copy
-import datetime
 import itertools
 import uuid
 from collections import Counter
@@ -45,10 +44,11 @@ from manager.client.interfaces import (
 )
 from manager.client.patch import Patch
 from manager.client.rest import APPLY_PATCH, JSON_PATCH
+from manager.meta import times
+from manager.meta.object import Json as Object
 from manager.scheme import GroupVersionKind, KindRef, gvk_for
 from manager.webhook import jsonpatch
 
-Object = dict[str, Any]
 M = TypeVar("M")
 O = TypeVar("O")  # noqa: E741
 _Key = tuple[GroupVersionKind, str, str]
@@ -78,7 +78,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return times.now()
 
 
 def _not_found(gvk: GroupVersionKind, name: str) -> NotFound:

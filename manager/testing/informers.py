@@ -9,12 +9,10 @@ for every object already stored (``is_in_initial_list=True``).
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from manager.cache.interfaces import ResourceEventHandler
+from manager.meta.object import Json as Object
 from manager.scheme import GroupVersionKind, KindRef, ObjectKey, gvk_for, key_of
-
-Object = dict[str, Any]
 
 
 class FakeInformer:

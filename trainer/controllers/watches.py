@@ -15,9 +15,10 @@ from collections.abc import Iterable
 import structlog
 
 from manager.client.interfaces import Reader
-from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, Object, UpdateEvent
+from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
 from manager.controller.handler import RequestQueue
 from manager.controller.reconcile import Request
+from manager.meta.object import Json as Object
 from manager.tasks import TaskSet
 from trainer.runtime.plugins.base import Mapper
 
