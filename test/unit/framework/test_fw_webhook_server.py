@@ -421,3 +421,22 @@ async def test_only_denied_denies_a_value_error_is_an_internal_error() -> None:
     denied = await handle(request)
     assert (denied.allowed, denied.code, denied.reason) == (False, 403, "Forbidden")
     assert denied.message == "spec is immutable" and denied.warnings == ["think again"]
+
+
+def test_json_copy_copies_documents_deeper_than_orjson_accepts() -> None:
+    # A Pod nested 600 levels deep is valid JSON Go decodes; orjson stops at 254 levels, and the
+    # webhooks' copy must not turn that into a 500 (found by the admission fuzzer).
+    import sys
+
+    from manager.webhook.custom import json_copy
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)  # as the webhook server runs
+    try:
+        doc: dict[str, object] = {"leaf": True}
+        for _ in range(600):
+            doc = {"a": doc}
+        copied = json_copy(doc)
+        assert copied == doc and copied is not doc
+    finally:
+        sys.setrecursionlimit(limit)
