@@ -34,7 +34,17 @@ import aiohttp
 import yaml
 from faultproxy import FaultPlan, FaultProxy, TcpForwarder
 from trainer_process import webhook_configurations
-from workload import Item, Snapshot, build, events_per_object, namespaced_runtimes, problems, shipped_runtimes
+from workload import (
+    Item,
+    JobHistory,
+    Snapshot,
+    build,
+    events_per_object,
+    jobset_state,
+    namespaced_runtimes,
+    problems,
+    shipped_runtimes,
+)
 
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
@@ -47,6 +57,10 @@ LEASE_NS = "chaos-system"
 LEASE = "chaos-trainer-leader"
 # the event sources of the manager's controllers (TrainJob, JobSet, PodGroup, ElasticQuota)
 OURS = frozenset({"trainer-trainjob-controller", "jobset", "PodGroupController", "ElasticQuotaController"})
+# The managers log at debug by default, so a failed run's logs name every Job the JobSet controller
+# created or deleted and every reconcile (`CHAOS_LOG_LEVEL=info` for the leaner product default).
+LOG_LEVEL = os.environ.get("CHAOS_LOG_LEVEL", "debug")
+JOB_POLL_SECONDS = 1.0
 
 
 @dataclass
@@ -132,6 +146,7 @@ class Replica:
                 f"--kubeconfig={self.kubeconfig}",
                 f"--webhook-cert-dir={self.dir}",
                 "--log-format=json",
+                f"--zap-log-level={LOG_LEVEL}",
                 cwd=ROOT,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
@@ -259,6 +274,7 @@ class Figures:
     events_all_components: int = 0
     max_events_any_component: str = ""
     problems: list[str] = field(default_factory=list)
+    diagnosis: list[str] = field(default_factory=list)
 
     def table(self) -> str:
         faults = ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items()))
@@ -295,6 +311,7 @@ class ChaosRun:
         self.items = build(NS, params.trainjobs, params.jobsets, params.podgroups)
         self.replicas: list[Replica] = []
         self.t0 = time.monotonic()
+        self.job_history = JobHistory()
 
     def note(self, text: str) -> None:
         line = f"[{time.monotonic() - self.t0:7.1f}s] {text}"
@@ -467,6 +484,26 @@ class ChaosRun:
                     await r.start()
             await asyncio.sleep(0.3)
 
+    async def job_history_loop(self) -> None:
+        """Poll the namespace's Jobs straight from the API server (a failed poll is skipped: the
+        API server restarts during the run)."""
+        while True:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
+                status, body = await self.env.request("GET", f"/apis/batch/v1/namespaces/{NS}/jobs")
+                if status == 200:
+                    self.job_history.observe(list(body["items"]), time.monotonic() - self.t0)
+            await asyncio.sleep(JOB_POLL_SECONDS)
+
+    def diagnose(self, found: list[str], snap: Snapshot) -> list[str]:
+        """For each missing Job: what the polls saw of it, and its JobSet's state."""
+        out = []
+        for problem in found:
+            if problem.startswith("missing Job "):
+                name = problem.removeprefix("missing Job ")
+                js = snap.jobsets.get(name.rsplit("-", 2)[0]) or {}
+                out.append(f"{self.job_history.explain(name)}; JobSet {jobset_state(js)}")
+        return out
+
     async def scrape_loop(self) -> None:
         async with aiohttp.ClientSession() as http:
             while True:
@@ -551,7 +588,11 @@ class ChaosRun:
             first = await self.leader(timeout=180)
             self.note(f"{first.name} leads")
             await self._install(env, forwarder.port, ca)
-            tasks = [asyncio.create_task(self.supervise()), asyncio.create_task(self.scrape_loop())]
+            tasks = [
+                asyncio.create_task(self.supervise()),
+                asyncio.create_task(self.scrape_loop()),
+                asyncio.create_task(self.job_history_loop()),
+            ]
             creator = asyncio.create_task(self._create_all())
             # faults start once a quarter of the workload is in
             while True:
@@ -571,6 +612,7 @@ class ChaosRun:
             await asyncio.gather(*tasks, return_exceptions=True)
             codes = {r.name: await r.terminate() for r in self.replicas}
             await forwarder.stop()
+            (self.work / "jobs-history.json").write_text(json.dumps(self.job_history.to_json(), indent=1))
         self.fig.run_seconds = time.monotonic() - self.t0
         self._metrics()
         assert all(c == 0 for c in codes.values()), f"managers did not stop cleanly: {codes}"
@@ -646,9 +688,13 @@ class ChaosRun:
                 break
             if time.monotonic() > deadline:
                 self.fig.problems = last
+                history = self.diagnose(last, snap)
+                self.fig.diagnosis = history
                 raise AssertionError(
                     f"not converged {self.p.converge_timeout:.0f} s after the last fault; "
-                    f"{len(last)} problems, first: {last[:15]}"
+                    f"{len(last)} problems, first: {last[:15]}; what happened: {history[:15]} "
+                    f"(Job history in {self.work / 'jobs-history.json'}, manager logs in "
+                    f"{self.work}/a and {self.work}/b)"
                 )
             await asyncio.sleep(3)
         self.fig.converge_seconds_after_last_fault = time.monotonic() - t_last
@@ -657,6 +703,7 @@ class ChaosRun:
         await asyncio.sleep(10)
         snap = await self.snapshot()
         self.fig.problems = problems(self.items, snap)
+        self.fig.diagnosis = self.diagnose(self.fig.problems, snap)
         per = events_per_object(snap.events, OURS)
         self.fig.events_total = sum(per.values())
         if per:
@@ -685,7 +732,9 @@ def proxy_count(proxy: FaultProxy, key: str) -> int:
 
 def check(fig: Figures, params: Params) -> None:
     """What the run must show (after the figures are printed)."""
-    assert not fig.problems, f"{len(fig.problems)} problems after converging: {fig.problems[:15]}"
+    assert not fig.problems, (
+        f"{len(fig.problems)} problems after converging: {fig.problems[:15]}; what happened: {fig.diagnosis[:15]}"
+    )
     assert not fig.crashes, f"manager crashes: {[c[:500] for c in fig.crashes]}"
     assert not fig.leader_overlaps, f"two leaders at once: {fig.leader_overlaps}"
     target = fig.failover_target_seconds

@@ -356,3 +356,86 @@ def events_per_object(events: list[Json], components: frozenset[str] | None = No
         count = int(ev.get("count") or (ev.get("series") or {}).get("count") or 1)
         per[f"{inv.get('kind')}/{inv.get('name')}"] += count
     return per
+
+
+# -- what happened to each Job (diagnosis of a run that does not converge) --------------------
+
+
+@dataclass
+class JobSighting:
+    """One incarnation (uid) of a Job as the harness's polls saw it."""
+
+    uid: str
+    first_seen: float
+    last_seen: float
+    gone_at: float | None = None
+    conditions: tuple[str, ...] = ()
+    deleting: bool = False
+    restart_attempt: str = ""
+
+    def describe(self) -> str:
+        state = ", ".join(self.conditions) or "active"
+        end = (
+            f"gone at {self.gone_at:.1f} s (last seen {state}{', terminating' if self.deleting else ''})"
+            if self.gone_at is not None
+            else f"still there ({state})"
+        )
+        return (
+            f"uid {self.uid[:8]} attempt {self.restart_attempt or '?'} seen at {self.first_seen:.1f} s, {end}"
+        )
+
+
+class JobHistory:
+    """The Jobs of the namespace, polled from the API server during the run: when each appeared,
+    the last state it was seen in and when it vanished. A Job missing at the end is then either
+    "never seen" (never created, or created and deleted between two polls) or "created, then
+    deleted while ..." -- which tells a lost trigger from a deletion."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, list[JobSighting]] = defaultdict(list)
+
+    def observe(self, jobs: list[Json], t: float) -> None:
+        live = {}
+        for job in jobs:
+            meta = job["metadata"]
+            live[(meta["name"], meta["uid"])] = job
+        for name, sightings in self.jobs.items():
+            for s in sightings:
+                if s.gone_at is None and (name, s.uid) not in live:
+                    s.gone_at = t
+        for (name, uid), job in live.items():
+            sightings = self.jobs[name]
+            current = next((s for s in sightings if s.uid == uid), None)
+            if current is None:
+                current = JobSighting(uid, t, t)
+                sightings.append(current)
+            current.last_seen = t
+            current.conditions = tuple(
+                c["type"]
+                for c in (job.get("status") or {}).get("conditions") or []
+                if c.get("status") == "True"
+            )
+            current.deleting = bool(job["metadata"].get("deletionTimestamp"))
+            current.restart_attempt = str(
+                (job["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/restart-attempt", "")
+            )
+
+    def explain(self, name: str) -> str:
+        sightings = self.jobs.get(name)
+        if not sightings:
+            return f"{name}: never seen"
+        return f"{name}: " + "; ".join(s.describe() for s in sightings)
+
+    def to_json(self) -> Json:
+        return {name: [vars(s) for s in sightings] for name, sightings in sorted(self.jobs.items())}
+
+
+def jobset_state(js: Json) -> str:
+    """A JobSet's true conditions and restarts, for a problem report."""
+    status = js.get("status") or {}
+    conds = [
+        f"{c['type']}@{c.get('lastTransitionTime', '?')}"
+        for c in status.get("conditions") or []
+        if c.get("status") == "True"
+    ]
+    return f"conditions {conds or 'none'}, restarts {status.get('restarts', 0)}"

@@ -135,3 +135,27 @@ def test_end_state_check_catches_lost_duplicate_and_orphan() -> None:
     wrong = copy.deepcopy(snap)
     wrong.trainjobs[items[0].name]["status"]["conditions"] = [{"type": "Failed", "status": "True"}]
     assert any(p.startswith(f"TrainJob {items[0].name}") for p in problems(items, wrong))
+
+
+def test_job_history_tells_a_job_never_created_from_one_deleted_while_active() -> None:
+    from workload import JobHistory
+
+    def job(name: str, uid: str, *conds: str, deleting: bool = False) -> Json:
+        meta: Json = {"name": name, "uid": uid, "labels": {"jobset.sigs.k8s.io/restart-attempt": "0"}}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+        return {"metadata": meta, "status": {"conditions": [{"type": c, "status": "True"} for c in conds]}}
+
+    history = JobHistory()
+    history.observe([job("tj-1-launcher-0", "u1"), job("tj-1-node-0", "u2")], 1.0)
+    history.observe([job("tj-1-launcher-0", "u1", "Complete"), job("tj-1-node-0", "u2", deleting=True)], 2.0)
+    history.observe([job("tj-1-launcher-0", "u1", "Complete")], 3.0)
+    assert history.explain("tj-2-node-0") == "tj-2-node-0: never seen"
+    assert history.explain("tj-1-node-0") == (
+        "tj-1-node-0: uid u2 attempt 0 seen at 1.0 s, gone at 3.0 s (last seen active, terminating)"
+    )
+    assert history.explain("tj-1-launcher-0").endswith("still there (Complete)")
+    # a Job recreated under the same name (a restart attempt) is a second sighting
+    history.observe([job("tj-1-launcher-0", "u1", "Complete"), job("tj-1-node-0", "u3")], 4.0)
+    assert history.explain("tj-1-node-0").count("uid ") == 2
+    assert json.dumps(history.to_json())

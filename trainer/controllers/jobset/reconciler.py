@@ -102,6 +102,7 @@ class JobSetReconciler:
             return None
         if meta_of(js).get("deletionTimestamp"):
             return None
+        log.debug("Reconciling JobSet")  # upstream's V(2)
         opts = S.ReconcileOpts()
         # An error aborts before the status write: the status is not written and events are dropped.
         result = await self.reconcile_jobset(js, opts)
@@ -205,6 +206,10 @@ class JobSetReconciler:
             async def call() -> None:
                 with contextlib.suppress(NotFound):
                     await self.client.delete(job, propagation_policy="Foreground")
+                    log.debug(
+                        "successfully deleted job",
+                        extra={"job": _ref(job), "restart attempt": labels_of(job).get(c.RestartsKey)},
+                    )
 
             return call
 
@@ -225,6 +230,7 @@ class JobSetReconciler:
             async def call() -> None:
                 try:
                     await self.client.create(job)
+                    log.debug("successfully created job", extra={"job": _ref(job)})
                 except AlreadyExists as err:
                     if not await self._is_cache_lag(job):
                         raise JobCreationError(
@@ -339,6 +345,11 @@ class JobSetReconciler:
             log.error("job %s is missing the %s label", name_of(job), c.ReplicatedJobNameKey)
         job.setdefault("spec", {})["suspend"] = False
         await self.client.update(job)
+
+
+def _ref(obj: Object) -> str:
+    """``namespace/name``, as klog.KObj renders it."""
+    return f"{meta_of(obj).get('namespace') or ''}/{name_of(obj)}"
 
 
 def _controller_uid(obj: Object) -> str | None:
