@@ -514,3 +514,61 @@ async def test_job_of_the_same_name_owned_by_another_jobset_is_still_an_error() 
     rec, _, _ = reconciler(client)
     with pytest.raises(Exception, match='job "test-jobset-a-0" creation failed with error'):
         await rec.reconcile(REQ)
+
+
+# -- an MPI-shaped JobSet (success policy on the launcher only) whose launcher wins the race -------
+# What the chaos run's "missing node Job" was: upstream's finished path, not a lost trigger.
+
+
+def mpi_shaped() -> Object:
+    return jobset(
+        rjob("launcher", 1),
+        rjob("node", 1),
+        successPolicy={"operator": "All", "targetReplicatedJobs": ["launcher"]},
+    )
+
+
+def finish(client: RecordingClient, name: str) -> None:
+    stored = client.stored("Job", name)
+    assert stored is not None
+    stored["status"] = {"conditions": [cond("SuccessCriteriaMet"), cond("Complete")], "succeeded": 1}
+
+
+async def test_launcher_done_while_node_active_completes_the_jobset_and_deletes_the_node() -> None:
+    client = RecordingClient(mpi_shaped())
+    rec, events, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-launcher-0", "test-jobset-node-0"]
+    finish(client, "test-jobset-launcher-0")  # KWOK ran the launcher's pod faster than the node's
+    await rec.reconcile(REQ)
+    stored = await get_jobset(client)
+    assert [(x["type"], x["status"]) for x in stored["status"]["conditions"]] == [("Completed", "True")]
+    assert ("Normal", "AllJobsCompleted", "jobset completed successfully") in events.items
+    await rec.reconcile(REQ)  # the finished path: active Jobs go, with foreground propagation
+    assert client.deletes == [("Job", "test-jobset-node-0", "Foreground")]
+    assert client.names("Job") == ["test-jobset-launcher-0"]
+    await rec.reconcile(REQ)  # and the finished JobSet never creates it again
+    assert client.names("Job") == ["test-jobset-launcher-0"]
+
+
+async def test_node_create_failed_and_launcher_done_before_the_retry_completes_without_the_node() -> None:
+    client = RecordingClient(mpi_shaped())
+    rec, _, _ = reconciler(client)
+    original = client.create
+
+    async def create(obj: Any, **kwargs: Any) -> Any:
+        if obj["kind"] == "Job" and obj["metadata"]["name"].endswith("-node-0"):
+            raise InternalError("the answer was lost", code=500)  # a dropped or refused create
+        return await original(obj, **kwargs)
+
+    client.create = create  # type: ignore[method-assign]
+    with pytest.raises(Exception, match='job "test-jobset-node-0" creation failed'):
+        await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-launcher-0"]
+    client.create = original  # type: ignore[method-assign]
+    finish(client, "test-jobset-launcher-0")  # the retry comes after the launcher finished
+    await rec.reconcile(REQ)
+    stored = await get_jobset(client)
+    assert [(x["type"], x["status"]) for x in stored["status"]["conditions"]] == [("Completed", "True")]
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-launcher-0"]
