@@ -40,6 +40,7 @@ from workload import (
     Snapshot,
     build,
     events_per_object,
+    finished_path_absent,
     jobset_state,
     namespaced_runtimes,
     problems,
@@ -275,6 +276,9 @@ class Figures:
     max_events_any_component: str = ""
     problems: list[str] = field(default_factory=list)
     diagnosis: list[str] = field(default_factory=list)
+    # Jobs a Completed JobSet lacks by design (workload.finished_path_absent), by what the polls saw
+    finished_path_jobs: Json = field(default_factory=dict)
+    finished_path_details: list[str] = field(default_factory=list)
 
     def table(self) -> str:
         faults = ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items()))
@@ -293,6 +297,8 @@ class Figures:
             f"{self.workqueue_retries:.0f} requeues (workqueue_retries_total), "
             f"{self.reconcile_errors:.0f} reconcile errors",
             f"  proxy requests: {self.proxy_requests}",
+            f"  Jobs absent by JobSet's finished path (an MPI node outlived by its launcher): "
+            f"{self.finished_path_jobs}",
             f"  events: {self.events_total} by the manager, at most {self.max_events_per_object} "
             f"per object ({self.max_events_object}); {self.events_all_components} by every component, "
             f"at most {self.max_events_any_component} per object",
@@ -704,6 +710,20 @@ class ChaosRun:
         snap = await self.snapshot()
         self.fig.problems = problems(self.items, snap)
         self.fig.diagnosis = self.diagnose(self.fig.problems, snap)
+        absent = finished_path_absent(snap)
+        self.fig.finished_path_jobs = {
+            "deleted while active": sum(1 for name in absent if self.job_history.jobs.get(name)),
+            "completed before created": sum(1 for name in absent if not self.job_history.jobs.get(name)),
+        }
+        self.fig.finished_path_details = [
+            f"{self.job_history.explain(name)}; "
+            + "; ".join(
+                self.job_history.explain(f"{name.rsplit('-', 2)[0]}-{rj}-0")
+                for rj in ("launcher",)
+                if f"{name.rsplit('-', 2)[0]}-{rj}-0" in snap.jobs
+            )
+            for name in absent
+        ]
         per = events_per_object(snap.events, OURS)
         self.fig.events_total = sum(per.values())
         if per:

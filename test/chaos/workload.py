@@ -196,6 +196,47 @@ def _owner_uid(obj: Json, kind: str) -> str | None:
     return None
 
 
+def _finished(js: Json) -> bool:
+    return _cond(js, "Completed") or _cond(js, "Failed")
+
+
+def _job_finished(job: Json) -> bool:
+    return _cond(job, "Complete") or _cond(job, "Failed")
+
+
+def _success_targets(js: Json) -> set[str]:
+    """The replicated jobs a JobSet's success policy counts (all of them when it names none)."""
+    policy = js["spec"].get("successPolicy") or {}
+    return set(policy.get("targetReplicatedJobs") or [rj["name"] for rj in js["spec"]["replicatedJobs"]])
+
+
+def finished_path_absent(snap: Snapshot) -> list[str]:
+    """Jobs a Completed JobSet may lack by design: those of replicated jobs its success policy does
+    not count (an MPI TrainJob's ``node``, whose success policy names only the ``launcher``).
+
+    JobSet's finished path (docs/behaviour/jobset.md 2.2 d, 2.7; upstream v0.10.1
+    ``jobSetFinished`` -> ``deleteJobs(ownedJobs.active)``) deletes every Job still active when
+    the JobSet completes, and a completed JobSet creates no Job: so a ``node`` Job whose pod
+    outlived the launcher's is deleted, and one whose create had not succeeded yet is never
+    made. Upstream's own DeepSpeed e2e (trainer v2.1.0 test/e2e/e2e_test.go) wants exactly this
+    end state: the node Job neither succeeded nor active. KWOK runs every pod for a random
+    time, so which of the two finishes first is a coin toss, faults or not.
+    """
+    out = []
+    for name, js in snap.jobsets.items():
+        if not _cond(js, "Completed"):
+            continue
+        targets = _success_targets(js)
+        for rj in js["spec"]["replicatedJobs"]:
+            if rj["name"] in targets:
+                continue
+            for idx in range(rj.get("replicas", 1)):
+                job = f"{name}-{rj['name']}-{idx}"
+                if job not in snap.jobs:
+                    out.append(job)
+    return sorted(out)
+
+
 @dataclass
 class Snapshot:
     trainjobs: dict[str, Json]
@@ -289,10 +330,22 @@ def problems(items: list[Item], snap: Snapshot) -> list[str]:
             out.append(f"orphan Job {name}")
         elif name not in expected_jobs:
             out.append(f"unexpected Job {name} of JobSet {js_uids[owner]}")
-    for name in expected_jobs - snap.jobs.keys():
+    excused = set(finished_path_absent(snap))
+    for name in expected_jobs - snap.jobs.keys() - excused:
         js_name = name.rsplit("-", 2)[0]
         if js_name in snap.jobsets and not _cond(snap.jobsets[js_name], "Failed"):
             out.append(f"missing Job {name}")
+    # a finished JobSet keeps no active Job: its finished path deletes them (foreground)
+    for name, job in snap.jobs.items():
+        owner = _owner_uid(job, "JobSet")
+        js = snap.jobsets.get(js_uids.get(owner or "", ""))
+        if (
+            js is not None
+            and _finished(js)
+            and not _job_finished(job)
+            and not job["metadata"].get("deletionTimestamp")
+        ):
+            out.append(f"active Job {name} of finished JobSet {js['metadata']['name']}")
 
     # PodGroups: one per gang TrainJob, owned by it; the plain ones Finished
     pg_owned: Counter[str] = Counter()
@@ -372,11 +425,16 @@ class JobSighting:
     conditions: tuple[str, ...] = ()
     deleting: bool = False
     restart_attempt: str = ""
+    finished_at: float | None = None  # first poll that saw it Complete or Failed
+    deleting_at: float | None = None  # first poll that saw its deletionTimestamp
 
     def describe(self) -> str:
         state = ", ".join(self.conditions) or "active"
+        if self.finished_at is not None:
+            state += f" since {self.finished_at:.1f} s"
         end = (
-            f"gone at {self.gone_at:.1f} s (last seen {state}{', terminating' if self.deleting else ''})"
+            f"gone at {self.gone_at:.1f} s (last seen {state}"
+            f"{f', terminating since {self.deleting_at:.1f} s' if self.deleting_at is not None else ''})"
             if self.gone_at is not None
             else f"still there ({state})"
         )
@@ -416,6 +474,10 @@ class JobHistory:
                 if c.get("status") == "True"
             )
             current.deleting = bool(job["metadata"].get("deletionTimestamp"))
+            if current.finished_at is None and {"Complete", "Failed"} & set(current.conditions):
+                current.finished_at = t
+            if current.deleting_at is None and current.deleting:
+                current.deleting_at = t
             current.restart_attempt = str(
                 (job["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/restart-attempt", "")
             )

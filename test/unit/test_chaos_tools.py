@@ -152,10 +152,77 @@ def test_job_history_tells_a_job_never_created_from_one_deleted_while_active() -
     history.observe([job("tj-1-launcher-0", "u1", "Complete")], 3.0)
     assert history.explain("tj-2-node-0") == "tj-2-node-0: never seen"
     assert history.explain("tj-1-node-0") == (
-        "tj-1-node-0: uid u2 attempt 0 seen at 1.0 s, gone at 3.0 s (last seen active, terminating)"
+        "tj-1-node-0: uid u2 attempt 0 seen at 1.0 s, gone at 3.0 s (last seen active, terminating since 2.0 s)"
     )
-    assert history.explain("tj-1-launcher-0").endswith("still there (Complete)")
+    assert history.explain("tj-1-launcher-0").endswith("still there (Complete since 2.0 s)")
     # a Job recreated under the same name (a restart attempt) is a second sighting
     history.observe([job("tj-1-launcher-0", "u1", "Complete"), job("tj-1-node-0", "u3")], 4.0)
     assert history.explain("tj-1-node-0").count("uid ") == 2
     assert json.dumps(history.to_json())
+
+
+def _mpi_converged(node: str) -> tuple[list[Any], Snapshot]:
+    """One MPI TrainJob, Complete; its JobSet Completed by the launcher; the node Job ``node``
+    (``absent``, ``complete``, ``active`` or ``terminating``)."""
+    items = [i for i in build("ns", 20, 0, 0) if i.flavour == "mpi"][:1]
+    name = items[0].name
+    tjs = {name: {"metadata": {"name": name, "uid": "t"}, "status": {"conditions": [_true("Complete")]}}}
+    jobsets = {
+        name: {
+            "metadata": {
+                "name": name,
+                "uid": "js",
+                "ownerReferences": [{"kind": "TrainJob", "uid": "t", "controller": True}],
+            },
+            "spec": {
+                "replicatedJobs": [{"name": "launcher", "replicas": 1}, {"name": "node", "replicas": 1}],
+                "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
+            },
+            "status": {"conditions": [_true("Completed")]},
+        }
+    }
+
+    def job(rjob: str, *conds: str, deleting: bool = False) -> Json:
+        meta: Json = {
+            "name": f"{name}-{rjob}-0",
+            "uid": f"job-{rjob}",
+            "ownerReferences": [{"kind": "JobSet", "uid": "js", "controller": True}],
+        }
+        if deleting:
+            meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+        return {"metadata": meta, "status": {"conditions": [_true(c) for c in conds]}}
+
+    jobs = {f"{name}-launcher-0": job("launcher", "Complete")}
+    if node != "absent":
+        jobs[f"{name}-node-0"] = job(
+            "node", *(["Complete"] if node == "complete" else []), deleting=node == "terminating"
+        )
+    owned = {"ownerReferences": [{"kind": "TrainJob", "uid": "t", "controller": True}]}
+    secrets = [{"metadata": {"name": f"{name}-mpi-ssh-auth", **owned}}]
+    configmaps = [{"metadata": {"name": f"{name}-mpi-hostfile", **owned}}]
+    return items, Snapshot(tjs, jobsets, jobs, {}, [], secrets, configmaps, [])
+
+
+def _true(kind: str) -> Json:
+    return {"type": kind, "status": "True"}
+
+
+@pytest.mark.parametrize("node", ["absent", "complete", "terminating"])
+def test_a_completed_mpi_jobset_may_lack_its_node_job_as_upstream_deletes_it(node: str) -> None:
+    # the launcher won KWOK's coin toss: JobSet's finished path deleted the still-active node Job
+    # (or the JobSet completed before its create succeeded): upstream's designed end state
+    items, snap = _mpi_converged(node)
+    assert problems(items, snap) == []
+
+
+def test_a_finished_jobset_must_not_keep_an_active_job_nor_lack_a_counted_one() -> None:
+    items, snap = _mpi_converged("active")
+    name = items[0].name
+    assert problems(items, snap) == [f"active Job {name}-node-0 of finished JobSet {name}"]
+    items, snap = _mpi_converged("complete")
+    del snap.jobs[f"{name}-launcher-0"]  # the Job the success policy counts cannot be missing
+    assert problems(items, snap) == [f"missing Job {name}-launcher-0"]
+    # a JobSet not finished (suspended, running) must have every Job
+    items, snap = _mpi_converged("absent")
+    snap.jobsets[name]["status"]["conditions"] = []
+    assert f"missing Job {name}-node-0" in problems(items, snap)
