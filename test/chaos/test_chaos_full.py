@@ -4,7 +4,7 @@ every watch expired twice, the leader SIGKILLed twice, 45 s of proxy faults; the
 in the state it must be in, no orphan, no duplicate, no event storm, the figures printed and
 written to ``$CHAOS_OUT`` (default ``chaos-results/chaos.json``).
 
-The reduced form is test_chaos_reduced.py beside it.
+The reduced form runs in ``make test`` (test/e2e/chaos).
 """
 
 from __future__ import annotations
