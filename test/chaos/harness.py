@@ -492,10 +492,13 @@ class ChaosRun:
 
     async def job_history_loop(self) -> None:
         """Poll the namespace's Jobs straight from the API server (a failed poll is skipped: the
-        API server restarts during the run)."""
+        API server restarts during the run). ``resourceVersion=0`` is served from the watch
+        cache, so a thousand Jobs a second cost the API server no etcd read."""
         while True:
             with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
-                status, body = await self.env.request("GET", f"/apis/batch/v1/namespaces/{NS}/jobs")
+                status, body = await self.env.request(
+                    "GET", f"/apis/batch/v1/namespaces/{NS}/jobs?resourceVersion=0"
+                )
                 if status == 200:
                     self.job_history.observe(list(body["items"]), time.monotonic() - self.t0)
             await asyncio.sleep(JOB_POLL_SECONDS)
