@@ -63,8 +63,8 @@ class _Base:
     async def _mapping(self, gvk: GroupVersionKind) -> RESTMapping:
         return await self.mapper.mapping(gvk)
 
-    def _write_params(self, field_owner: str | None, dry_run: bool) -> dict[str, Any]:
-        params: dict[str, Any] = {}
+    def _write_params(self, field_owner: str | None, dry_run: bool) -> Object:
+        params: Object = {}
         owner = field_owner or self.field_owner
         if owner:
             params["fieldManager"] = owner
@@ -72,7 +72,7 @@ class _Base:
             params["dryRun"] = "All"
         return params
 
-    async def _target(self, obj: Any) -> tuple[dict[str, Any], RESTMapping, str, str]:
+    async def _target(self, obj: Any) -> tuple[Object, RESTMapping, str, str]:
         data = objects.to_dict(obj)
         mapping = await self._mapping(objects.gvk_of(obj))
         meta = data.get("metadata") or {}
@@ -259,8 +259,8 @@ class Client(_Base):
         field_selector: str | Mapping[str, str] | None = None,
         limit: int = 500,
         resource_version: str | None = None,
-        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    ) -> tuple[builtins.list[dict[str, Any]], str]:
+        transform: Callable[[Object], Object] | None = None,
+    ) -> tuple[builtins.list[Object], str]:
         """Paged live LIST; returns the items (with apiVersion/kind set) and the list's resourceVersion.
 
         ``transform`` is applied to each item as its page arrives (an informer's transform), so
@@ -271,12 +271,12 @@ class Client(_Base):
         """
         mapping = await self._mapping(gvk)
         path = mapping.collection_path(namespace)
-        base: dict[str, Any] = {
+        base: Object = {
             "labelSelector": encode_label_selector(label_selector),
             "fieldSelector": encode_field_selector(field_selector),
             "limit": limit or None,
         }
-        items: builtins.list[dict[str, Any]] = []
+        items: builtins.list[Object] = []
         token: str | None = None
         rv = resource_version
         while True:
@@ -312,9 +312,9 @@ class Client(_Base):
         timeout_seconds: int | None = None,
         allow_bookmarks: bool = True,
         inactivity_timeout: float | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[Object]:
         """Raw watch events; an in-stream ERROR is raised as its ``ApiError`` (410 -> ``Gone``)."""
-        params: dict[str, Any] = {
+        params: Object = {
             "watch": True,
             "resourceVersion": resource_version,
             "allowWatchBookmarks": allow_bookmarks or None,
@@ -395,7 +395,7 @@ class Client(_Base):
         dry_run: bool = False,
     ) -> None:
         mapping = await self._mapping(gvk_for(kind))
-        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        options: Object = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if propagation_policy:
             options["propagationPolicy"] = propagation_policy
         if grace_period_seconds is not None:
@@ -414,7 +414,7 @@ def ignore_not_found(err: BaseException) -> None:
         raise err
 
 
-async def _watch_events(stream: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+async def _watch_events(stream: AsyncIterator[Object]) -> AsyncIterator[Object]:
     async for event in stream:
         if event.get("type") == "ERROR":
             status = event.get("object") or {}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from manager.client import rest
+from manager.meta.object import Json
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,15 +19,15 @@ class Patch:
     data: Any
 
     @classmethod
-    def merge(cls, data: dict[str, Any]) -> Patch:
+    def merge(cls, data: Json) -> Patch:
         return cls(rest.MERGE_PATCH, data)
 
     @classmethod
-    def json(cls, operations: list[dict[str, Any]]) -> Patch:
+    def json(cls, operations: list[Json]) -> Patch:
         return cls(rest.JSON_PATCH, operations)
 
     @classmethod
-    def strategic(cls, data: dict[str, Any]) -> Patch:
+    def strategic(cls, data: Json) -> Patch:
         """Strategic merge patch: built-in kinds only (the server rejects it for CRDs)."""
         return cls(rest.STRATEGIC_MERGE_PATCH, data)
 
@@ -35,7 +36,7 @@ def merge_diff(original: Any, modified: Any) -> Any:
     """The JSON merge patch turning ``original`` into ``modified`` (None = delete a key)."""
     if not isinstance(original, dict) or not isinstance(modified, dict):
         return modified
-    out: dict[str, Any] = {}
+    out: Json = {}
     for key in original.keys() - modified.keys():
         out[key] = None
     for key, value in modified.items():
@@ -49,7 +50,7 @@ def merge_diff(original: Any, modified: Any) -> Any:
     return out
 
 
-def merge_from(original: dict[str, Any], modified: dict[str, Any], *, optimistic_lock: bool = False) -> Patch:
+def merge_from(original: Json, modified: Json, *, optimistic_lock: bool = False) -> Patch:
     data = merge_diff(original, modified)
     if optimistic_lock:
         rv = (original.get("metadata") or {}).get("resourceVersion")

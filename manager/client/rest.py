@@ -20,6 +20,7 @@ from manager.client import metrics
 from manager.client.errors import ApiError, TooManyRequests, TransportError
 from manager.client.ratelimit import TokenBucket
 from manager.config import RestConfig
+from manager.meta.object import Json
 
 Params = Mapping[str, str | int | bool | None]
 
@@ -176,7 +177,7 @@ class RestTransport:
         *,
         params: Params | None = None,
         inactivity_timeout: float | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[Json]:
         """GET a watch and yield each event dict (``{"type": ..., "object": ...}``).
 
         ``inactivity_timeout`` guards against half-open connections: if no byte arrives for

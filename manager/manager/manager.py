@@ -19,7 +19,7 @@ import enum
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Unpack
 
 import structlog
 
@@ -30,6 +30,7 @@ from manager.clock import REAL_CLOCK, Clock
 from manager.cluster import ClusterCache, ClusterProtocol
 from manager.config import service_account_dir
 from manager.controller.builder import Builder
+from manager.controller.controller import OptionOverrides
 from manager.controller.controller import Options as ControllerOptions
 from manager.controller.predicate import Predicate
 from manager.controller.reconcile import ReconcileFunc
@@ -259,7 +260,7 @@ class Manager:
         owns: Sequence[KindRef] = (),
         predicates: Sequence[Predicate] = (),
         name: str | None = None,
-        **options: Any,
+        **options: Unpack[OptionOverrides],
     ) -> Callable[[ReconcileFunc], ReconcileFunc]:
         """Decorator sugar over the builder::
 

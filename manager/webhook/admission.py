@@ -58,7 +58,7 @@ class AdmissionRequest:
     sub_resource: str = ""
     object: Object | None = None
     old_object: Object | None = None
-    user_info: dict[str, Any] = field(default_factory=dict)
+    user_info: Object = field(default_factory=dict)
     dry_run: bool = False
     options: Object | None = None
     raw: Object = field(default_factory=dict)
@@ -238,9 +238,9 @@ def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
 
 
 def encode_review(api_version: str, uid: str, response: AdmissionResponse) -> bytes:
-    out: dict[str, Any] = {"uid": uid, "allowed": response.allowed}
+    out: Object = {"uid": uid, "allowed": response.allowed}
     if not response.allowed or response.message or response.code != 200:
-        status: dict[str, Any] = {"code": response.code}
+        status: Object = {"code": response.code}
         if response.message:
             status["message"] = response.message
         if response.reason:
@@ -255,7 +255,7 @@ def encode_review(api_version: str, uid: str, response: AdmissionResponse) -> by
     if response.patches:
         out["patchType"] = "JSONPatch"
         out["patch"] = base64.b64encode(_json.dumps(response.patches)).decode()
-    review: dict[str, Any] = {"response": out}
+    review: Object = {"response": out}
     if api_version:  # a review that could not be read is answered without apiVersion/kind, as Go does
         review = {"apiVersion": api_version, "kind": "AdmissionReview", "response": out}
     return _json.dumps(review)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-Operation = dict[str, Any]
+from manager.meta.object import Json
+
+Operation = Json
 
 
 class JSONPatchError(ValueError):
