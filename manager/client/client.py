@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from manager.client import objects, rest
 from manager.client.errors import ApiError, Gone, NotFound
@@ -21,6 +21,7 @@ from manager.client.interfaces import (
     Preconditions,
     PropagationPolicy,
     Reader,
+    TypedReader,
 )
 from manager.client.patch import Patch
 from manager.client.restmapper import RESTMapper, RESTMapping
@@ -135,7 +136,7 @@ class StatusWriter(_Base):
         return cast(O, await self._apply(obj, "status", field_owner, force, dry_run))
 
 
-class Client(_Base):
+class Client(_Base, TypedReader):
     """Async Kubernetes client over one shared HTTP session.
 
     With a ``cache`` (any ``manager.client.interfaces.Reader``, normally ``manager.cache.Cache``), ``get``/``list`` read from it,
@@ -172,83 +173,48 @@ class Client(_Base):
 
     # -- reads -------------------------------------------------------------------------------
 
-    @overload
-    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Object: ...
-
-    @overload
-    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
-
-    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Object | M:
-        """One object; ``NotFound`` if absent. Returns a model instance when ``kind`` is a model."""
-        gvk = gvk_for(kind)
-        data: Object
+    async def _get_object(self, gvk: GroupVersionKind, name: str, namespace: str) -> Object:
         if self.cache is not None and gvk not in self.uncached:
-            data = await self.cache.get(gvk, name, namespace)
-        else:
-            mapping = await self._mapping(gvk)
-            data = await self.transport.request("GET", mapping.object_path(name, namespace))
-        return cast("Object | M", objects.like(kind, data))
+            return await self.cache.get(gvk, name, namespace)
+        mapping = await self._mapping(gvk)
+        data: Object = await self.transport.request("GET", mapping.object_path(name, namespace))
+        return data
 
-    @overload
-    async def list(
+    async def _list_objects(
         self,
-        kind: GroupVersionKind,
+        gvk: GroupVersionKind,
         *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
+        namespace: str | None,
+        label_selector: LabelSelector,
+        field_selector: FieldSelector,
         limit: int = 500,
         unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object]: ...
-
-    @overload
-    async def list(
-        self,
-        kind: type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[M]: ...
-
-    async def list(
-        self,
-        kind: GroupVersionKind | type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object] | builtins.list[M]:
+    ) -> builtins.list[Object]:
         """All matching objects; live lists are fetched in pages of ``limit`` (limit/continue).
 
         ``unsafe_disable_deep_copy``: cached kinds return the cache's own objects, uncopied (for
-        read-only use; controller-runtime's ``client.UnsafeDisableDeepCopy``; the ``Cache`` takes
-        it, a plain ``Reader`` need not); live lists are fresh objects anyway."""
-        gvk = gvk_for(kind)
-        items: builtins.list[Object]
+        read-only use; controller-runtime's ``client.UnsafeDisableDeepCopy``; a ``TypedReader``
+        cache takes it, a plain ``Reader`` need not); live lists are fresh objects anyway."""
         if self.cache is not None and gvk not in self.uncached:
-            reader: Any = self.cache
-            no_copy = {"unsafe_disable_deep_copy": True} if unsafe_disable_deep_copy else {}
-            items = await reader.list(
-                gvk,
-                namespace=namespace,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                **no_copy,
+            if isinstance(self.cache, TypedReader):
+                return await self.cache.list(
+                    gvk,
+                    namespace=namespace,
+                    label_selector=label_selector,
+                    field_selector=field_selector,
+                    unsafe_disable_deep_copy=unsafe_disable_deep_copy,
+                )
+            return await self.cache.list(
+                gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
             )
-        else:
-            items, _ = await self.list_raw(
-                gvk,
-                namespace=namespace,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                limit=limit,
-            )
-        return cast("builtins.list[Object] | builtins.list[M]", [objects.like(kind, item) for item in items])
+        items, _ = await self.list_raw(
+            gvk,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+        )
+        return items
 
     async def list_raw(
         self,

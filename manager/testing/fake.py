@@ -29,7 +29,7 @@ import itertools
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from manager.cache import selectors
 from manager.client import objects
@@ -41,6 +41,7 @@ from manager.client.interfaces import (
     LabelSelector,
     Preconditions,
     PropagationPolicy,
+    TypedReader,
 )
 from manager.client.patch import Patch
 from manager.client.rest import APPLY_PATCH, JSON_PATCH
@@ -121,7 +122,7 @@ class _FakeStatusWriter:
         return await self._parent._write_status("status.apply", obj, status_of)
 
 
-class FakeClient:
+class FakeClient(TypedReader):
     """An in-memory ``ClientProtocol`` and ``FieldIndexer`` (see the module docstring)."""
 
     def __init__(
@@ -196,56 +197,24 @@ class FakeClient:
 
     # -- reads -------------------------------------------------------------------------------
 
-    @overload
-    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Object: ...
-
-    @overload
-    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
-
-    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Object | M:
+    async def _get_object(self, gvk: GroupVersionKind, name: str, namespace: str) -> Object:
         self._enter("get")
-        gvk = gvk_for(kind)
         key = (gvk, "" if gvk in self._cluster_scoped else namespace, name)
-        return cast("Object | M", objects.like(kind, copy.deepcopy(self._current(key))))
+        return copy.deepcopy(self._current(key))
 
-    @overload
-    async def list(
+    async def _list_objects(
         self,
-        kind: GroupVersionKind,
+        gvk: GroupVersionKind,
         *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
+        namespace: str | None,
+        label_selector: LabelSelector,
+        field_selector: FieldSelector,
         limit: int = 500,
         unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object]: ...
-
-    @overload
-    async def list(
-        self,
-        kind: type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[M]: ...
-
-    async def list(
-        self,
-        kind: GroupVersionKind | type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object] | builtins.list[M]:
+    ) -> builtins.list[Object]:
         self._enter("list")
-        gvk = gvk_for(kind)
         selector = selectors.to_selector(label_selector)
-        out: builtins.list[Any] = []
+        out: builtins.list[Object] = []
         for (item_gvk, ns, _), obj in sorted(self._objects.items(), key=lambda kv: (kv[0][1], kv[0][2])):
             if item_gvk != gvk or (namespace and ns != namespace):
                 continue
@@ -253,8 +222,8 @@ class FakeClient:
                 continue
             if field_selector and not self._fields_match(gvk, obj, field_selector):
                 continue
-            out.append(objects.like(kind, copy.deepcopy(obj)))
-        return cast("builtins.list[Object] | builtins.list[M]", out)
+            out.append(copy.deepcopy(obj))
+        return out
 
     def _fields_match(self, gvk: GroupVersionKind, obj: Object, fields: Mapping[str, str]) -> bool:
         meta = obj.get("metadata") or {}

@@ -14,6 +14,7 @@ from typing import Any
 from manager import _json
 from manager.meta.field import FieldError, aggregate
 from manager.meta.object import Json as Object
+from manager.meta.object import json_kind
 from manager.webhook import jsonpatch
 
 # What a caller sees when a handler fails unexpectedly; the details go to the log only.
@@ -131,20 +132,8 @@ _GO_TYPE_META = (
 )
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _type_error(value: Any, struct: str, field_path: str, go_type: str) -> str:
-    return f"json: cannot unmarshal {_json_kind(value)} into Go struct field {struct}.{field_path} of type {go_type}"
+    return f"json: cannot unmarshal {json_kind(value)} into Go struct field {struct}.{field_path} of type {go_type}"
 
 
 def _check(value: Any, spec: Any, struct: str, field_path: str) -> str | None:
@@ -196,7 +185,7 @@ def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
     if not isinstance(review, dict):
         raise AdmissionDecodeError(
             "couldn't get version/kind; json parse error: json: cannot unmarshal "
-            f"{_json_kind(review)} into Go value of type {_GO_TYPE_META}"
+            f"{json_kind(review)} into Go value of type {_GO_TYPE_META}"
         )
     for key in ("apiVersion", "kind"):
         value = review.get(key)
