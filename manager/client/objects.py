@@ -8,7 +8,7 @@ exactly the apply configuration for server-side apply). Results come back as the
 from __future__ import annotations
 
 import copy
-from typing import Any, TypeVar
+from typing import Protocol, TypeGuard, TypeVar
 
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, gvk_for, gvk_of_object
@@ -16,11 +16,17 @@ from manager.scheme import GroupVersionKind, gvk_for, gvk_of_object
 T = TypeVar("T")
 
 
-def is_model(obj: object) -> bool:
+class Model(Protocol):
+    """A typed object (a pydantic model): dumped to JSON on the way out."""
+
+    def model_dump(self, *, by_alias: bool = ..., exclude_unset: bool = ..., mode: str = ...) -> Json: ...
+
+
+def is_model(obj: object) -> TypeGuard[Model]:
     return hasattr(obj, "model_dump") and not isinstance(obj, dict)
 
 
-def to_dict(obj: Any) -> Json:
+def to_dict(obj: object) -> Json:
     """The JSON dict of a model or a (deep-copied) dict, with apiVersion/kind filled in."""
     if isinstance(obj, dict):
         return copy.deepcopy(obj)
@@ -33,7 +39,7 @@ def to_dict(obj: Any) -> Json:
     return data
 
 
-def gvk_of(obj: Any) -> GroupVersionKind:
+def gvk_of(obj: object) -> GroupVersionKind:
     if isinstance(obj, dict):
         gvk = gvk_of_object(obj)
         if not gvk.kind or not gvk.version:
@@ -42,7 +48,7 @@ def gvk_of(obj: Any) -> GroupVersionKind:
     return gvk_for(type(obj))
 
 
-def like(template: Any, data: Json) -> Any:
+def like(template: object, data: Json) -> object:
     """``data`` as the same type as ``template`` (an instance or a model class)."""
     cls = template if isinstance(template, type) else type(template)
     if cls is dict or isinstance(template, GroupVersionKind) or not hasattr(cls, "model_validate"):

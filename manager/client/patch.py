@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import overload
 
 from manager.client import rest
 from manager.meta.object import Json
@@ -16,7 +16,8 @@ from manager.meta.object import Json
 @dataclass(frozen=True, slots=True)
 class Patch:
     content_type: str
-    data: Any
+    data: Json | list[Json]
+    """The patch document: an object (merge, strategic, apply) or JSON Patch operations."""
 
     @classmethod
     def merge(cls, data: Json) -> Patch:
@@ -32,7 +33,15 @@ class Patch:
         return cls(rest.STRATEGIC_MERGE_PATCH, data)
 
 
-def merge_diff(original: Any, modified: Any) -> Any:
+@overload
+def merge_diff(original: Json, modified: Json) -> Json: ...
+
+
+@overload
+def merge_diff(original: object, modified: object) -> object: ...
+
+
+def merge_diff(original: object, modified: object) -> object:
     """The JSON merge patch turning ``original`` into ``modified`` (None = delete a key)."""
     if not isinstance(original, dict) or not isinstance(modified, dict):
         return modified

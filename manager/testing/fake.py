@@ -29,7 +29,7 @@ import itertools
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from manager.cache import selectors
 from manager.client import objects
@@ -65,7 +65,15 @@ WRITE_VERBS = (
 )
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
+@overload
+def merge_patch(target: object, patch: Object) -> Object: ...
+
+
+@overload
+def merge_patch(target: object, patch: object) -> object: ...
+
+
+def merge_patch(target: object, patch: object) -> object:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
@@ -127,7 +135,7 @@ class FakeClient(TypedReader):
 
     def __init__(
         self,
-        objects_: Iterable[Any] = (),
+        objects_: Iterable[object] = (),
         *,
         status_subresource: Iterable[KindRef] = (),
         cluster_scoped: Iterable[KindRef] = (),
@@ -317,13 +325,18 @@ class FakeClient(TypedReader):
 
     def _patched(self, current: Object, patch: Patch) -> Object:
         if patch.content_type == JSON_PATCH:
+            if not isinstance(patch.data, list):
+                raise BadRequest("a JSON patch is a list of operations", code=400)
             try:
-                result: Object = jsonpatch.apply(current, patch.data)
+                result = jsonpatch.apply(current, patch.data)
             except jsonpatch.JSONPatchError as err:
                 raise ApiError(str(err), code=422) from err
+            if not isinstance(result, dict):
+                raise ApiError("the patched document is not an object", code=422)
             return result
-        patched: Object = merge_patch(current, patch.data)
-        return patched
+        if not isinstance(patch.data, dict):
+            raise BadRequest("a merge patch is a JSON object", code=400)
+        return merge_patch(current, patch.data)
 
     async def patch(
         self, obj: O, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False

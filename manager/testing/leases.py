@@ -9,7 +9,6 @@ as another replica (``write_spec``).
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from manager.client.errors import AlreadyExists, Conflict, NotFound, ServiceUnavailable
 from manager.leaderelection.lease import LEASE
@@ -70,7 +69,7 @@ class FakeLeases:
         spec: Json = self.leases[(self.namespace, self.name)]["spec"]
         return spec
 
-    def write_spec(self, **spec: Any) -> None:
+    def write_spec(self, **spec: object) -> None:
         """Another replica writes the lease (e.g. its renewal)."""
         lease = self.leases.get((self.namespace, self.name)) or {
             "metadata": {"namespace": self.namespace, "name": self.name}
