@@ -23,7 +23,12 @@ from manager.cache.store import ALL_NAMESPACES, NAMESPACE_INDEX, field_index_fun
 from manager.cache.transform import Transform, strip_managed_fields
 from manager.client.client import Client
 from manager.client.errors import NotFound
-from manager.client.interfaces import FieldIndexer, FieldSelector, LabelSelector, Reader, TypedReader
+from manager.client.interfaces import (
+    FieldIndexer,
+    ListQuery,
+    Reader,
+    TypedReader,
+)
 from manager.errors import Error
 from manager.meta.object import Json as Object
 from manager.scheme import GroupVersionKind, KindRef, gvk_for
@@ -253,32 +258,23 @@ class Cache(TypedReader):
             raise not_found(gvk, name)
         return self._out(obj, informer)
 
-    async def _list_objects(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None,
-        label_selector: LabelSelector,
-        field_selector: FieldSelector,
-        limit: int = 0,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object]:
+    async def _list_objects(self, gvk: GroupVersionKind, query: ListQuery) -> builtins.list[Object]:
         """Matching cached objects, each a copy; ``unsafe_disable_deep_copy`` (controller-runtime's
         ``client.UnsafeDisableDeepCopy``) returns the cached objects themselves, for callers that
         only read them: mutating one corrupts the cache. ``limit`` pages live lists only: the
         cache returns every match."""
         informer = await self._synced_informer(gvk)
         store = informer.store
-        namespace = namespace if informer.mapping.namespaced else None
-        if field_selector:
-            candidates = self._by_fields(informer, namespace, field_selector)
+        namespace = query.namespace if informer.mapping.namespaced else None
+        if query.field_selector:
+            candidates = self._by_fields(informer, namespace, query.field_selector)
         elif namespace:
             candidates = store.by_index(NAMESPACE_INDEX, namespace)
         else:
             candidates = store.values()
-        selector = selectors.to_selector(label_selector)
+        selector = selectors.to_selector(query.label_selector)
         out = [
-            o if unsafe_disable_deep_copy else self._out(o, informer)
+            o if query.unsafe_disable_deep_copy else self._out(o, informer)
             for o in candidates
             if selector.empty() or selector.matches((o.get("metadata") or {}).get("labels"))
         ]

@@ -16,8 +16,8 @@ from manager.client import objects, rest
 from manager.client.errors import ApiError, Gone, NotFound
 from manager.client.interfaces import (
     ClientProtocol,
-    FieldSelector,
     LabelSelector,
+    ListQuery,
     Preconditions,
     PropagationPolicy,
     Reader,
@@ -180,39 +180,28 @@ class Client(_Base, TypedReader):
         data: Object = await self.transport.request("GET", mapping.object_path(name, namespace))
         return data
 
-    async def _list_objects(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None,
-        label_selector: LabelSelector,
-        field_selector: FieldSelector,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object]:
+    async def _list_objects(self, gvk: GroupVersionKind, query: ListQuery) -> builtins.list[Object]:
         """All matching objects; live lists are fetched in pages of ``limit`` (limit/continue).
 
         ``unsafe_disable_deep_copy``: cached kinds return the cache's own objects, uncopied (for
         read-only use; controller-runtime's ``client.UnsafeDisableDeepCopy``; a ``TypedReader``
         cache takes it, a plain ``Reader`` need not); live lists are fresh objects anyway."""
+        namespace, labels, fields = query.namespace, query.label_selector, query.field_selector
         if self.cache is not None and gvk not in self.uncached:
             if isinstance(self.cache, TypedReader):
+                no_copy = query.unsafe_disable_deep_copy
                 return await self.cache.list(
                     gvk,
                     namespace=namespace,
-                    label_selector=label_selector,
-                    field_selector=field_selector,
-                    unsafe_disable_deep_copy=unsafe_disable_deep_copy,
+                    label_selector=labels,
+                    field_selector=fields,
+                    unsafe_disable_deep_copy=no_copy,
                 )
             return await self.cache.list(
-                gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+                gvk, namespace=namespace, label_selector=labels, field_selector=fields
             )
         items, _ = await self.list_raw(
-            gvk,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            limit=limit,
+            gvk, namespace=namespace, label_selector=labels, field_selector=fields, limit=query.limit
         )
         return items
 

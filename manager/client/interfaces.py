@@ -95,7 +95,7 @@ class Reader(Protocol):
 
 
 class ListOptions(TypedDict, total=False):
-    """The list options beyond the ``Reader`` seam's, which a ``TypedReader`` passes through."""
+    """The list options beyond the ``Reader`` seam's, which a ``TypedReader`` passes on."""
 
     limit: int
     """Page size of a live list (limit/continue); a cache returns every match at once."""
@@ -103,24 +103,27 @@ class ListOptions(TypedDict, total=False):
     """Cached objects themselves, uncopied, for read-only use (``client.UnsafeDisableDeepCopy``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class ListQuery:
+    """One list request as a ``TypedReader`` implementation receives it."""
+
+    namespace: str | None = None
+    label_selector: LabelSelector = None
+    field_selector: FieldSelector = None
+    limit: int = 500
+    unsafe_disable_deep_copy: bool = False
+
+
 class TypedReader(abc.ABC):
     """A ``Reader`` written over JSON objects: the typed ``get``/``list`` (a GVK reads dicts, a
     model class reads models) are here once; a subclass implements ``_get_object`` and
-    ``_list_objects`` for a GroupVersionKind."""
+    ``_list_objects`` for a GroupVersionKind (and a ``ListQuery``)."""
 
     @abc.abstractmethod
     async def _get_object(self, gvk: GroupVersionKind, name: str, namespace: str) -> Object: ...
 
     @abc.abstractmethod
-    async def _list_objects(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None,
-        label_selector: LabelSelector,
-        field_selector: FieldSelector,
-        **options: Unpack[ListOptions],
-    ) -> builtins.list[Object]: ...
+    async def _list_objects(self, gvk: GroupVersionKind, query: ListQuery) -> builtins.list[Object]: ...
 
     @overload
     async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Object: ...
@@ -164,13 +167,8 @@ class TypedReader(abc.ABC):
         **options: Unpack[ListOptions],
     ) -> builtins.list[Object] | builtins.list[M]:
         """Every matching object (``namespace`` None: all namespaces), as models for a model class."""
-        items = await self._list_objects(
-            gvk_for(kind),
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            **options,
-        )
+        query = ListQuery(namespace, label_selector, field_selector, **options)
+        items = await self._list_objects(gvk_for(kind), query)
         if isinstance(kind, GroupVersionKind):
             return items
         return cast("builtins.list[M]", [objects.like(kind, item) for item in items])

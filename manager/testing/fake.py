@@ -37,8 +37,7 @@ from manager.client.errors import AlreadyExists, ApiError, BadRequest, Conflict,
 from manager.client.interfaces import (
     ClientProtocol,
     FieldIndexer,
-    FieldSelector,
-    LabelSelector,
+    ListQuery,
     Preconditions,
     PropagationPolicy,
     TypedReader,
@@ -210,25 +209,17 @@ class FakeClient(TypedReader):
         key = (gvk, "" if gvk in self._cluster_scoped else namespace, name)
         return copy.deepcopy(self._current(key))
 
-    async def _list_objects(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None,
-        label_selector: LabelSelector,
-        field_selector: FieldSelector,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object]:
+    async def _list_objects(self, gvk: GroupVersionKind, query: ListQuery) -> builtins.list[Object]:
         self._enter("list")
-        selector = selectors.to_selector(label_selector)
+        selector = selectors.to_selector(query.label_selector)
+        namespace, fields = query.namespace, query.field_selector
         out: builtins.list[Object] = []
         for (item_gvk, ns, _), obj in sorted(self._objects.items(), key=lambda kv: (kv[0][1], kv[0][2])):
             if item_gvk != gvk or (namespace and ns != namespace):
                 continue
             if not selector.matches((obj.get("metadata") or {}).get("labels")):
                 continue
-            if field_selector and not self._fields_match(gvk, obj, field_selector):
+            if fields and not self._fields_match(gvk, obj, fields):
                 continue
             out.append(copy.deepcopy(obj))
         return out

@@ -18,11 +18,14 @@ the live fallbacks into conditions, events or webhook denials.
 from __future__ import annotations
 
 import builtins
-from typing import Unpack
 
 from manager.cache.cache import ResourceNotCached, not_found
 from manager.client.errors import ApiError, NotFound
-from manager.client.interfaces import FieldSelector, LabelSelector, ListOptions, Reader, TypedReader
+from manager.client.interfaces import (
+    ListQuery,
+    Reader,
+    TypedReader,
+)
 from manager.client.restmapper import NoKindMatch
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
@@ -61,24 +64,22 @@ class CacheReader(TypedReader):
                 raise not_found(gvk, name) from miss
             return await self._live_get(gvk, name, namespace)
 
-    async def _list_objects(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None,
-        label_selector: LabelSelector,
-        field_selector: FieldSelector,
-        **_options: Unpack[ListOptions],
-    ) -> builtins.list[Json]:
-        # the options are not passed on: copies, every match (the plugins' reads are small)
+    async def _list_objects(self, gvk: GroupVersionKind, query: ListQuery) -> builtins.list[Json]:
+        # only the selection is passed on: copies, every match (the plugins' reads are small)
         try:
             return await self._cache.list(
-                gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+                gvk,
+                namespace=query.namespace,
+                label_selector=query.label_selector,
+                field_selector=query.field_selector,
             )
         except ResourceNotCached:
             try:
                 return await self._live.list(
-                    gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+                    gvk,
+                    namespace=query.namespace,
+                    label_selector=query.label_selector,
+                    field_selector=query.field_selector,
                 )
             except NoKindMatch:
                 raise no_kind_match_error(gvk) from None
