@@ -29,6 +29,7 @@ from manager.envtest import assets, kwokstages
 from manager.envtest.certs import KeyPair, TinyCA, key_pem, public_key_pem
 from manager.envtest.errors import EnvtestError, StartError
 from manager.envtest.process import Process, free_port, pid_alive, pid_executable, stop_pid, wait_http
+from manager.meta.object import Json
 
 STATE_FILE = "envtest.json"
 KUBECONFIG_FILE = "kubeconfig"
@@ -654,9 +655,7 @@ NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu
 """Capacity (and allocatable) of each fake node of a full ``Environment``."""
 
 
-def kwok_node(
-    name: str, resources: Mapping[str, str], labels: Mapping[str, str] | None = None
-) -> dict[str, Any]:
+def kwok_node(name: str, resources: Mapping[str, str], labels: Mapping[str, str] | None = None) -> Json:
     """A fake Node that KWOK manages (label ``type=kwok``): ``resources`` are both its capacity
     and its allocatable; ``labels`` join the hostname/os/arch labels a kubelet sets."""
     return {
