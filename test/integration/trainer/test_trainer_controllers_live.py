@@ -9,6 +9,7 @@ import pytest
 from trainer_wrappers import RES4, containers_of, rjob, rjob_of, runtime, trainjob, wrapper_rjobs
 
 from manager.client import NotFound
+from manager.controller_util import retry_on_conflict
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 
@@ -73,15 +74,22 @@ async def _exists(client: Any, gvk: GroupVersionKind, name: str, namespace: str 
 
 
 async def _edit_trainjob(client: Any, ns: str, **spec: Any) -> Json:
-    """Update TrainJob ``alpha``: ``image`` sets the trainer image, other keys set spec fields."""
-    current = await _get(client, TJ, "alpha", ns)
-    for key, value in spec.items():
-        if key == "image":
-            current["spec"]["trainer"]["image"] = value
-        else:
-            current["spec"][key] = value
-    updated: Json = await client.update(current)
-    return updated
+    """Update TrainJob ``alpha``: ``image`` sets the trainer image, other keys set spec fields.
+
+    Re-read and retried on a Conflict, as a user's edit would be: the controller writes the
+    TrainJob's status meanwhile."""
+
+    async def once() -> Json:
+        current = await _get(client, TJ, "alpha", ns)
+        for key, value in spec.items():
+            if key == "image":
+                current["spec"]["trainer"]["image"] = value
+            else:
+                current["spec"][key] = value
+        updated: Json = await client.update(current)
+        return updated
+
+    return await retry_on_conflict(once)
 
 
 def assert_l1_jobset(jobset: Json, tj: Json, *, suspend: bool, image: str) -> None:
