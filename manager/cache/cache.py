@@ -180,7 +180,7 @@ class Cache(TypedReader):
         self._tasks[gvk] = self._informer_tasks.spawn(informer.run(), name=f"informer {gvk}")
 
     @staticmethod
-    def _informer_failed(task: asyncio.Task[None], err: BaseException) -> None:
+    def _informer_failed(task: asyncio.Task[object], err: BaseException) -> None:
         log.error("informer %s stopped", task.get_name(), exc_info=err)
 
     async def remove_informer(self, kind: KindRef) -> None:

@@ -185,7 +185,7 @@ class Controller:
             if waiter not in done:
                 raise CacheSyncTimeoutError(f"timed out waiting for cache to be synced for {source!r}")
 
-    async def _supervise(self, tasks: list[asyncio.Task[None]]) -> None:
+    async def _supervise(self, tasks: list[asyncio.Task[object]]) -> None:
         """Run until cancelled; a failing source or (with recover_panic off) worker stops us."""
         pending = set(tasks)
         while pending:

@@ -124,11 +124,11 @@ class _RunnableGroup:
         self.members: list[Runnable] = []
         self.started = False
         self._on_error = on_error
-        self._runnables: dict[asyncio.Task[None], Runnable] = {}
+        self._runnables: dict[asyncio.Task[object], Runnable] = {}
         self._tasks = TaskSet(f"runnables:{group.value}", on_error=self._failed)
 
     @property
-    def tasks(self) -> list[asyncio.Task[None]]:
+    def tasks(self) -> list[asyncio.Task[object]]:
         """The members' tasks that have not ended yet."""
         return self._tasks.tasks()
 
@@ -144,7 +144,7 @@ class _RunnableGroup:
         self._runnables[task] = runnable
         return ready, task
 
-    def _failed(self, task: asyncio.Task[None], err: BaseException) -> None:
+    def _failed(self, task: asyncio.Task[object], err: BaseException) -> None:
         self._on_error(self._runnables[task], err)
 
     async def start(self, stop: asyncio.Event) -> None:
@@ -452,7 +452,7 @@ class Manager:
         self._lease_lost = True
         self._stop_requested.set()
 
-    def _lead_failed(self, _task: asyncio.Task[None], err: BaseException) -> None:
+    def _lead_failed(self, _task: asyncio.Task[object], err: BaseException) -> None:
         self._runnable_failed(self.elector, err)  # type: ignore[arg-type]
 
     async def _shutdown(self, lead_task: asyncio.Task[None] | None) -> None:
