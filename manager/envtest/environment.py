@@ -58,7 +58,7 @@ class ControlPlaneInfo:
     kubeconfig: str
     full: bool
     nodes: list[str]
-    processes: list[dict[str, Any]] = field(default_factory=list)
+    processes: list[Json] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
 
 
@@ -508,7 +508,7 @@ class Environment:
         self,
         method: str,
         path: str,
-        body: Any = None,
+        body: object = None,
         *,
         content_type: str = "application/json",
     ) -> tuple[int, Any]:
@@ -573,7 +573,7 @@ class Environment:
             applied.append(f"{kind}/{meta['name']}")
         return applied
 
-    async def apply(self, path: str, obj: Mapping[str, Any], field_manager: str = "envtest") -> Any:
+    async def apply(self, path: str, obj: Mapping[str, object], field_manager: str = "envtest") -> Any:
         """Server-side apply (create or update in one idempotent call)."""
         status, body = await self.request(
             "PATCH",
