@@ -17,7 +17,6 @@ Secret, PodGroups) and the plugins' own mappers (LimitRanges, RuntimeClasses).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -33,7 +32,7 @@ from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
 from manager.events import EventType
 from manager.meta.conditions import find_condition, set_status_condition
-from manager.meta.object import Json
+from manager.meta.object import Json, json_copy
 from manager.meta.times import now as now_rfc3339
 from trainer import features
 from trainer.api import gocodec
@@ -136,8 +135,8 @@ class TrainJobReconciler:
         if trainjob is None:
             self.last_applied.pop((req.namespace or "", req.name), None)
             return None
-        original_status = copy.deepcopy(trainjob.get("status") or {})
-        status: Json = copy.deepcopy(original_status)
+        original_status = json_copy(trainjob.get("status") or {})
+        status: Json = json_copy(original_status)
         errors: list[str] = []
 
         finished = is_finished(status)
