@@ -31,6 +31,7 @@ from trainer.controllers.jobset import status as S
 from trainer.controllers.jobset.metrics import JobSetMetrics, default_metrics
 from trainer.controllers.jobset.service import construct_headless_service
 from trainer.controllers.jobset.util import merge_maps, merge_slices
+from trainer.controllers.status_writes import StatusWrites
 
 log = logging.getLogger(__name__)
 
@@ -97,18 +98,26 @@ class JobSetReconciler:
         self.recorder = recorder
         self.now = now
         self.metrics = metrics or default_metrics()
+        self.status_writes = StatusWrites()
 
     async def reconcile(self, req: Request) -> Result | None:
         try:
             js: Object = await self.client.get(JOBSET_GVK, req.name, req.namespace)
         except NotFound:
+            self.status_writes.forget(req.namespace or "", req.name)
             return None
         if meta_of(js).get("deletionTimestamp"):
             return None
+        cache_behind = self.status_writes.cache_is_behind(js)
         opts = S.ReconcileOpts()
         # An error aborts before the status write: the status is not written and events are dropped.
         result = await self.reconcile_jobset(js, opts)
         if opts.should_update:
+            if cache_behind:
+                # Our last status write is newer than this JobSet: its PUT would be refused
+                # (409), and that write's watch event reconciles again from the newer state.
+                log.debug("JobSet %s: cache older than our status write; waiting for it", name_of(js))
+                return result
             await self.update_status(js, opts)
         return result
 
@@ -132,7 +141,7 @@ class JobSetReconciler:
             status.pop("terminalState", None)
         try:
             # Upstream's typed Status().Update: the whole struct as Go re-encodes it.
-            await self.client.status.update(_JOBSET_CODEC.encode(js))
+            self.status_writes.wrote(await self.client.status.update(_JOBSET_CODEC.encode(js)))
         except Conflict:
             log.debug("status conflict on JobSet %s: waiting for its newer version", name_of(js))
             return
