@@ -17,6 +17,7 @@ __all__ = [
     "annotations_of",
     "controller_uid",
     "json_copy",
+    "json_kind",
     "labels_of",
     "meta_of",
     "metadata_of",
@@ -39,6 +40,22 @@ def json_copy(value: _T) -> _T:
     except TypeError:  # orjson.JSONEncodeError
         result = copy.deepcopy(value)
     return result
+
+
+def json_kind(value: object) -> str:
+    """The kind of a decoded JSON value as Go's encoding/json names it in its errors
+    (``json: cannot unmarshal <kind> into ...``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
 
 
 def metadata_of(obj: Json) -> Json:

@@ -49,9 +49,13 @@ def built_jobset(name: str) -> Json:
     for item in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
         item.setdefault("groupName", "default")
         item.setdefault("replicas", 1)
-    trainjobs = new_runtimes(FakeReader([runtime]), RecordingIndexer())[CLUSTER_TRAINING_RUNTIME_KEY]
     tj = trainjob(name=name, runtime="torch-distributed", kind="ClusterTrainingRuntime", suspend=True)
-    objects = [to_dict(o) for o in asyncio.run(trainjobs.new_objects(tj))]
+
+    async def build() -> list[Json]:
+        runtimes = await new_runtimes(FakeReader([runtime]), RecordingIndexer())
+        return [to_dict(o) for o in await runtimes[CLUSTER_TRAINING_RUNTIME_KEY].new_objects(tj)]
+
+    objects = asyncio.run(build())
     [js] = [o for o in objects if o["kind"] == "JobSet"]
     return js
 
