@@ -193,6 +193,8 @@ def base_objects(namespace: str = NAMESPACE) -> dict[str, Json]:
     }
 
 
+BASE_KINDS = ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "JobSet", "Pod")
+
 # --- hostile JSON ------------------------------------------------------------------------------
 
 _text = st.one_of(
@@ -369,6 +371,27 @@ def admission_reviews(draw: st.DrawFn, namespace: str = NAMESPACE) -> tuple[str,
     if draw(st.integers(0, 19)) == 0:  # one in twenty: a hostile envelope
         review = draw(mutated(review, max_mutations=2))
     return path, review
+
+
+def _request_value(review: Json, key: str) -> Json:
+    request = review.get("request") if isinstance(review, dict) else None
+    return request.get(key) if isinstance(request, dict) else None
+
+
+def object_kind(review: Json) -> str:
+    """The kind of the object a review carries (``object``, else ``oldObject``), as sent: one of
+    the base kinds, ``other`` for a hostile kind, ``none`` without an object."""
+    for key in ("object", "oldObject"):
+        obj = _request_value(review, key)
+        if obj is not None:
+            kind = obj.get("kind") if isinstance(obj, dict) else None
+            return kind if isinstance(kind, str) and kind in BASE_KINDS else "other"
+    return "none"
+
+
+def operation(review: Json) -> str:
+    value = _request_value(review, "operation")
+    return value if value in ("CREATE", "UPDATE", "DELETE", "CONNECT") else "other"
 
 
 def encode(review: Json) -> bytes:
