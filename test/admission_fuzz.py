@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import base64
 import copy
+import http.client
 import json
 import re
+import ssl
 import uuid
 from pathlib import Path
 from typing import Any
@@ -427,3 +429,37 @@ def check_answer(review: Json, status: int, body: bytes) -> Json:
         patch = json.loads(base64.b64decode(response["patch"]))
         assert isinstance(patch, list) and all(p.get("op") in ("add", "remove", "replace") for p in patch)
     return response
+
+
+# --- sending -------------------------------------------------------------------------------------
+
+
+class Poster:
+    """One keep-alive HTTPS connection to the webhook server (reopened when the server closes it)."""
+
+    def __init__(self, port: int, ca_pem: bytes) -> None:
+        self.port = port
+        self.ctx = ssl.create_default_context(cadata=ca_pem.decode())
+        self.conn: http.client.HTTPSConnection | None = None
+
+    def post(self, path: str, body: bytes, content_type: str = "application/json") -> tuple[int, bytes]:
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=60)
+            try:
+                self.conn.request("POST", path, body=body, headers={"Content-Type": content_type})
+                response = self.conn.getresponse()
+                data = response.read()
+                if response.getheader("Connection", "").lower() == "close":
+                    self.close()
+                return response.status, data
+            except (ConnectionError, http.client.HTTPException, ssl.SSLError):
+                self.close()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
