@@ -66,6 +66,7 @@ EXTRA_NOT_EXERCISED: dict[tuple[str, str], str] = {
     ("", "pods"): "exclusive placement deletes follower pods (trainer/controllers/jobset/pod_reconciler.py)",
     ("", "namespaces"): _JOBSET_ROLE,
     ("", "nodes"): _JOBSET_ROLE,
+    ("jobset.x-k8s.io", "jobsets"): "ttlSecondsAfterFinished: a finished JobSet is deleted once it expired",
     ("jobset.x-k8s.io", "jobsets/status"): _JOBSET_ROLE,
     ("jobset.x-k8s.io", "jobsets/finalizers"): "owner references with blockOwnerDeletion on Jobs "
     "(OwnerReferencesPermissionEnforcement, where the API server enables it)",
