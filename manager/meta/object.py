@@ -13,6 +13,7 @@ __all__ = [
     "Json",
     "annotations_of",
     "controller_uid",
+    "json_kind",
     "labels_of",
     "meta_of",
     "metadata_of",
@@ -22,6 +23,22 @@ __all__ = [
 
 #: An object (or any JSON object inside one) as a dict.
 Json = dict[str, Any]
+
+
+def json_kind(value: object) -> str:
+    """The kind of a decoded JSON value as Go's encoding/json names it in its errors
+    (``json: cannot unmarshal <kind> into ...``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
 
 
 def metadata_of(obj: Json) -> Json:
