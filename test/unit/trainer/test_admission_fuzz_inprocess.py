@@ -24,7 +24,7 @@ import admission_fuzz as af
 import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, seed, settings
-from trainer_unit_fixtures import ClientReader, NoIndexer, fake_client
+from trainer_unit_fixtures import ClientReader, fake_client
 
 from manager.envtest.certs import TinyCA
 from manager.testing.fake import FakeClient
@@ -56,7 +56,7 @@ async def server(tmp_path: Path) -> AsyncIterator[tuple[int, TinyCA]]:
         tmp_path / "tls.crt", tmp_path / "tls.key"
     )
     runtime = yaml.safe_load((ROOT / "config" / "runtimes" / "torch-distributed.yaml").read_text())
-    runtimes = new_runtimes(ClientReader(fake_client([runtime])), NoIndexer())
+    runtimes = await new_runtimes(ClientReader(fake_client([runtime])), None)
     webhooks = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path)
     register_trainer(webhooks, runtimes)
     webhooks.register(jobset_webhooks.MUTATE_PATH, jobset_webhooks.mutating_handler())
