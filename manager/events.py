@@ -99,7 +99,8 @@ class EventRecorder:
 
     async def event(self, obj: object, event_type: EventType, reason: str, message: str) -> Json | None:
         """Record an event about ``obj``; returns the Event written, or None if it failed."""
-        data = to_dict(obj)
+        # read only: a dict is not copied (the reference is built from a few fields)
+        data = obj if isinstance(obj, dict) else to_dict(obj)
         involved = self._involved(data)
         namespace = involved.get("namespace") or "default"
         key = (

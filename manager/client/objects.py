@@ -7,10 +7,9 @@ exactly the apply configuration for server-side apply). Results come back as the
 
 from __future__ import annotations
 
-import copy
 from typing import Protocol, TypeGuard, TypeVar
 
-from manager.meta.object import Json
+from manager.meta.object import Json, json_copy
 from manager.scheme import GroupVersionKind, gvk_for, gvk_of_object
 
 T = TypeVar("T")
@@ -27,9 +26,12 @@ def is_model(obj: object) -> TypeGuard[Model]:
 
 
 def to_dict(obj: object) -> Json:
-    """The JSON dict of a model or a (deep-copied) dict, with apiVersion/kind filled in."""
+    """The JSON dict of a model or a (deep-copied) dict, with apiVersion/kind filled in.
+
+    A dict is copied by an orjson round trip (``json_copy``): every write copies the object it
+    sends, and ``copy.deepcopy`` of it was 3 % of the manager's CPU in a TrainJob burst."""
     if isinstance(obj, dict):
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     if not is_model(obj):
         raise TypeError(f"expected a dict or a pydantic model, got {type(obj).__name__}")
     data: Json = obj.model_dump(by_alias=True, exclude_unset=True, mode="json")

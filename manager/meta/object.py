@@ -7,12 +7,16 @@ one that creates ``metadata`` (for writers).
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from typing import Any, TypeVar
+
+import orjson
 
 __all__ = [
     "Json",
     "annotations_of",
     "controller_uid",
+    "json_copy",
     "json_kind",
     "labels_of",
     "meta_of",
@@ -23,6 +27,19 @@ __all__ = [
 
 #: An object (or any JSON object inside one) as a dict.
 Json = dict[str, Any]
+_T = TypeVar("_T")
+
+
+def json_copy(value: _T) -> _T:
+    """A deep copy of JSON-shaped data (dicts with string keys, lists, strings, numbers, bools,
+    None): an orjson round trip, several times faster than ``copy.deepcopy``. What orjson
+    refuses (nesting deeper than 254 levels, a non-string key, an int beyond 64 bits, another
+    type) is copied by ``copy.deepcopy`` instead."""
+    try:
+        result: _T = orjson.loads(orjson.dumps(value))
+    except TypeError:  # orjson.JSONEncodeError
+        result = copy.deepcopy(value)
+    return result
 
 
 def json_kind(value: object) -> str:

@@ -418,3 +418,29 @@ async def test_trainjob_spec_change_applies_again() -> None:
     await reconciler.reconcile(REQ)
     assert client.requests["apply"] == 2
     assert (await client.get(JOBSET_GVK, "test-job", "default"))["spec"]["suspend"] is False
+
+
+async def test_a_pass_on_a_trainjob_older_than_our_status_write_skips_the_write_it_would_lose() -> None:
+    # The JobSet's event can start a pass before the TrainJob's MODIFIED event of our status
+    # write reached the cache: that PUT would be a 409 (docs/divergences.md, "Hot paths").
+    reconciler, client, _ = await setup(node_runtime(), trainjob(suspend=True))
+    before_write = copy.deepcopy(await stored_trainjob(client))
+    await reconciler.reconcile(REQ)
+    assert client.requests["status.update"] == 1
+    real_get = client.get
+
+    async def lagging_get(kind: Any, name: str, namespace: str = "") -> Any:
+        if getattr(kind, "kind", "") == "TrainJob":
+            return copy.deepcopy(before_write)
+        return await real_get(kind, name, namespace)
+
+    client.get = lagging_get  # type: ignore[method-assign]
+    await reconciler.reconcile(REQ)
+    assert client.requests["status.update"] == 1  # no PUT with the old resourceVersion
+    client.get = real_get  # type: ignore[method-assign]
+    client.requests.clear()
+    await reconciler.reconcile(REQ)
+    assert client.requests["status.update"] == 0, client.requests
+    assert without_times((await stored_trainjob(client))["status"]["conditions"]) == [
+        {k: v for k, v in SUSPENDED.items() if k != "lastTransitionTime"}
+    ]
