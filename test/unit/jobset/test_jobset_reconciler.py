@@ -8,10 +8,10 @@ import pytest
 from jsfixtures import NOW, RecordingClient, cond, failed, get_jobset, job, jobset, reconciler, rjob, ts
 
 from manager import Request
-from manager.client.errors import Conflict, InternalError
+from manager.client.errors import Conflict, Forbidden, InternalError, Invalid
 from manager.meta.gvk import JOB as JOB_GVK
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.reconciler import merge_pod_template
+from trainer.controllers.jobset.reconciler import JobCreationError, merge_pod_template
 
 Object = dict[str, Any]
 REQ = Request("default", "test-jobset")
@@ -52,6 +52,33 @@ async def test_service_create_error_is_returned_and_announced() -> None:  # spec
     with pytest.raises(InternalError, match=r"unexpected error"):
         await rec.create_headless_svc_if_necessary(jobset(network=dns()))
     assert events.items == [("Warning", "HeadlessServiceCreationFailed", "unexpected error")]
+
+
+async def test_an_invalid_job_template_is_announced_on_the_jobset() -> None:
+    # docs/divergences.md J-11: a Job the API server refuses as invalid cannot be created by a
+    # retry; the user sees a JobCreationFailed Warning on the JobSet, not only a log line.
+    client = RecordingClient()
+    client.inject_error("create", Invalid('Job.batch "test-jobset-w-0" is invalid: name: bad', code=422))
+    rec, events, _ = reconciler(client)
+    with pytest.raises(JobCreationError, match="creation failed with error"):
+        await rec.create_jobs([job("test-jobset-w-0", "w")], jobset())
+    assert events.items == [
+        (
+            "Warning",
+            "JobCreationFailed",
+            'job "test-jobset-w-0" creation failed with error: Job.batch "test-jobset-w-0" is invalid: name: bad',
+        )
+    ]
+
+
+async def test_a_routine_job_create_refusal_is_only_retried() -> None:
+    # a namespace being terminated, a quota: routine, retried with back-off, no event (upstream)
+    client = RecordingClient()
+    client.inject_error("create", Forbidden("unable to create new content in namespace default", code=403))
+    rec, events, _ = reconciler(client)
+    with pytest.raises(JobCreationError):
+        await rec.create_jobs([job("test-jobset-w-0", "w")], jobset())
+    assert events.items == []
 
 
 async def test_service_literal() -> None:  # spec: jobset 6.E.3

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from manager import Request, Result
-from manager.client.errors import AlreadyExists, Conflict, NotFound, RequestError
+from manager.client.errors import AlreadyExists, Conflict, Invalid, NotFound, RequestError
 from manager.meta.gvk import JOB as JOB_GVK
 from manager.meta.gvk import SERVICE as SERVICE_GVK
 from manager.meta.object import Json as Object
@@ -255,7 +255,7 @@ class JobSetReconciler:
         if errors:
             raise errors[0]
 
-    async def create_jobs(self, jobs: list[Object]) -> list[Object]:
+    async def create_jobs(self, jobs: list[Object], js: Object | None = None) -> list[Object]:
         """Create the Jobs, 50 at a time; returns the created Jobs as the server stored them.
 
         ``AlreadyExists`` for a Job the cache has not seen yet, or has seen owned by the same
@@ -289,7 +289,12 @@ class JobSetReconciler:
             # being terminated, a quota, a conflict) as the routine error it is: one line, retried
             causes = [e for e in errors if isinstance(e, Exception)]
             cause = causes[0] if len(causes) == 1 else ExceptionGroup("job creation failed", causes)
-            raise JobCreationError("\n".join(str(e) for e in errors)) from cause
+            message = "\n".join(str(e) for e in errors)
+            if js is not None and any(isinstance(e.__cause__, Invalid) for e in causes):
+                # A Job template the API server refuses as invalid cannot succeed on a retry:
+                # say so on the JobSet (upstream only logs it; docs/divergences.md J-11).
+                self.recorder.emit(js, "Warning", c.JobCreationFailedReason, message)
+            raise JobCreationError(message) from cause
         return created
 
     async def _is_cache_lag(self, job: Object) -> bool:
@@ -337,7 +342,7 @@ class JobSetReconciler:
             status = by_name.get(str(rjob.get("name")), {})
             if gated_by_order and P.all_replicas_started(J.replicas_of(rjob), status):
                 continue
-            created += await self.create_jobs(J.jobs_to_create(js, rjob, owned))
+            created += await self.create_jobs(J.jobs_to_create(js, rjob, owned), js)
             if gated_by_order:
                 S.set_condition(js, S.in_order_in_progress_condition(), opts, self.now())
                 return created
