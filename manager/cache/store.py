@@ -138,15 +138,28 @@ class Store:
                 if entry[1] <= 0:
                     del self._shared[values]
 
-    def put(self, obj: Object) -> Object | None:
-        """Insert or replace; returns the previous object."""
+    @staticmethod
+    def encode(obj: Object) -> bytes:
+        """The form a compact store keeps ``obj`` in (``put(obj, encoded=)`` takes it as is)."""
+        # orjson's result sits in a ~4 KiB buffer; an exact-size copy is what makes this compact.
+        return bytes(memoryview(_json.dumps(obj)))
+
+    def decode(self, encoded: bytes) -> Object:
+        """A private copy of what :meth:`encode` made."""
+        decoded: Object = _json.loads(encoded)
+        return decoded
+
+    def put(self, obj: Object, *, encoded: bytes | None = None) -> Object | None:
+        """Insert or replace; returns the previous object.
+
+        ``encoded``: ``obj`` already encoded (:meth:`encode`), for a compact store.
+        """
         key = object_key(obj)
         stored = self._items.get(key)
         if stored is not None:
             self._unindex(key)
         if self.compact:
-            # orjson's result sits in a ~4 KiB buffer; an exact-size copy is what makes this compact.
-            self._items[key] = bytes(memoryview(_json.dumps(obj)))
+            self._items[key] = encoded if encoded is not None else self.encode(obj)
         else:
             self._items[key] = obj
         for name in self._indexers:

@@ -259,12 +259,13 @@ class Client(_Base):
         field_selector: str | Mapping[str, str] | None = None,
         limit: int = 500,
         resource_version: str | None = None,
-        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-    ) -> tuple[builtins.list[dict[str, Any]], str]:
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> tuple[builtins.list[Any], str]:
         """Paged live LIST; returns the items (with apiVersion/kind set) and the list's resourceVersion.
 
-        ``transform`` is applied to each item as its page arrives (an informer's transform), so
-        a list of 100k objects never holds them all whole at once.
+        ``transform`` is applied to each item as its page arrives (an informer's transform, or
+        its stored form), so a list of 100k objects never holds them all whole at once; the
+        items are then whatever it returns.
 
         If a continue token expires mid-way (410), the list restarts from scratch, as client-go's
         pager falls back to a full list.
