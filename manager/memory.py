@@ -56,7 +56,7 @@ class HeapTrimmer:
 
     needs_leader_election = False
 
-    def __init__(self, interval: float = 10.0, trim: Callable[[], bool] = trim_heap) -> None:
+    def __init__(self, interval: float = 5.0, trim: Callable[[], bool] = trim_heap) -> None:
         self.interval = interval
         self._trim = trim
 

@@ -108,7 +108,7 @@ class Options:
     clock: Clock = field(default=REAL_CLOCK)
     controller: ControllerOptions = field(default_factory=ControllerOptions)
     """Defaults for every controller built on this manager (a builder's with_options overrides them)."""
-    heap_trim_interval: float | None = 10.0
+    heap_trim_interval: float | None = 5.0
     """Seconds between returning freed heap memory to the OS (``manager.memory``; glibc only);
     ``None`` never does (not in controller-runtime: Go's runtime does it on its own)."""
     group_kind_concurrency: dict[str, int] = field(default_factory=dict)

@@ -68,7 +68,7 @@ def test_a_manager_runs_a_trimmer_unless_told_not_to() -> None:
 
     on = Manager(_Cluster(), Options(metrics_bind_address="0"))  # type: ignore[arg-type]
     on._setup_servers()  # what run() does first
-    assert [t.interval for t in trimmers(on)] == [10.0]  # type: ignore[attr-defined]
+    assert [t.interval for t in trimmers(on)] == [5.0]  # type: ignore[attr-defined]
     off = Manager(_Cluster(), Options(metrics_bind_address="0", heap_trim_interval=None))  # type: ignore[arg-type]
     off._setup_servers()
     assert trimmers(off) == []
