@@ -59,7 +59,9 @@ class Store:
         self.compact = compact
         self._items: dict[str, Any] = {}  # key -> dict, or its JSON bytes when compact
         self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: _namespace_index}
-        self._indices: dict[str, dict[str, set[str]]] = {NAMESPACE_INDEX: {}}
+        # index -> value -> the keys under it: a dict used as an ordered set, which costs ~40
+        # bytes a member where a set that grew to 100k members costs ~100
+        self._indices: dict[str, dict[str, dict[str, None]]] = {NAMESPACE_INDEX: {}}
         # What each key is indexed under, so updates and deletes touch only those buckets.
         self._keys_of: dict[str, dict[str, tuple[str, ...]]] = {NAMESPACE_INDEX: {}}
         # Index values shared by many objects (a namespace, a phase) are kept once: each key
@@ -120,7 +122,7 @@ class Store:
         self._keys_of[name][key] = values
         bucket = self._indices[name]
         for value in values:
-            bucket.setdefault(value, set()).add(key)
+            bucket.setdefault(value, {})[key] = None
 
     def _unindex(self, key: str) -> None:
         for name, keys_of in self._keys_of.items():
@@ -129,7 +131,7 @@ class Store:
             for value in values:
                 members = bucket.get(value)
                 if members is not None:
-                    members.discard(key)
+                    members.pop(key, None)
                     if not members:
                         del bucket[value]
             entry = self._shared.get(values) if values else None
