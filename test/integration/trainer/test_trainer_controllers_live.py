@@ -9,6 +9,7 @@ import pytest
 from trainer_wrappers import RES4, containers_of, rjob, rjob_of, runtime, trainjob, wrapper_rjobs
 
 from manager.client import NotFound
+from manager.controller_util import retry_on_conflict
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 
@@ -73,15 +74,22 @@ async def _exists(client: Any, gvk: GroupVersionKind, name: str, namespace: str 
 
 
 async def _edit_trainjob(client: Any, ns: str, **spec: Any) -> Json:
-    """Update TrainJob ``alpha``: ``image`` sets the trainer image, other keys set spec fields."""
-    current = await _get(client, TJ, "alpha", ns)
-    for key, value in spec.items():
-        if key == "image":
-            current["spec"]["trainer"]["image"] = value
-        else:
-            current["spec"][key] = value
-    updated: Json = await client.update(current)
-    return updated
+    """Update TrainJob ``alpha``: ``image`` sets the trainer image, other keys set spec fields.
+
+    Re-read and retried on a Conflict, as any client must: the controller writes the TrainJob's
+    status at the same time."""
+
+    async def attempt() -> Json:
+        current = await _get(client, TJ, "alpha", ns)
+        for key, value in spec.items():
+            if key == "image":
+                current["spec"]["trainer"]["image"] = value
+            else:
+                current["spec"][key] = value
+        updated: Json = await client.update(current)
+        return updated
+
+    return await retry_on_conflict(attempt)
 
 
 def assert_l1_jobset(jobset: Json, tj: Json, *, suspend: bool, image: str) -> None:
@@ -287,9 +295,7 @@ async def _suspend_then_resume(client: Any, ns: str) -> None:
         assert _conditions(await _get(client, TJ, "alpha", ns)) == expected
 
     await eventually(lambda: conditions_are([SUSPENDED]), timeout=30)
-    current = await _get(client, TJ, "alpha", ns)
-    current["spec"]["suspend"] = False
-    await client.update(current)
+    await _edit_trainjob(client, ns, suspend=False)
     await eventually(lambda: conditions_are([RESUMED]), timeout=30)
 
 
@@ -667,9 +673,7 @@ async def test_steady_trainjob_changes_nothing_on_the_server(trainer: Any) -> No
 
     for suspended in (True, False):
         if not suspended:
-            current = await _get(client, TJ, "alpha", ns)
-            current["spec"]["suspend"] = False
-            await client.update(current)
+            await _edit_trainjob(client, ns, suspend=False)
         before = await eventually(lambda s=suspended: settled(s), timeout=30)
         await asyncio.sleep(0.5)  # let the controller's own reconciles of the last change finish
         before = await settled(suspended)
