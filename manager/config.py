@@ -20,7 +20,7 @@ import os
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,6 @@ class RestConfig:
     burst: int = 10
     timeout: float = 60.0
     user_agent: str = "trainer-controller-manager"
-    extra: dict[str, Any] = field(default_factory=dict)
 
     async def authorization(self) -> str | None:
         """The ``Authorization`` header value, refreshed if the source rotates it."""
@@ -152,7 +151,7 @@ def load_incluster(token_file: str | None = None, cert_file: str | None = None) 
     """
     cfg = k8s_client.Configuration()
     directory = service_account_dir()
-    kwargs: dict[str, Any] = {
+    kwargs: dict[str, str] = {
         "token_filename": token_file or str(directory / "token"),
         "cert_filename": cert_file or str(directory / "ca.crt"),
     }

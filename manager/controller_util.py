@@ -14,7 +14,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from manager.client.errors import Conflict, NotFound
 from manager.client.interfaces import ClientProtocol
@@ -31,7 +31,7 @@ class OwnerReferenceError(Error, ValueError):
 
 
 class AlreadyOwnedError(OwnerReferenceError):
-    def __init__(self, obj: Object, owner: dict[str, Any]) -> None:
+    def __init__(self, obj: Object, owner: Object) -> None:
         meta = obj.get("metadata") or {}
         super().__init__(
             f"object {meta.get('namespace', '')}/{meta.get('name', '')} is already owned by another "
@@ -40,24 +40,24 @@ class AlreadyOwnedError(OwnerReferenceError):
         self.owner = owner
 
 
-def _meta(obj: Object) -> dict[str, Any]:
-    result: dict[str, Any] = obj.setdefault("metadata", {})
+def _meta(obj: Object) -> Object:
+    result: Object = obj.setdefault("metadata", {})
     return result
 
 
-def _same_owner(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def _same_owner(a: Object, b: Object) -> bool:
     """Same group, kind and name (the version may differ), as controller-runtime compares."""
     group_a = str(a.get("apiVersion", "")).rpartition("/")[0]
     group_b = str(b.get("apiVersion", "")).rpartition("/")[0]
     return group_a == group_b and a.get("kind") == b.get("kind") and a.get("name") == b.get("name")
 
 
-def _reference(owner: Object, *, controller: bool | None, block: bool | None) -> dict[str, Any]:
+def _reference(owner: Object, *, controller: bool | None, block: bool | None) -> Object:
     meta = owner.get("metadata") or {}
     gvk = gvk_of(owner)
     if not meta.get("name") or not meta.get("uid"):
         raise OwnerReferenceError("owner needs metadata.name and metadata.uid (read it from the server)")
-    ref: dict[str, Any] = {
+    ref: Object = {
         "apiVersion": gvk.api_version,
         "kind": gvk.kind,
         "name": meta["name"],
@@ -79,8 +79,8 @@ def _check_scope(owner: Object, obj: Object) -> None:
         raise OwnerReferenceError(f"cross-namespace owner references are disallowed ({owner_ns} != {obj_ns})")
 
 
-def _upsert(obj: Object, ref: dict[str, Any]) -> bool:
-    refs: list[dict[str, Any]] = _meta(obj).setdefault("ownerReferences", [])
+def _upsert(obj: Object, ref: Object) -> bool:
+    refs: list[Object] = _meta(obj).setdefault("ownerReferences", [])
     for i, existing in enumerate(refs):
         if _same_owner(existing, ref):
             if existing == ref:
@@ -123,7 +123,7 @@ def remove_owner_reference(owner: Object, obj: Object) -> bool:
     return True
 
 
-def get_controller_of(obj: Object) -> dict[str, Any] | None:
+def get_controller_of(obj: Object) -> Object | None:
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller"):
             return dict(ref)

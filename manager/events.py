@@ -15,13 +15,14 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from manager.client.errors import NotFound, RequestError
 from manager.client.interfaces import Writer
 from manager.client.objects import to_dict
 from manager.client.patch import Patch
 from manager.meta import times
+from manager.meta.object import Json
 from manager.tasks import TaskSet
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class EventRecorder:
         return True
 
     @staticmethod
-    def _involved(obj: dict[str, Any]) -> dict[str, Any]:
+    def _involved(obj: Json) -> Json:
         meta = obj.get("metadata") or {}
         ref = {
             "apiVersion": obj.get("apiVersion", ""),
@@ -96,11 +97,10 @@ class EventRecorder:
         }
         return {k: v for k, v in ref.items() if v}
 
-    async def event(
-        self, obj: object, event_type: EventType, reason: str, message: str
-    ) -> dict[str, Any] | None:
+    async def event(self, obj: object, event_type: EventType, reason: str, message: str) -> Json | None:
         """Record an event about ``obj``; returns the Event written, or None if it failed."""
-        data = to_dict(obj)
+        # read only: a dict is not copied (the reference is built from a few fields)
+        data = obj if isinstance(obj, dict) else to_dict(obj)
         involved = self._involved(data)
         namespace = involved.get("namespace") or "default"
         key = (
@@ -139,8 +139,8 @@ class EventRecorder:
         await self.event(obj, event_type, reason, fmt % args if args else fmt)
 
     async def _create(
-        self, involved: dict[str, Any], namespace: str, event_type: str, reason: str, message: str
-    ) -> dict[str, Any]:
+        self, involved: Json, namespace: str, event_type: str, reason: str, message: str
+    ) -> Json:
         stamp = _now()
         name = f"{involved.get('name', 'object')}.{uuid.uuid4().hex[:16]}"
         event = {
@@ -157,16 +157,16 @@ class EventRecorder:
             "source": {"component": self.component},
             "reportingComponent": self.component,
         }
-        result: dict[str, Any] = await self.client.create(event)
+        result: Json = await self.client.create(event)
         return result
 
-    async def _bump(self, seen: _Seen) -> dict[str, Any]:
+    async def _bump(self, seen: _Seen) -> Json:
         target = {
             "apiVersion": EVENT_GVK_API_VERSION,
             "kind": "Event",
             "metadata": {"name": seen.name, "namespace": seen.namespace},
         }
-        result: dict[str, Any] = await self.client.patch(
+        result: Json = await self.client.patch(
             target, Patch.merge({"count": seen.count + 1, "lastTimestamp": _now()})
         )
         return result

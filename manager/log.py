@@ -25,11 +25,11 @@ import logging
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import orjson
 import structlog
@@ -117,7 +117,7 @@ def _go_zone(moment: _dt.datetime, colon: bool) -> str:
     return f"{sign}{hours:02d}:{minutes:02d}" if colon else f"{sign}{hours:02d}{minutes:02d}"
 
 
-def encode_time(ns: int, encoding: TimeEncoding, tz: _dt.tzinfo = _dt.UTC) -> Any:
+def encode_time(ns: int, encoding: TimeEncoding, tz: _dt.tzinfo = _dt.UTC) -> float | int | str:
     """A timestamp in nanoseconds since the epoch, as zap's time encoder of that name writes it."""
     if encoding == "epoch":
         return ns / 1e9
@@ -293,7 +293,7 @@ def configure(
     *,
     level: int | str = logging.INFO,
     fmt: Encoder | None = None,
-    stream: Any = None,
+    stream: TextIO | None = None,
     stacktrace_level: int | str | None = None,
     time_encoding: TimeEncoding = "rfc3339",
     development: bool = False,
@@ -407,7 +407,7 @@ def bind_flags(parser: argparse.ArgumentParser, *, time_encoding: TimeEncoding =
     )
 
 
-def configure_from_flags(args: argparse.Namespace, stream: Any = None) -> None:
+def configure_from_flags(args: argparse.Namespace, stream: TextIO | None = None) -> None:
     """``zap.New(zap.UseFlagOptions(...))``: the flags of ``bind_flags`` over zap's mode defaults."""
     devel = bool(args.zap_devel)
     level = (
@@ -424,16 +424,17 @@ def configure_from_flags(args: argparse.Namespace, stream: Any = None) -> None:
 
 
 @contextmanager
-def bound(**values: Any) -> Iterator[None]:
+def bound(**values: object) -> Iterator[None]:
     """Bind ``values`` to every log line emitted in this context (task-local via contextvars)."""
     with structlog.contextvars.bound_contextvars(**values):
         yield
 
 
-def get_logger(name: str) -> Any:
-    return structlog.get_logger(name)
+def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(name)
+    return logger
 
 
-def current_context() -> MutableMapping[str, Any]:
+def current_context() -> dict[str, object]:
     """The values bound in this context right now (what a reconcile's log lines carry)."""
     return structlog.contextvars.get_contextvars()

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from manager.webhook.server import Handler
 
 
 @runtime_checkable
@@ -34,7 +37,7 @@ class GroupedRunnable(Runnable, Protocol):
 class WebhookServerRunnable(Runnable, Protocol):
     """A webhook server: handlers are registered by path; readiness is its ``started_checker``."""
 
-    def register(self, path: str, handler: Any) -> None: ...
+    def register(self, path: str, handler: Handler) -> None: ...
 
     def started_checker(self) -> Callable[..., object]: ...
 

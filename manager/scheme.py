@@ -7,8 +7,9 @@ are plain JSON dicts; typed models are built from them only where a caller asks 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +69,17 @@ def gvk_for(ref: KindRef) -> GroupVersionKind:
     return GroupVersionKind.from_api_version(api_version, kind)
 
 
-def gvk_of_object(obj: dict[str, Any]) -> GroupVersionKind:
-    return GroupVersionKind.from_api_version(obj.get("apiVersion", ""), obj.get("kind", ""))
+def gvk_of_object(obj: Mapping[str, object]) -> GroupVersionKind:
+    """The GVK an object's ``apiVersion`` and ``kind`` name (empty strings when absent)."""
+    return GroupVersionKind.from_api_version(_text(obj.get("apiVersion")), _text(obj.get("kind")))
 
 
-def key_of(obj: dict[str, Any]) -> ObjectKey:
-    meta = obj.get("metadata") or {}
-    return ObjectKey(meta.get("namespace") or "", meta.get("name") or "")
+def key_of(obj: Mapping[str, object]) -> ObjectKey:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return ObjectKey("", "")
+    return ObjectKey(_text(meta.get("namespace")), _text(meta.get("name")))
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""

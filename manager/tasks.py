@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
-ErrorHandler = Callable[[asyncio.Task[Any], BaseException], None]
+ErrorHandler = Callable[[asyncio.Task[object], BaseException], None]
 
 
 class TaskSet:
@@ -31,16 +31,16 @@ class TaskSet:
     def __init__(self, name: str, *, on_error: ErrorHandler | None = None) -> None:
         self.name = name
         self._on_error = on_error
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
 
-    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
+    def spawn(self, coro: Coroutine[object, object, T], *, name: str | None = None) -> asyncio.Task[T]:
         """Start ``coro`` now (needs a running loop); the set holds it until it ends."""
         task = asyncio.get_running_loop().create_task(coro, name=name or f"{self.name}-task")
         self._tasks.add(task)
         task.add_done_callback(self._finished)
         return task
 
-    def _finished(self, task: asyncio.Task[Any]) -> None:
+    def _finished(self, task: asyncio.Task[object]) -> None:
         self._tasks.discard(task)
         if task.cancelled() or self._on_error is None:
             return
@@ -51,7 +51,7 @@ class TaskSet:
     def __len__(self) -> int:
         return len(self._tasks)
 
-    def tasks(self) -> list[asyncio.Task[Any]]:
+    def tasks(self) -> list[asyncio.Task[object]]:
         return list(self._tasks)
 
     async def drain(self) -> None:

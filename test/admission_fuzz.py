@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import base64
 import copy
+import http.client
 import json
 import re
+import ssl
 import uuid
 from pathlib import Path
 from typing import Any
@@ -192,6 +194,8 @@ def base_objects(namespace: str = NAMESPACE) -> dict[str, Json]:
         },
     }
 
+
+BASE_KINDS = ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime", "JobSet", "Pod")
 
 # --- hostile JSON ------------------------------------------------------------------------------
 
@@ -371,6 +375,27 @@ def admission_reviews(draw: st.DrawFn, namespace: str = NAMESPACE) -> tuple[str,
     return path, review
 
 
+def _request_value(review: Json, key: str) -> Json:
+    request = review.get("request") if isinstance(review, dict) else None
+    return request.get(key) if isinstance(request, dict) else None
+
+
+def object_kind(review: Json) -> str:
+    """The kind of the object a review carries (``object``, else ``oldObject``), as sent: one of
+    the base kinds, ``other`` for a hostile kind, ``none`` without an object."""
+    for key in ("object", "oldObject"):
+        obj = _request_value(review, key)
+        if obj is not None:
+            kind = obj.get("kind") if isinstance(obj, dict) else None
+            return kind if isinstance(kind, str) and kind in BASE_KINDS else "other"
+    return "none"
+
+
+def operation(review: Json) -> str:
+    value = _request_value(review, "operation")
+    return value if value in ("CREATE", "UPDATE", "DELETE", "CONNECT") else "other"
+
+
 def encode(review: Json) -> bytes:
     """JSON as the API server sends it (non-ASCII and NUL escaped or not, both are valid JSON)."""
     return json.dumps(review, ensure_ascii=False).encode("utf-8", "surrogatepass")
@@ -404,3 +429,37 @@ def check_answer(review: Json, status: int, body: bytes) -> Json:
         patch = json.loads(base64.b64decode(response["patch"]))
         assert isinstance(patch, list) and all(p.get("op") in ("add", "remove", "replace") for p in patch)
     return response
+
+
+# --- sending -------------------------------------------------------------------------------------
+
+
+class Poster:
+    """One keep-alive HTTPS connection to the webhook server (reopened when the server closes it)."""
+
+    def __init__(self, port: int, ca_pem: bytes) -> None:
+        self.port = port
+        self.ctx = ssl.create_default_context(cadata=ca_pem.decode())
+        self.conn: http.client.HTTPSConnection | None = None
+
+    def post(self, path: str, body: bytes, content_type: str = "application/json") -> tuple[int, bytes]:
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=60)
+            try:
+                self.conn.request("POST", path, body=body, headers={"Content-Type": content_type})
+                response = self.conn.getresponse()
+                data = response.read()
+                if response.getheader("Connection", "").lower() == "close":
+                    self.close()
+                return response.status, data
+            except (ConnectionError, http.client.HTTPException, ssl.SSLError):
+                self.close()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None

@@ -1,9 +1,10 @@
 """A recording proxy on loopback between a manager and the API server (issue 13's RBAC test).
 
-The manager talks plain HTTP to the proxy; the proxy forwards every request over TLS as the
-envtest admin impersonating the identity under test (``Impersonate-User``/``-Group``: the API
-server authorizes that identity, as it would a ServiceAccount token) and records method, path,
-query and the answer's status. ``verbs_used`` turns the
+The manager talks plain HTTP to the proxy; the proxy forwards every request over TLS and records
+method, path, query and the answer's status. By default the request's own credentials go
+through (the manager's kubeconfig carries a ServiceAccount token: ``kubeconfig(token=...)``);
+with ``impersonate=(user, groups)`` the proxy sends it as the envtest admin impersonating that
+identity (``Impersonate-User``/``-Group``) instead. ``verbs_used`` turns the
 record into RBAC terms: ``(apiGroup, resource[/subresource], verb)``. Watches stream through.
 
 Importable by its module name from every test (``test/`` is on ``sys.path``).
@@ -40,9 +41,8 @@ class Recorded:
 @dataclass
 class RecordingProxy:
     env: Environment
-    user: str
-    groups: list[str]
     directory: Path
+    impersonate: tuple[str, list[str]] | None = None
     requests: list[Recorded] = field(default_factory=list)
     pending: dict[int, str] = field(default_factory=dict)  # sent upstream, no answer yet
     port: int = 0
@@ -51,9 +51,10 @@ class RecordingProxy:
 
     async def __aenter__(self) -> RecordingProxy:
         ctx = ssl.create_default_context(cadata=self.env.serving_ca.cert_pem.decode())
-        admin: KeyPair = self.env.admin
-        admin.write(self.directory / "admin.crt", self.directory / "admin.key")
-        ctx.load_cert_chain(self.directory / "admin.crt", self.directory / "admin.key")
+        if self.impersonate is not None:
+            admin: KeyPair = self.env.admin
+            admin.write(self.directory / "admin.crt", self.directory / "admin.key")
+            ctx.load_cert_chain(self.directory / "admin.crt", self.directory / "admin.key")
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=ctx), auto_decompress=False, timeout=aiohttp.ClientTimeout()
         )
@@ -71,8 +72,9 @@ class RecordingProxy:
         if self._session is not None:
             await self._session.close()
 
-    def kubeconfig(self) -> Path:
-        """A kubeconfig for the manager: the proxy's plain-HTTP address, no credentials."""
+    def kubeconfig(self, token: str | None = None) -> Path:
+        """A kubeconfig for the manager: the proxy's plain-HTTP address, with ``token`` as its
+        bearer token (none when the proxy impersonates)."""
         path = self.directory / "proxy-kubeconfig.yaml"
         path.write_text(
             yaml.safe_dump(
@@ -80,7 +82,7 @@ class RecordingProxy:
                     "apiVersion": "v1",
                     "kind": "Config",
                     "clusters": [{"name": "proxy", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}],
-                    "users": [{"name": "proxy", "user": {}}],
+                    "users": [{"name": "proxy", "user": {"token": token} if token else {}}],
                     "contexts": [{"name": "proxy", "context": {"cluster": "proxy", "user": "proxy"}}],
                     "current-context": "proxy",
                 }
@@ -92,10 +94,12 @@ class RecordingProxy:
         assert self._session is not None
         body = await request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
-        headers.pop("Authorization", None)
         multi = [(k, v) for k, v in headers.items()]
-        multi.append(("Impersonate-User", self.user))
-        multi.extend(("Impersonate-Group", g) for g in self.groups)
+        if self.impersonate is not None:
+            user, groups = self.impersonate
+            multi = [(k, v) for k, v in multi if k.lower() != "authorization"]
+            multi.append(("Impersonate-User", user))
+            multi.extend(("Impersonate-Group", g) for g in groups)
         started = time.monotonic()
         self.pending[id(request)] = f"{request.method} {request.path_qs}"
         async with self._session.request(

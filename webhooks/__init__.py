@@ -9,6 +9,7 @@ deny through ``manager.webhook.Denied``.
 
 from __future__ import annotations
 
+from manager.meta.object import Json
 from manager.webhook import validating_handler
 from manager.webhook.custom import Decode
 from manager.webhook.server import WebhookServer
@@ -24,7 +25,7 @@ def register_trainer(server: WebhookServer, runtimes: dict[str, Runtime]) -> Non
     """The three validating webhooks at upstream's paths, in upstream's order (CTR, TR, TrainJob)."""
     api_version = f"{tc.GROUP}/{tc.VERSION}"
 
-    def decode(kind: str) -> Decode:
+    def decode(kind: str) -> Decode[Json]:
         return typed.decoder(api_version, kind)
 
     server.register(

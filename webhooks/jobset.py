@@ -252,9 +252,13 @@ def _assign(target: Object, key: str, value: Any) -> None:
 
 
 def _semantic(value: Any) -> Any:
-    """Semantic equality: empty maps and lists equal absent ones (apimachinery's DeepEqual)."""
+    """Semantic equality: empty maps and lists equal absent ones (apimachinery's DeepEqual).
+
+    Each value is normalised once: normalising it again to test for emptiness doubled the work
+    at every level, 2^depth calls for a nested value (a 40-level object took minutes)."""
     if isinstance(value, dict):
-        return {k: _semantic(x) for k, x in value.items() if _semantic(x) not in (None, {}, [])}
+        normalised = ((k, _semantic(x)) for k, x in value.items())
+        return {k: x for k, x in normalised if x not in (None, {}, [])}
     if isinstance(value, list):
         return [_semantic(x) for x in value]
     return value

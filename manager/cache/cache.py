@@ -13,7 +13,7 @@ import builtins
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar, cast, overload
+from typing import TYPE_CHECKING, TypeVar
 
 from manager import _json
 from manager.cache import selectors
@@ -21,10 +21,14 @@ from manager.cache.informer import SharedInformer
 from manager.cache.interfaces import Informers
 from manager.cache.store import ALL_NAMESPACES, NAMESPACE_INDEX, field_index_func, field_index_name
 from manager.cache.transform import Transform, strip_managed_fields
-from manager.client import objects
 from manager.client.client import Client
 from manager.client.errors import NotFound
-from manager.client.interfaces import FieldIndexer, FieldSelector, LabelSelector, Reader
+from manager.client.interfaces import (
+    FieldIndexer,
+    ListQuery,
+    Reader,
+    TypedReader,
+)
 from manager.errors import Error
 from manager.meta.object import Json as Object
 from manager.scheme import GroupVersionKind, KindRef, gvk_for
@@ -118,7 +122,7 @@ def _copy(obj: Object) -> Object:
     return result
 
 
-class Cache:
+class Cache(TypedReader):
     """Runnable (``needs_leader_election = False``): starts every informer asked for, before or
     after it starts, and sets ``started`` once all have synced."""
 
@@ -176,7 +180,7 @@ class Cache:
         self._tasks[gvk] = self._informer_tasks.spawn(informer.run(), name=f"informer {gvk}")
 
     @staticmethod
-    def _informer_failed(task: asyncio.Task[None], err: BaseException) -> None:
+    def _informer_failed(task: asyncio.Task[object], err: BaseException) -> None:
         log.error("informer %s stopped", task.get_name(), exc_info=err)
 
     async def remove_informer(self, kind: KindRef) -> None:
@@ -246,75 +250,36 @@ class Cache:
         no_copy = self.options.unsafe_disable_deep_copy or informer.store.returns_copies
         return obj if no_copy else _copy(obj)
 
-    @overload
-    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Object: ...
-
-    @overload
-    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
-
-    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Object | M:
-        gvk = gvk_for(kind)
+    async def _get_object(self, gvk: GroupVersionKind, name: str, namespace: str) -> Object:
         informer = await self._synced_informer(gvk)
         store_key = f"{namespace}/{name}" if namespace and informer.mapping.namespaced else name
         obj = informer.store.get(store_key)
         if obj is None:
             raise not_found(gvk, name)
-        return cast("Object | M", objects.like(kind, self._out(obj, informer)))
+        return self._out(obj, informer)
 
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object]: ...
-
-    @overload
-    async def list(
-        self,
-        kind: type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[M]: ...
-
-    async def list(
-        self,
-        kind: GroupVersionKind | type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object] | builtins.list[M]:
+    async def _list_objects(self, gvk: GroupVersionKind, query: ListQuery) -> builtins.list[Object]:
         """Matching cached objects, each a copy; ``unsafe_disable_deep_copy`` (controller-runtime's
         ``client.UnsafeDisableDeepCopy``) returns the cached objects themselves, for callers that
-        only read them: mutating one corrupts the cache."""
-        gvk = gvk_for(kind)
+        only read them: mutating one corrupts the cache. ``limit`` pages live lists only: the
+        cache returns every match."""
         informer = await self._synced_informer(gvk)
         store = informer.store
-        namespace = namespace if informer.mapping.namespaced else None
-        if field_selector:
-            candidates = self._by_fields(informer, namespace, field_selector)
+        namespace = query.namespace if informer.mapping.namespaced else None
+        if query.field_selector:
+            candidates = self._by_fields(informer, namespace, query.field_selector)
         elif namespace:
             candidates = store.by_index(NAMESPACE_INDEX, namespace)
         else:
             candidates = store.values()
-        selector = selectors.to_selector(label_selector)
+        selector = selectors.to_selector(query.label_selector)
         out = [
-            o if unsafe_disable_deep_copy else self._out(o, informer)
+            o if query.unsafe_disable_deep_copy else self._out(o, informer)
             for o in candidates
             if selector.empty() or selector.matches((o.get("metadata") or {}).get("labels"))
         ]
         out.sort(key=lambda o: ((o["metadata"].get("namespace") or ""), o["metadata"].get("name", "")))
-        if isinstance(kind, GroupVersionKind):
-            return out
-        return cast("builtins.list[M]", [objects.like(kind, o) for o in out])
+        return out
 
     @staticmethod
     def _by_fields(

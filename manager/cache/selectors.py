@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from manager.errors import Error
+from manager.meta.object import Json
 
 Operator = Literal["=", "!=", "in", "notin", "exists", "!"]
 
@@ -119,7 +120,7 @@ def from_labels(labels: Mapping[str, str]) -> Selector:
     return Selector(tuple(Requirement(k, "=", frozenset([v])) for k, v in sorted(labels.items())))
 
 
-def from_label_selector(selector: Mapping[str, Any] | None) -> Selector:
+def from_label_selector(selector: Json | None) -> Selector:
     """A ``metav1.LabelSelector`` dict; ``None`` or ``{}`` selects everything."""
     if not selector:
         return Selector()

@@ -9,19 +9,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-Transform = Callable[[dict[str, Any]], dict[str, Any]]
+from manager.meta.object import Json
+
+Transform = Callable[[Json], Json]
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
-def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+def strip_managed_fields(obj: Json) -> Json:
     meta = obj.get("metadata")
     if meta is not None:
         meta.pop("managedFields", None)
     return obj
 
 
-def strip_last_applied(obj: dict[str, Any]) -> dict[str, Any]:
+def strip_last_applied(obj: Json) -> Json:
     annotations = (obj.get("metadata") or {}).get("annotations")
     if annotations:
         annotations.pop(LAST_APPLIED, None)
@@ -29,7 +31,7 @@ def strip_last_applied(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def compose(*transforms: Transform) -> Transform:
-    def run(obj: dict[str, Any]) -> dict[str, Any]:
+    def run(obj: Json) -> Json:
         for t in transforms:
             obj = t(obj)
         return obj
@@ -37,7 +39,7 @@ def compose(*transforms: Transform) -> Transform:
     return run
 
 
-def identity(obj: dict[str, Any]) -> dict[str, Any]:
+def identity(obj: Json) -> Json:
     return obj
 
 
@@ -63,19 +65,17 @@ def project(spec: FieldSpec) -> Transform:
     are known to read nothing else (see :func:`by_predicate` to keep some objects whole).
     """
 
-    def run(obj: dict[str, Any]) -> dict[str, Any]:
-        kept: dict[str, Any] = _keep(obj, spec)
+    def run(obj: Json) -> Json:
+        kept: Json = _keep(obj, spec)
         return kept
 
     return run
 
 
-def by_predicate(
-    predicate: Callable[[dict[str, Any]], bool], matched: Transform, other: Transform
-) -> Transform:
+def by_predicate(predicate: Callable[[Json], bool], matched: Transform, other: Transform) -> Transform:
     """``matched`` for the objects ``predicate`` accepts, ``other`` for the rest."""
 
-    def run(obj: dict[str, Any]) -> dict[str, Any]:
+    def run(obj: Json) -> Json:
         return matched(obj) if predicate(obj) else other(obj)
 
     return run

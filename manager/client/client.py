@@ -16,11 +16,12 @@ from manager.client import objects, rest
 from manager.client.errors import ApiError, Gone, NotFound
 from manager.client.interfaces import (
     ClientProtocol,
-    FieldSelector,
     LabelSelector,
+    ListQuery,
     Preconditions,
     PropagationPolicy,
     Reader,
+    TypedReader,
 )
 from manager.client.patch import Patch
 from manager.client.restmapper import RESTMapper, RESTMapping
@@ -63,8 +64,8 @@ class _Base:
     async def _mapping(self, gvk: GroupVersionKind) -> RESTMapping:
         return await self.mapper.mapping(gvk)
 
-    def _write_params(self, field_owner: str | None, dry_run: bool) -> dict[str, Any]:
-        params: dict[str, Any] = {}
+    def _write_params(self, field_owner: str | None, dry_run: bool) -> Object:
+        params: Object = {}
         owner = field_owner or self.field_owner
         if owner:
             params["fieldManager"] = owner
@@ -72,7 +73,7 @@ class _Base:
             params["dryRun"] = "All"
         return params
 
-    async def _target(self, obj: Any) -> tuple[dict[str, Any], RESTMapping, str, str]:
+    async def _target(self, obj: Any) -> tuple[Object, RESTMapping, str, str]:
         data = objects.to_dict(obj)
         mapping = await self._mapping(objects.gvk_of(obj))
         meta = data.get("metadata") or {}
@@ -135,7 +136,7 @@ class StatusWriter(_Base):
         return cast(O, await self._apply(obj, "status", field_owner, force, dry_run))
 
 
-class Client(_Base):
+class Client(_Base, TypedReader):
     """Async Kubernetes client over one shared HTTP session.
 
     With a ``cache`` (any ``manager.client.interfaces.Reader``, normally ``manager.cache.Cache``), ``get``/``list`` read from it,
@@ -172,83 +173,63 @@ class Client(_Base):
 
     # -- reads -------------------------------------------------------------------------------
 
-    @overload
-    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Object: ...
-
-    @overload
-    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
-
-    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Object | M:
-        """One object; ``NotFound`` if absent. Returns a model instance when ``kind`` is a model."""
-        gvk = gvk_for(kind)
-        data: Object
+    async def _get_object(self, gvk: GroupVersionKind, name: str, namespace: str) -> Object:
         if self.cache is not None and gvk not in self.uncached:
-            data = await self.cache.get(gvk, name, namespace)
-        else:
-            mapping = await self._mapping(gvk)
-            data = await self.transport.request("GET", mapping.object_path(name, namespace))
-        return cast("Object | M", objects.like(kind, data))
+            return await self.cache.get(gvk, name, namespace)
+        mapping = await self._mapping(gvk)
+        data: Object = await self.transport.request("GET", mapping.object_path(name, namespace))
+        return data
 
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object]: ...
-
-    @overload
-    async def list(
-        self,
-        kind: type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[M]: ...
-
-    async def list(
-        self,
-        kind: GroupVersionKind | type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object] | builtins.list[M]:
+    async def _list_objects(self, gvk: GroupVersionKind, query: ListQuery) -> builtins.list[Object]:
         """All matching objects; live lists are fetched in pages of ``limit`` (limit/continue).
 
         ``unsafe_disable_deep_copy``: cached kinds return the cache's own objects, uncopied (for
-        read-only use; controller-runtime's ``client.UnsafeDisableDeepCopy``; the ``Cache`` takes
-        it, a plain ``Reader`` need not); live lists are fresh objects anyway."""
-        gvk = gvk_for(kind)
-        items: builtins.list[Object]
+        read-only use; controller-runtime's ``client.UnsafeDisableDeepCopy``; a ``TypedReader``
+        cache takes it, a plain ``Reader`` need not); live lists are fresh objects anyway."""
+        namespace, labels, fields = query.namespace, query.label_selector, query.field_selector
         if self.cache is not None and gvk not in self.uncached:
-            reader: Any = self.cache
-            no_copy = {"unsafe_disable_deep_copy": True} if unsafe_disable_deep_copy else {}
-            items = await reader.list(
-                gvk,
-                namespace=namespace,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                **no_copy,
+            if isinstance(self.cache, TypedReader):
+                no_copy = query.unsafe_disable_deep_copy
+                return await self.cache.list(
+                    gvk,
+                    namespace=namespace,
+                    label_selector=labels,
+                    field_selector=fields,
+                    unsafe_disable_deep_copy=no_copy,
+                )
+            return await self.cache.list(
+                gvk, namespace=namespace, label_selector=labels, field_selector=fields
             )
-        else:
-            items, _ = await self.list_raw(
-                gvk,
-                namespace=namespace,
-                label_selector=label_selector,
-                field_selector=field_selector,
-                limit=limit,
-            )
-        return cast("builtins.list[Object] | builtins.list[M]", [objects.like(kind, item) for item in items])
+        items, _ = await self.list_raw(
+            gvk, namespace=namespace, label_selector=labels, field_selector=fields, limit=query.limit
+        )
+        return items
+
+    @overload
+    async def list_raw(
+        self,
+        gvk: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: str | Mapping[str, str] | None = None,
+        limit: int = 500,
+        resource_version: str | None = None,
+        transform: None = None,
+    ) -> tuple[builtins.list[Object], str]: ...
+
+    @overload
+    async def list_raw(
+        self,
+        gvk: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: str | Mapping[str, str] | None = None,
+        limit: int = 500,
+        resource_version: str | None = None,
+        transform: Callable[[Object], O],
+    ) -> tuple[builtins.list[O], str]: ...
 
     async def list_raw(
         self,
@@ -259,7 +240,7 @@ class Client(_Base):
         field_selector: str | Mapping[str, str] | None = None,
         limit: int = 500,
         resource_version: str | None = None,
-        transform: Callable[[dict[str, Any]], Any] | None = None,
+        transform: Callable[[Object], object] | None = None,
     ) -> tuple[builtins.list[Any], str]:
         """Paged live LIST; returns the items (with apiVersion/kind set) and the list's resourceVersion.
 
@@ -272,12 +253,12 @@ class Client(_Base):
         """
         mapping = await self._mapping(gvk)
         path = mapping.collection_path(namespace)
-        base: dict[str, Any] = {
+        base: Object = {
             "labelSelector": encode_label_selector(label_selector),
             "fieldSelector": encode_field_selector(field_selector),
             "limit": limit or None,
         }
-        items: builtins.list[dict[str, Any]] = []
+        items: builtins.list[Any] = []
         token: str | None = None
         rv = resource_version
         while True:
@@ -313,9 +294,9 @@ class Client(_Base):
         timeout_seconds: int | None = None,
         allow_bookmarks: bool = True,
         inactivity_timeout: float | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[Object]:
         """Raw watch events; an in-stream ERROR is raised as its ``ApiError`` (410 -> ``Gone``)."""
-        params: dict[str, Any] = {
+        params: Object = {
             "watch": True,
             "resourceVersion": resource_version,
             "allowWatchBookmarks": allow_bookmarks or None,
@@ -396,7 +377,7 @@ class Client(_Base):
         dry_run: bool = False,
     ) -> None:
         mapping = await self._mapping(gvk_for(kind))
-        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        options: Object = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if propagation_policy:
             options["propagationPolicy"] = propagation_policy
         if grace_period_seconds is not None:
@@ -415,7 +396,7 @@ def ignore_not_found(err: BaseException) -> None:
         raise err
 
 
-async def _watch_events(stream: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+async def _watch_events(stream: AsyncIterator[Object]) -> AsyncIterator[Object]:
     async for event in stream:
         if event.get("type") == "ERROR":
             status = event.get("object") or {}

@@ -20,9 +20,8 @@ instead of comparing codes.
 
 from __future__ import annotations
 
-from typing import Any
-
 from manager.errors import Error
+from manager.meta.object import Json
 
 
 class RequestError(Error):
@@ -39,9 +38,7 @@ class ApiError(RequestError):
 
     status_code: int = 0
 
-    def __init__(
-        self, message: str, *, status: dict[str, Any] | None = None, code: int | None = None
-    ) -> None:
+    def __init__(self, message: str, *, status: Json | None = None, code: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status or {}
@@ -53,15 +50,13 @@ class ApiError(RequestError):
         return str(self.status.get("reason", ""))
 
     @property
-    def causes(self) -> list[dict[str, Any]]:
+    def causes(self) -> list[Json]:
         """Field-level causes of an Invalid error: ``[{"field": ..., "message": ..., "reason": ...}]``."""
         details = self.status.get("details") or {}
         return list(details.get("causes") or [])
 
     @classmethod
-    def from_status(
-        cls, code: int, body: dict[str, Any] | None, *, retry_after: float | None = None
-    ) -> ApiError:
+    def from_status(cls, code: int, body: Json | None, *, retry_after: float | None = None) -> ApiError:
         body = body or {}
         message = str(body.get("message") or f"HTTP {code}")
         reason = body.get("reason", "")
@@ -134,7 +129,7 @@ class TooManyRequests(ServerError):
         self,
         message: str,
         *,
-        status: dict[str, Any] | None = None,
+        status: Json | None = None,
         code: int | None = None,
         retry_after: float | None = None,
     ) -> None:

@@ -12,14 +12,16 @@ stored it, as the same type the caller passed.
 
 from __future__ import annotations
 
+import abc
 import builtins
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar, overload
+from typing import Literal, Protocol, TypedDict, TypeVar, Unpack, cast, overload
 
+from manager.client import objects
 from manager.client.patch import Patch
 from manager.meta.object import Json as Object
-from manager.scheme import GroupVersionKind, KindRef
+from manager.scheme import GroupVersionKind, KindRef, gvk_for
 
 """An API object as JSON (``apiVersion``, ``kind``, ``metadata``, ...)."""
 
@@ -90,6 +92,86 @@ class Reader(Protocol):
     ) -> builtins.list[Object] | builtins.list[M]:
         """Every matching object (``namespace`` None: all namespaces)."""
         ...
+
+
+class ListOptions(TypedDict, total=False):
+    """The list options beyond the ``Reader`` seam's, which a ``TypedReader`` passes on."""
+
+    limit: int
+    """Page size of a live list (limit/continue); a cache returns every match at once."""
+    unsafe_disable_deep_copy: bool
+    """Cached objects themselves, uncopied, for read-only use (``client.UnsafeDisableDeepCopy``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListQuery:
+    """One list request as a ``TypedReader`` implementation receives it."""
+
+    namespace: str | None = None
+    label_selector: LabelSelector = None
+    field_selector: FieldSelector = None
+    limit: int = 500
+    unsafe_disable_deep_copy: bool = False
+
+
+class TypedReader(abc.ABC):
+    """A ``Reader`` written over JSON objects: the typed ``get``/``list`` (a GVK reads dicts, a
+    model class reads models) are here once; a subclass implements ``_get_object`` and
+    ``_list_objects`` for a GroupVersionKind (and a ``ListQuery``)."""
+
+    @abc.abstractmethod
+    async def _get_object(self, gvk: GroupVersionKind, name: str, namespace: str) -> Object: ...
+
+    @abc.abstractmethod
+    async def _list_objects(self, gvk: GroupVersionKind, query: ListQuery) -> builtins.list[Object]: ...
+
+    @overload
+    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Object: ...
+
+    @overload
+    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
+
+    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Object | M:
+        """One object; ``NotFound`` if absent. Returns a model instance when ``kind`` is a model."""
+        return cast("Object | M", objects.like(kind, await self._get_object(gvk_for(kind), name, namespace)))
+
+    @overload
+    async def list(
+        self,
+        kind: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+        **options: Unpack[ListOptions],
+    ) -> builtins.list[Object]: ...
+
+    @overload
+    async def list(
+        self,
+        kind: type[M],
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+        **options: Unpack[ListOptions],
+    ) -> builtins.list[M]: ...
+
+    async def list(
+        self,
+        kind: GroupVersionKind | type[M],
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: FieldSelector = None,
+        **options: Unpack[ListOptions],
+    ) -> builtins.list[Object] | builtins.list[M]:
+        """Every matching object (``namespace`` None: all namespaces), as models for a model class."""
+        query = ListQuery(namespace, label_selector, field_selector, **options)
+        items = await self._list_objects(gvk_for(kind), query)
+        if isinstance(kind, GroupVersionKind):
+            return items
+        return cast("builtins.list[M]", [objects.like(kind, item) for item in items])
 
 
 class Writer(Protocol):

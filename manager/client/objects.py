@@ -7,32 +7,41 @@ exactly the apply configuration for server-side apply). Results come back as the
 
 from __future__ import annotations
 
-import copy
-from typing import Any, TypeVar
+from typing import Protocol, TypeGuard, TypeVar
 
+from manager.meta.object import Json, json_copy
 from manager.scheme import GroupVersionKind, gvk_for, gvk_of_object
 
 T = TypeVar("T")
 
 
-def is_model(obj: object) -> bool:
+class Model(Protocol):
+    """A typed object (a pydantic model): dumped to JSON on the way out."""
+
+    def model_dump(self, *, by_alias: bool = ..., exclude_unset: bool = ..., mode: str = ...) -> Json: ...
+
+
+def is_model(obj: object) -> TypeGuard[Model]:
     return hasattr(obj, "model_dump") and not isinstance(obj, dict)
 
 
-def to_dict(obj: Any) -> dict[str, Any]:
-    """The JSON dict of a model or a (deep-copied) dict, with apiVersion/kind filled in."""
+def to_dict(obj: object) -> Json:
+    """The JSON dict of a model or a (deep-copied) dict, with apiVersion/kind filled in.
+
+    A dict is copied by an orjson round trip (``json_copy``): every write copies the object it
+    sends, and ``copy.deepcopy`` of it was 3 % of the manager's CPU in a TrainJob burst."""
     if isinstance(obj, dict):
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     if not is_model(obj):
         raise TypeError(f"expected a dict or a pydantic model, got {type(obj).__name__}")
-    data: dict[str, Any] = obj.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    data: Json = obj.model_dump(by_alias=True, exclude_unset=True, mode="json")
     gvk = gvk_for(type(obj))
     data.setdefault("apiVersion", gvk.api_version)
     data.setdefault("kind", gvk.kind)
     return data
 
 
-def gvk_of(obj: Any) -> GroupVersionKind:
+def gvk_of(obj: object) -> GroupVersionKind:
     if isinstance(obj, dict):
         gvk = gvk_of_object(obj)
         if not gvk.kind or not gvk.version:
@@ -41,7 +50,7 @@ def gvk_of(obj: Any) -> GroupVersionKind:
     return gvk_for(type(obj))
 
 
-def like(template: Any, data: dict[str, Any]) -> Any:
+def like(template: object, data: Json) -> object:
     """``data`` as the same type as ``template`` (an instance or a model class)."""
     cls = template if isinstance(template, type) else type(template)
     if cls is dict or isinstance(template, GroupVersionKind) or not hasattr(cls, "model_validate"):
@@ -49,6 +58,6 @@ def like(template: Any, data: dict[str, Any]) -> Any:
     return cls.model_validate(data)
 
 
-def meta(obj: dict[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = obj.setdefault("metadata", {})
+def meta(obj: Json) -> Json:
+    result: Json = obj.setdefault("metadata", {})
     return result

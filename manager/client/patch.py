@@ -7,35 +7,45 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import overload
 
 from manager.client import rest
+from manager.meta.object import Json
 
 
 @dataclass(frozen=True, slots=True)
 class Patch:
     content_type: str
-    data: Any
+    data: Json | list[Json]
+    """The patch document: an object (merge, strategic, apply) or JSON Patch operations."""
 
     @classmethod
-    def merge(cls, data: dict[str, Any]) -> Patch:
+    def merge(cls, data: Json) -> Patch:
         return cls(rest.MERGE_PATCH, data)
 
     @classmethod
-    def json(cls, operations: list[dict[str, Any]]) -> Patch:
+    def json(cls, operations: list[Json]) -> Patch:
         return cls(rest.JSON_PATCH, operations)
 
     @classmethod
-    def strategic(cls, data: dict[str, Any]) -> Patch:
+    def strategic(cls, data: Json) -> Patch:
         """Strategic merge patch: built-in kinds only (the server rejects it for CRDs)."""
         return cls(rest.STRATEGIC_MERGE_PATCH, data)
 
 
-def merge_diff(original: Any, modified: Any) -> Any:
+@overload
+def merge_diff(original: Json, modified: Json) -> Json: ...
+
+
+@overload
+def merge_diff(original: object, modified: object) -> object: ...
+
+
+def merge_diff(original: object, modified: object) -> object:
     """The JSON merge patch turning ``original`` into ``modified`` (None = delete a key)."""
     if not isinstance(original, dict) or not isinstance(modified, dict):
         return modified
-    out: dict[str, Any] = {}
+    out: Json = {}
     for key in original.keys() - modified.keys():
         out[key] = None
     for key, value in modified.items():
@@ -49,7 +59,7 @@ def merge_diff(original: Any, modified: Any) -> Any:
     return out
 
 
-def merge_from(original: dict[str, Any], modified: dict[str, Any], *, optimistic_lock: bool = False) -> Patch:
+def merge_from(original: Json, modified: Json, *, optimistic_lock: bool = False) -> Patch:
     data = merge_diff(original, modified)
     if optimistic_lock:
         rv = (original.get("metadata") or {}).get("resourceVersion")

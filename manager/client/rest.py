@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -20,6 +19,7 @@ from manager.client import metrics
 from manager.client.errors import ApiError, TooManyRequests, TransportError
 from manager.client.ratelimit import TokenBucket
 from manager.config import RestConfig
+from manager.meta.object import Json, json_kind
 
 Params = Mapping[str, str | int | bool | None]
 
@@ -120,11 +120,13 @@ class RestTransport:
         path: str,
         *,
         params: Params | None = None,
-        body: Any = None,
+        body: object = None,
         content_type: str | None = None,
         timeout: float | None = None,
-    ) -> Any:
-        """Send one request and return the decoded JSON body; non-2xx raises an ``ApiError``."""
+    ) -> Json:
+        """Send one request and return the decoded JSON object (``{}`` for an empty body); non-2xx
+        raises an ``ApiError``, and so does a body that is not a JSON object (the API server
+        answers every request with one)."""
         data = _json.dumps(body) if body is not None else None
         if data is not None and content_type is None:
             content_type = JSON
@@ -144,7 +146,7 @@ class RestTransport:
                     raw = await response.read()
                     self._count(response.status, method)
                     if response.status < 300:
-                        return _json.loads(raw) if raw else None
+                        return _object(raw, method, path, response.status)
                     error = self._error(response.status, raw, response.headers.get("Retry-After"))
             except (aiohttp.ClientError, TimeoutError) as err:
                 self._count("<error>", method)
@@ -176,7 +178,7 @@ class RestTransport:
         *,
         params: Params | None = None,
         inactivity_timeout: float | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[Json]:
         """GET a watch and yield each event dict (``{"type": ..., "object": ...}``).
 
         ``inactivity_timeout`` guards against half-open connections: if no byte arrives for
@@ -216,3 +218,15 @@ class RestTransport:
         except aiohttp.ClientError as err:
             self._count("<error>", "GET")
             raise TransportError(f"GET {path} (watch): {err!r}") from err
+
+
+def _object(raw: bytes, method: str, path: str, status: int) -> Json:
+    if not raw:
+        return {}
+    decoded = _json.loads(raw)
+    if not isinstance(decoded, dict):
+        raise ApiError(
+            f"{method} {path}: the server answered with a JSON {json_kind(decoded)}, not an object",
+            code=status,
+        )
+    return decoded

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from manager.client.errors import ApiError, NotFound, RequestError, TransportError
 from manager.errors import Error
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 class DiscoveryTransport(Protocol):
     """What discovery needs from the HTTP layer (``RestTransport`` is one)."""
 
-    async def request(self, method: str, path: str) -> Any:
+    async def request(self, method: str, path: str) -> Json:
         """The decoded JSON body; ``NotFound`` for a group-version the server does not serve."""
         ...
 

@@ -1,7 +1,7 @@
 """Controllers: requests, reconcilers, sources, handlers, predicates and the builder."""
 
 from manager.controller.builder import Builder
-from manager.controller.controller import CacheSyncTimeoutError, Controller, Options
+from manager.controller.controller import CacheSyncTimeoutError, Controller, OptionOverrides, Options
 from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
 from manager.controller.handler import (
     EventHandler,
@@ -45,6 +45,7 @@ __all__ = [
     "Funcs",
     "GenericEvent",
     "KindSource",
+    "OptionOverrides",
     "Options",
     "Predicate",
     "ReconcileError",

@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol, Unpack
 
 from manager.cache.interfaces import Informers
-from manager.controller.controller import Controller, Options
+from manager.controller.controller import Controller, OptionOverrides, Options
 from manager.controller.handler import EventHandler, enqueue_for_object, enqueue_for_owner
 from manager.controller.predicate import Predicate
 from manager.controller.reconcile import ReconcileFunc, Reconciler
@@ -59,7 +59,7 @@ class Builder:
         self._raw_sources: list[Source] = []
         self._filters: list[Predicate] = []
         self._base: Options | None = None
-        self._overrides: dict[str, Any] = {}
+        self._overrides: OptionOverrides = {}
         self._name: str | None = None
 
     def for_(self, kind: KindRef, *, predicates: Sequence[Predicate] = ()) -> Builder:
@@ -91,7 +91,9 @@ class Builder:
         self._filters.append(predicate)
         return self
 
-    def with_options(self, options: Options | None = None, /, **overrides: Any) -> Builder:
+    def with_options(
+        self, options: Options | None = None, /, **overrides: Unpack[OptionOverrides]
+    ) -> Builder:
         """Controller options, as an ``Options`` or keywords (``max_concurrent_reconciles=10``).
 
         Keywords override the manager's defaults (including ``group_kind_concurrency``); a full

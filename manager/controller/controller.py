@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TypedDict, cast
 
 import structlog
 
@@ -58,6 +58,18 @@ class Options:
     reconciliation_timeout: float | None = None
     rate_limiter: RateLimiter[Request] | None = None
     clock: Clock = field(default=REAL_CLOCK)
+
+
+class OptionOverrides(TypedDict, total=False):
+    """``Options`` fields as keywords (``Builder.with_options(max_concurrent_reconciles=10)``)."""
+
+    max_concurrent_reconciles: int
+    cache_sync_timeout: float
+    recover_panic: bool
+    need_leader_election: bool
+    reconciliation_timeout: float | None
+    rate_limiter: RateLimiter[Request] | None
+    clock: Clock
 
 
 class _ControllerMetrics:
@@ -173,7 +185,7 @@ class Controller:
             if waiter not in done:
                 raise CacheSyncTimeoutError(f"timed out waiting for cache to be synced for {source!r}")
 
-    async def _supervise(self, tasks: list[asyncio.Task[None]]) -> None:
+    async def _supervise(self, tasks: list[asyncio.Task[object]]) -> None:
         """Run until cancelled; a failing source or (with recover_panic off) worker stops us."""
         pending = set(tasks)
         while pending:

@@ -111,7 +111,7 @@ def _requirement_matches(labels: Mapping[str, str], requirement: Mapping[str, An
     raise ValueError(f"unknown label selector operator {operator!r}")
 
 
-def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+def selector_matches(selector: Object, labels: Mapping[str, str]) -> bool:
     """Whether ``labels`` match a metav1.LabelSelector (``matchLabels`` and ``matchExpressions``)."""
     for key, value in (selector.get("matchLabels") or {}).items():
         if labels.get(key) != value:
@@ -119,7 +119,7 @@ def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> 
     return all(_requirement_matches(labels, r) for r in selector.get("matchExpressions") or ())
 
 
-def label_selector(selector: Mapping[str, Any]) -> Predicate:
+def label_selector(selector: Object) -> Predicate:
     """Pass any event whose object's labels match ``selector`` (a metav1.LabelSelector dict).
 
     A plain ``{"key": "value"}`` mapping without ``matchLabels``/``matchExpressions`` keys is

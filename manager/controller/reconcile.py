@@ -19,6 +19,7 @@ from manager.client.errors import NotFound, RequestError
 from manager.client.interfaces import Reader
 from manager.client.restmapper import NoKindMatch
 from manager.errors import Error
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, ObjectKey
 
 
@@ -28,7 +29,7 @@ class Request:
     name: str
 
     @classmethod
-    def for_object(cls, obj: dict[str, Any]) -> Request:
+    def for_object(cls, obj: Json) -> Request:
         meta = obj.get("metadata") or {}
         return cls(meta.get("namespace") or "", meta.get("name") or "")
 
@@ -104,7 +105,7 @@ def as_reconcile_func(reconciler: Reconciler | ReconcileFunc) -> ReconcileFunc:
     return in_thread
 
 
-ObjectReconcileFunc = Callable[[dict[str, Any]], Awaitable["Result | None"]]
+ObjectReconcileFunc = Callable[[Json], Awaitable["Result | None"]]
 
 
 def object_reconciler(reader: Reader, kind: GroupVersionKind, fn: ObjectReconcileFunc) -> ReconcileFunc:

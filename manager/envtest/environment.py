@@ -29,6 +29,7 @@ from manager.envtest import assets, kwokstages
 from manager.envtest.certs import KeyPair, TinyCA, key_pem, public_key_pem
 from manager.envtest.errors import EnvtestError, StartError
 from manager.envtest.process import Process, free_port, pid_alive, pid_executable, stop_pid, wait_http
+from manager.meta.object import Json
 
 STATE_FILE = "envtest.json"
 KUBECONFIG_FILE = "kubeconfig"
@@ -57,7 +58,7 @@ class ControlPlaneInfo:
     kubeconfig: str
     full: bool
     nodes: list[str]
-    processes: list[dict[str, Any]] = field(default_factory=list)
+    processes: list[Json] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
 
 
@@ -475,25 +476,7 @@ class Environment:
     async def _create_fake_nodes(self, kwok: Process) -> None:
         self.node_names = [f"kwok-node-{i}" for i in range(self.node_count)]
         for name in self.node_names:
-            node = {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": name,
-                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                    "labels": {
-                        "type": "kwok",
-                        "kubernetes.io/hostname": name,
-                        "kubernetes.io/os": "linux",
-                        "kubernetes.io/arch": "amd64",
-                        "kubernetes.io/role": "agent",
-                    },
-                },
-                "status": {
-                    "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
-                    "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
-                },
-            }
+            node = kwok_node(name, NODE_RESOURCES, {"kubernetes.io/role": "agent"})
             status, body = await self.request("POST", "/api/v1/nodes", node)
             if status not in (201, 409):
                 raise StartError("kwok", f"creating node {name} answered {status}: {body!r}")
@@ -525,7 +508,7 @@ class Environment:
         self,
         method: str,
         path: str,
-        body: Any = None,
+        body: object = None,
         *,
         content_type: str = "application/json",
     ) -> tuple[int, Any]:
@@ -590,7 +573,7 @@ class Environment:
             applied.append(f"{kind}/{meta['name']}")
         return applied
 
-    async def apply(self, path: str, obj: Mapping[str, Any], field_manager: str = "envtest") -> Any:
+    async def apply(self, path: str, obj: Mapping[str, object], field_manager: str = "envtest") -> Any:
         """Server-side apply (create or update in one idempotent call)."""
         status, body = await self.request(
             "PATCH",
@@ -666,6 +649,31 @@ class Environment:
     def _write_state(self) -> None:
         state = self._file(STATE_FILE)
         state.write_text(json.dumps(self.info().__dict__, indent=2))
+
+
+NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}
+"""Capacity (and allocatable) of each fake node of a full ``Environment``."""
+
+
+def kwok_node(name: str, resources: Mapping[str, str], labels: Mapping[str, str] | None = None) -> Json:
+    """A fake Node that KWOK manages (label ``type=kwok``): ``resources`` are both its capacity
+    and its allocatable; ``labels`` join the hostname/os/arch labels a kubelet sets."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                **(labels or {}),
+            },
+        },
+        "status": {"allocatable": dict(resources), "capacity": dict(resources)},
+    }
 
 
 def _load_documents(paths: Iterable[Path | str]) -> list[dict[str, Any]]:

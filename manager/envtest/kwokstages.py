@@ -31,7 +31,7 @@ The status templates are Go templates evaluated by KWOK (``Now``, ``Quote``, ``N
 
 from __future__ import annotations
 
-from typing import Any
+from manager.meta.object import Json
 
 __all__ = ["pod_stages"]
 
@@ -140,7 +140,7 @@ def pod_stages(
     *,
     start_seconds: float = 0.0,
     probe_delays: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[Json]:
     """The pod Stage objects: Job pods run ``run_seconds`` (plus up to ``jitter_seconds``), pods
     start ``start_seconds`` after they are scheduled, and with ``probe_delays`` a probed pod is
     Ready only after its probes' initial delay."""
@@ -149,10 +149,10 @@ def pod_stages(
             f"pod times must not be negative (run {run_seconds}s, jitter {jitter_seconds}s, "
             f"start {start_seconds}s)"
         )
-    delay: dict[str, Any] = {"durationMilliseconds": _millis(run_seconds)}
+    delay: Json = {"durationMilliseconds": _millis(run_seconds)}
     if jitter_seconds > 0:
         delay["jitterDurationMilliseconds"] = _millis(run_seconds + jitter_seconds)
-    ready: dict[str, Any] = {
+    ready: Json = {
         "resourceRef": _POD,
         "selector": {
             "matchExpressions": [_NOT_DELETING, {"key": ".status.podIP", "operator": "DoesNotExist"}]
@@ -166,7 +166,7 @@ def pod_stages(
         {"key": ".status.phase", "operator": "In", "values": ["Running"]},
         {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]},
     ]
-    probed: list[dict[str, Any]] = []
+    probed: list[Json] = []
     if probe_delays:
         complete_when.append({"key": _READY_IS, "operator": "In", "values": ["True"]})
         probed.append(

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 
 LEASE = GroupVersionKind("coordination.k8s.io", "v1", "Lease")
@@ -38,8 +39,8 @@ class LeaderElectionRecord:
     renew_time: datetime | None = None
     leader_transitions: int = 0
 
-    def to_spec(self) -> dict[str, Any]:
-        spec: dict[str, Any] = {
+    def to_spec(self) -> Json:
+        spec: Json = {
             "holderIdentity": self.holder_identity,
             "leaseDurationSeconds": self.lease_duration_seconds,
             "leaseTransitions": self.leader_transitions,
@@ -51,7 +52,7 @@ class LeaderElectionRecord:
         return spec
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> LeaderElectionRecord:
+    def from_spec(cls, spec: Json) -> LeaderElectionRecord:
         return cls(
             holder_identity=spec.get("holderIdentity") or "",
             lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
@@ -64,11 +65,11 @@ class LeaderElectionRecord:
 class LeaseClient(Protocol):
     """The part of the client the lock needs (errors from ``manager.client.errors``)."""
 
-    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> dict[str, Any]: ...
+    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Json: ...
 
-    async def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+    async def create(self, obj: Json) -> Json: ...
 
-    async def update(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+    async def update(self, obj: Json) -> Json: ...
 
 
 class LeaseLock:
@@ -86,7 +87,7 @@ class LeaseLock:
         self.name = name
         self.identity = identity
         self.labels = dict(labels or {})
-        self._lease: dict[str, Any] | None = None
+        self._lease: Json | None = None
 
     async def get(self) -> tuple[LeaderElectionRecord, bytes]:
         """The current record and its raw bytes (to notice any change); raises ``NotFound``."""
@@ -96,7 +97,7 @@ class LeaseLock:
         return LeaderElectionRecord.from_spec(spec), json.dumps(spec, sort_keys=True).encode()
 
     async def create(self, record: LeaderElectionRecord) -> None:
-        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        metadata: Json = {"name": self.name, "namespace": self.namespace}
         if self.labels:
             metadata["labels"] = dict(self.labels)
         body = {

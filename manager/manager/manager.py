@@ -19,7 +19,7 @@ import enum
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Unpack
 
 import structlog
 
@@ -30,6 +30,7 @@ from manager.clock import REAL_CLOCK, Clock
 from manager.cluster import ClusterCache, ClusterProtocol
 from manager.config import service_account_dir
 from manager.controller.builder import Builder
+from manager.controller.controller import OptionOverrides
 from manager.controller.controller import Options as ControllerOptions
 from manager.controller.predicate import Predicate
 from manager.controller.reconcile import ReconcileFunc
@@ -127,11 +128,11 @@ class _RunnableGroup:
         self.members: list[Runnable] = []
         self.started = False
         self._on_error = on_error
-        self._runnables: dict[asyncio.Task[None], Runnable] = {}
+        self._runnables: dict[asyncio.Task[object], Runnable] = {}
         self._tasks = TaskSet(f"runnables:{group.value}", on_error=self._failed)
 
     @property
-    def tasks(self) -> list[asyncio.Task[None]]:
+    def tasks(self) -> list[asyncio.Task[object]]:
         """The members' tasks that have not ended yet."""
         return self._tasks.tasks()
 
@@ -147,7 +148,7 @@ class _RunnableGroup:
         self._runnables[task] = runnable
         return ready, task
 
-    def _failed(self, task: asyncio.Task[None], err: BaseException) -> None:
+    def _failed(self, task: asyncio.Task[object], err: BaseException) -> None:
         self._on_error(self._runnables[task], err)
 
     async def start(self, stop: asyncio.Event) -> None:
@@ -263,7 +264,7 @@ class Manager:
         owns: Sequence[KindRef] = (),
         predicates: Sequence[Predicate] = (),
         name: str | None = None,
-        **options: Any,
+        **options: Unpack[OptionOverrides],
     ) -> Callable[[ReconcileFunc], ReconcileFunc]:
         """Decorator sugar over the builder::
 
@@ -457,7 +458,7 @@ class Manager:
         self._lease_lost = True
         self._stop_requested.set()
 
-    def _lead_failed(self, _task: asyncio.Task[None], err: BaseException) -> None:
+    def _lead_failed(self, _task: asyncio.Task[object], err: BaseException) -> None:
         self._runnable_failed(self.elector, err)  # type: ignore[arg-type]
 
     async def _shutdown(self, lead_task: asyncio.Task[None] | None) -> None:

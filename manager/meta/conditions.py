@@ -7,8 +7,7 @@ observedGeneration.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from manager.meta import times
 from manager.meta.object import Json
@@ -16,7 +15,7 @@ from manager.meta.object import Json
 __all__ = ["find_condition", "is_status_true", "remove_condition", "set_status_condition"]
 
 
-def find_condition(status: Mapping[str, Any] | None, condition_type: str) -> Json | None:
+def find_condition(status: Json | None, condition_type: str) -> Json | None:
     """A copy of the condition of ``condition_type`` in ``status["conditions"]`` (None if absent)."""
     for condition in (status or {}).get("conditions") or ():
         if condition.get("type") == condition_type:
@@ -24,7 +23,7 @@ def find_condition(status: Mapping[str, Any] | None, condition_type: str) -> Jso
     return None
 
 
-def is_status_true(status: Mapping[str, Any] | None, condition_type: str) -> bool:
+def is_status_true(status: Json | None, condition_type: str) -> bool:
     condition = find_condition(status, condition_type)
     return condition is not None and condition.get("status") == "True"
 
@@ -42,7 +41,7 @@ def remove_condition(status: Json, condition_type: str) -> None:
 
 
 def set_status_condition(
-    status: Json, condition_type: str, source: Mapping[str, Any], now: Callable[[], str] = times.now
+    status: Json, condition_type: str, source: Json, now: Callable[[], str] = times.now
 ) -> None:
     """Set condition ``condition_type`` in ``status["conditions"]`` from ``source``'s fields."""
     conditions: list[Json] = status.setdefault("conditions", [])

@@ -13,7 +13,7 @@ import enum
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Final
 
 __all__ = ["OMIT", "ErrorType", "FieldError", "aggregate", "render_value"]
 
@@ -36,16 +36,17 @@ class _Omit:
         return "OMIT"
 
 
-OMIT: Any = _Omit()
+OMIT: Final = _Omit()
 
 # Only these types print the offending value (Go's field.Error.ErrorBody).
 _PRINTS_VALUE = frozenset({ErrorType.INVALID, ErrorType.NOT_SUPPORTED})
 
 
-def render_value(value: Any) -> str:
+def render_value(value: object) -> str:
     """Go's rendering of a bad value: numbers plain, strings quoted, others as JSON."""
-    if hasattr(value, "to_dict"):
-        value = value.to_dict()
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        value = to_dict()
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -61,12 +62,12 @@ class FieldError:
 
     type: ErrorType
     field: str
-    bad_value: Any = OMIT
+    bad_value: object = OMIT
     detail: str = ""
     value_text: str | None = None
 
     @classmethod
-    def invalid(cls, path: str, value: Any, detail: str, *, value_text: str | None = None) -> FieldError:
+    def invalid(cls, path: str, value: object, detail: str, *, value_text: str | None = None) -> FieldError:
         return cls(ErrorType.INVALID, path, value, detail, value_text)
 
     @classmethod

@@ -7,12 +7,17 @@ one that creates ``metadata`` (for writers).
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from typing import Any, TypeVar
+
+import orjson
 
 __all__ = [
     "Json",
     "annotations_of",
     "controller_uid",
+    "json_copy",
+    "json_kind",
     "labels_of",
     "meta_of",
     "metadata_of",
@@ -22,6 +27,35 @@ __all__ = [
 
 #: An object (or any JSON object inside one) as a dict.
 Json = dict[str, Any]
+_T = TypeVar("_T")
+
+
+def json_copy(value: _T) -> _T:
+    """A deep copy of JSON-shaped data (dicts with string keys, lists, strings, numbers, bools,
+    None): an orjson round trip, several times faster than ``copy.deepcopy``. What orjson
+    refuses (nesting deeper than 254 levels, a non-string key, an int beyond 64 bits, another
+    type) is copied by ``copy.deepcopy`` instead."""
+    try:
+        result: _T = orjson.loads(orjson.dumps(value))
+    except TypeError:  # orjson.JSONEncodeError
+        result = copy.deepcopy(value)
+    return result
+
+
+def json_kind(value: object) -> str:
+    """The kind of a decoded JSON value as Go's encoding/json names it in its errors
+    (``json: cannot unmarshal <kind> into ...``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
 
 
 def metadata_of(obj: Json) -> Json:

@@ -59,7 +59,7 @@ POD_SPEC = Schema(
 POD_TEMPLATE_SPEC = Schema(fields={"spec": POD_SPEC})
 
 
-def strategic_merge(original: Mapping[str, Any], patch: Mapping[str, Any], schema: Schema) -> Json:
+def strategic_merge(original: Json, patch: Json, schema: Schema) -> Json:
     """A new document: ``patch`` applied to ``original`` as a strategic merge patch."""
     result = copy.deepcopy(dict(original))
     _merge_map(result, patch, schema)

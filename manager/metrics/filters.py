@@ -27,7 +27,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypedDict, TypeVar, Unpack
 
 import aiohttp
 import structlog
@@ -36,6 +36,7 @@ from aiohttp import web
 from manager.client.errors import ApiError
 from manager.clock import REAL_CLOCK, Clock
 from manager.errors import Error
+from manager.meta.object import Json
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Filter = Callable[[Handler], Handler]
@@ -57,7 +58,7 @@ log = structlog.get_logger("manager.metrics.filters")
 class ReviewClient(Protocol):
     """What the filter needs of the framework's client: ``create`` returning the created object."""
 
-    async def create(self, obj: Any) -> Any: ...
+    async def create(self, obj: Json) -> Json: ...
 
 
 @dataclass(frozen=True)
@@ -146,18 +147,17 @@ class DelegatingAuth:
         self.retry_delays = retry_delays
         self.clock = clock
         self.tokens: TTLCache[bytes, UserInfo | None] = TTLCache(clock)
-        self.decisions: TTLCache[tuple[Any, ...], tuple[bool, str]] = TTLCache(clock)
+        self.decisions: TTLCache[tuple[UserInfo, str, str], tuple[bool, str]] = TTLCache(clock)
         self.reviews = 0
         """TokenReviews and SubjectAccessReviews sent (what the caches save)."""
 
-    async def _create(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _create(self, body: Json) -> Json:
         attempt = 0
         while True:
             self.reviews += 1
             try:
                 async with asyncio.timeout(self.timeout):
-                    result = await self.client.create(body)
-                return result if isinstance(result, dict) else dict(result)
+                    return await self.client.create(body)
             except Exception as err:
                 if attempt >= len(self.retry_delays) or not _retryable(err):
                     raise ReviewError(f"{body['kind']} failed: {err}") from err
@@ -175,7 +175,7 @@ class DelegatingAuth:
         hit, cached = self.tokens.get(key)
         if hit:
             return cached
-        spec: dict[str, Any] = {"token": token}
+        spec: Json = {"token": token}
         if audiences:
             spec["audiences"] = list(audiences)
         review = await self._create(
@@ -209,7 +209,7 @@ class DelegatingAuth:
         hit, cached = self.decisions.get(key)
         if hit and cached is not None:
             return cached
-        spec: dict[str, Any] = {
+        spec: Json = {
             "user": user.name,
             "groups": list(user.groups),
             "nonResourceAttributes": {"path": path, "verb": verb},
@@ -274,7 +274,18 @@ class AuthFilter:
         return filtered
 
 
-def with_authentication_and_authorization(client: ReviewClient, **options: Any) -> AuthFilter:
+class AuthOptions(TypedDict, total=False):
+    """``DelegatingAuth``'s keyword options (each defaults to the module constant)."""
+
+    authn_ttl: float
+    allow_ttl: float
+    deny_ttl: float
+    timeout: float
+    retry_delays: tuple[float, ...]
+    clock: Clock
+
+
+def with_authentication_and_authorization(client: ReviewClient, **options: Unpack[AuthOptions]) -> AuthFilter:
     """The filter: every request authenticated (TokenReview) and authorised (SubjectAccessReview).
 
     Pass it as the manager's ``metrics_filter_provider`` (it is called with the manager's client).

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from manager._http import HTTPServer
 from manager._tls import server_ssl_context
+from manager.client.interfaces import ClientProtocol
 from manager.metrics.registry import REGISTRY
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Filter = Callable[[Handler], Handler]
 """Wrapped around ``/metrics`` and every extra handler (e.g. ``filters.with_authentication_and_authorization``)."""
-FilterProvider = Callable[[Any], Filter]
+FilterProvider = Callable[[ClientProtocol], Filter]
 """Builds the filter from the manager's client (Go's ``FilterProvider(config, httpClient)``)."""
 
 DEFAULT_BIND_ADDRESS = ":8080"

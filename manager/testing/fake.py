@@ -37,10 +37,10 @@ from manager.client.errors import AlreadyExists, ApiError, BadRequest, Conflict,
 from manager.client.interfaces import (
     ClientProtocol,
     FieldIndexer,
-    FieldSelector,
-    LabelSelector,
+    ListQuery,
     Preconditions,
     PropagationPolicy,
+    TypedReader,
 )
 from manager.client.patch import Patch
 from manager.client.rest import APPLY_PATCH, JSON_PATCH
@@ -64,7 +64,15 @@ WRITE_VERBS = (
 )
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
+@overload
+def merge_patch(target: object, patch: Object) -> Object: ...
+
+
+@overload
+def merge_patch(target: object, patch: object) -> object: ...
+
+
+def merge_patch(target: object, patch: object) -> object:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
@@ -121,12 +129,12 @@ class _FakeStatusWriter:
         return await self._parent._write_status("status.apply", obj, status_of)
 
 
-class FakeClient:
+class FakeClient(TypedReader):
     """An in-memory ``ClientProtocol`` and ``FieldIndexer`` (see the module docstring)."""
 
     def __init__(
         self,
-        objects_: Iterable[Any] = (),
+        objects_: Iterable[object] = (),
         *,
         status_subresource: Iterable[KindRef] = (),
         cluster_scoped: Iterable[KindRef] = (),
@@ -196,65 +204,25 @@ class FakeClient:
 
     # -- reads -------------------------------------------------------------------------------
 
-    @overload
-    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Object: ...
-
-    @overload
-    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
-
-    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Object | M:
+    async def _get_object(self, gvk: GroupVersionKind, name: str, namespace: str) -> Object:
         self._enter("get")
-        gvk = gvk_for(kind)
         key = (gvk, "" if gvk in self._cluster_scoped else namespace, name)
-        return cast("Object | M", objects.like(kind, copy.deepcopy(self._current(key))))
+        return copy.deepcopy(self._current(key))
 
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object]: ...
-
-    @overload
-    async def list(
-        self,
-        kind: type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[M]: ...
-
-    async def list(
-        self,
-        kind: GroupVersionKind | type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        limit: int = 500,
-        unsafe_disable_deep_copy: bool = False,
-    ) -> builtins.list[Object] | builtins.list[M]:
+    async def _list_objects(self, gvk: GroupVersionKind, query: ListQuery) -> builtins.list[Object]:
         self._enter("list")
-        gvk = gvk_for(kind)
-        selector = selectors.to_selector(label_selector)
-        out: builtins.list[Any] = []
+        selector = selectors.to_selector(query.label_selector)
+        namespace, fields = query.namespace, query.field_selector
+        out: builtins.list[Object] = []
         for (item_gvk, ns, _), obj in sorted(self._objects.items(), key=lambda kv: (kv[0][1], kv[0][2])):
             if item_gvk != gvk or (namespace and ns != namespace):
                 continue
             if not selector.matches((obj.get("metadata") or {}).get("labels")):
                 continue
-            if field_selector and not self._fields_match(gvk, obj, field_selector):
+            if fields and not self._fields_match(gvk, obj, fields):
                 continue
-            out.append(objects.like(kind, copy.deepcopy(obj)))
-        return cast("builtins.list[Object] | builtins.list[M]", out)
+            out.append(copy.deepcopy(obj))
+        return out
 
     def _fields_match(self, gvk: GroupVersionKind, obj: Object, fields: Mapping[str, str]) -> bool:
         meta = obj.get("metadata") or {}
@@ -348,13 +316,18 @@ class FakeClient:
 
     def _patched(self, current: Object, patch: Patch) -> Object:
         if patch.content_type == JSON_PATCH:
+            if not isinstance(patch.data, list):
+                raise BadRequest("a JSON patch is a list of operations", code=400)
             try:
-                result: Object = jsonpatch.apply(current, patch.data)
+                result = jsonpatch.apply(current, patch.data)
             except jsonpatch.JSONPatchError as err:
                 raise ApiError(str(err), code=422) from err
+            if not isinstance(result, dict):
+                raise ApiError("the patched document is not an object", code=422)
             return result
-        patched: Object = merge_patch(current, patch.data)
-        return patched
+        if not isinstance(patch.data, dict):
+            raise BadRequest("a merge patch is a JSON object", code=400)
+        return merge_patch(current, patch.data)
 
     async def patch(
         self, obj: O, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False

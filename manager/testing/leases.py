@@ -9,10 +9,10 @@ as another replica (``write_spec``).
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from manager.client.errors import AlreadyExists, Conflict, NotFound, ServiceUnavailable
 from manager.leaderelection.lease import LEASE
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 
 
@@ -21,16 +21,16 @@ class FakeLeases:
 
     def __init__(self, namespace: str, name: str) -> None:
         self.namespace, self.name = namespace, name
-        self.writes: list[dict[str, Any]] = []  # every accepted write, in order
-        self.leases: dict[tuple[str, str], dict[str, Any]] = {}
+        self.writes: list[Json] = []  # every accepted write, in order
+        self.leases: dict[tuple[str, str], Json] = {}
         self.rv = 0
         self.fail_updates: list[Exception] = []  # raised by the next updates, in order
         self.down = False
 
-    def _key(self, obj: dict[str, Any]) -> tuple[str, str]:
+    def _key(self, obj: Json) -> tuple[str, str]:
         return obj["metadata"]["namespace"], obj["metadata"]["name"]
 
-    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> dict[str, Any]:
+    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Json:
         assert kind == LEASE
         if self.down:
             raise ServiceUnavailable("apiserver down")
@@ -39,14 +39,14 @@ class FakeLeases:
         except KeyError:
             raise NotFound(f"leases {name!r} not found") from None
 
-    async def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+    async def create(self, obj: Json) -> Json:
         if self.down:
             raise ServiceUnavailable("apiserver down")
         if self._key(obj) in self.leases:
             raise AlreadyExists("exists")
         return self._store(obj)
 
-    async def update(self, obj: dict[str, Any]) -> dict[str, Any]:
+    async def update(self, obj: Json) -> Json:
         if self.down:
             raise ServiceUnavailable("apiserver down")
         if self.fail_updates:
@@ -56,7 +56,7 @@ class FakeLeases:
             raise Conflict("the object has been modified")
         return self._store(obj)
 
-    def _store(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def _store(self, obj: Json) -> Json:
         obj = copy.deepcopy(obj)
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
@@ -64,12 +64,12 @@ class FakeLeases:
         self.writes.append(copy.deepcopy(obj))
         return copy.deepcopy(obj)
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> Json:
         """The stored Lease's spec (KeyError if there is none yet)."""
-        spec: dict[str, Any] = self.leases[(self.namespace, self.name)]["spec"]
+        spec: Json = self.leases[(self.namespace, self.name)]["spec"]
         return spec
 
-    def write_spec(self, **spec: Any) -> None:
+    def write_spec(self, **spec: object) -> None:
         """Another replica writes the lease (e.g. its renewal)."""
         lease = self.leases.get((self.namespace, self.name)) or {
             "metadata": {"namespace": self.namespace, "name": self.name}

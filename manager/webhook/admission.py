@@ -14,6 +14,7 @@ from typing import Any
 from manager import _json
 from manager.meta.field import FieldError, aggregate
 from manager.meta.object import Json as Object
+from manager.meta.object import json_kind
 from manager.webhook import jsonpatch
 
 # What a caller sees when a handler fails unexpectedly; the details go to the log only.
@@ -58,7 +59,7 @@ class AdmissionRequest:
     sub_resource: str = ""
     object: Object | None = None
     old_object: Object | None = None
-    user_info: dict[str, Any] = field(default_factory=dict)
+    user_info: Object = field(default_factory=dict)
     dry_run: bool = False
     options: Object | None = None
     raw: Object = field(default_factory=dict)
@@ -131,20 +132,8 @@ _GO_TYPE_META = (
 )
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _type_error(value: Any, struct: str, field_path: str, go_type: str) -> str:
-    return f"json: cannot unmarshal {_json_kind(value)} into Go struct field {struct}.{field_path} of type {go_type}"
+    return f"json: cannot unmarshal {json_kind(value)} into Go struct field {struct}.{field_path} of type {go_type}"
 
 
 def _check(value: Any, spec: Any, struct: str, field_path: str) -> str | None:
@@ -196,7 +185,7 @@ def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
     if not isinstance(review, dict):
         raise AdmissionDecodeError(
             "couldn't get version/kind; json parse error: json: cannot unmarshal "
-            f"{_json_kind(review)} into Go value of type {_GO_TYPE_META}"
+            f"{json_kind(review)} into Go value of type {_GO_TYPE_META}"
         )
     for key in ("apiVersion", "kind"):
         value = review.get(key)
@@ -238,9 +227,9 @@ def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
 
 
 def encode_review(api_version: str, uid: str, response: AdmissionResponse) -> bytes:
-    out: dict[str, Any] = {"uid": uid, "allowed": response.allowed}
+    out: Object = {"uid": uid, "allowed": response.allowed}
     if not response.allowed or response.message or response.code != 200:
-        status: dict[str, Any] = {"code": response.code}
+        status: Object = {"code": response.code}
         if response.message:
             status["message"] = response.message
         if response.reason:
@@ -255,7 +244,7 @@ def encode_review(api_version: str, uid: str, response: AdmissionResponse) -> by
     if response.patches:
         out["patchType"] = "JSONPatch"
         out["patch"] = base64.b64encode(_json.dumps(response.patches)).decode()
-    review: dict[str, Any] = {"response": out}
+    review: Object = {"response": out}
     if api_version:  # a review that could not be read is answered without apiVersion/kind, as Go does
         review = {"apiVersion": api_version, "kind": "AdmissionReview", "response": out}
     return _json.dumps(review)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol, TypeVar, cast
 
 from manager import _json
 from manager.client.errors import ApiError, TransportError
@@ -43,29 +43,35 @@ from manager.webhook.admission import (
 log = logging.getLogger(__name__)
 Handler = Callable[[AdmissionRequest], Awaitable[AdmissionResponse]]
 Warnings = list[str]
-Decode = Callable[[Object | None], Any]
-Encode = Callable[[Any], Object]
+T = TypeVar("T")
+"""What a handler's defaulter or validator is given: the object dict, a ``model`` or ``decode``'s result."""
+T_contra = TypeVar("T_contra", contravariant=True)
+Decode = Callable[[Object | None], T]
+Encode = Callable[[T], Object]
 
 
-class CustomDefaulter(Protocol):
-    async def default(self, obj: Any) -> None: ...
+class CustomDefaulter(Protocol[T_contra]):
+    async def default(self, obj: T_contra) -> None: ...
 
 
-class CustomValidator(Protocol):
-    async def validate_create(self, obj: Any) -> Warnings | None: ...
+class CustomValidator(Protocol[T_contra]):
+    async def validate_create(self, obj: T_contra) -> Warnings | None: ...
 
-    async def validate_update(self, old: Any, new: Any) -> Warnings | None: ...
+    async def validate_update(self, old: T_contra, new: T_contra) -> Warnings | None: ...
 
-    async def validate_delete(self, obj: Any) -> Warnings | None: ...
+    async def validate_delete(self, obj: T_contra) -> Warnings | None: ...
 
 
-def _decode(raw: Object | None, model: type[Any] | None, decode: Decode | None = None) -> Any:
+def _decode(raw: Object | None, model: type[T] | None, decode: Decode[T] | None = None) -> T:
     if decode is not None:
         return decode(raw)
     if raw is None:
         raise DecodeError("there is no content to decode")
     data = json_copy(raw)
-    return model.model_validate(data) if model is not None else data
+    if model is None:
+        return cast(T, data)  # no model, no decode: the handler is given the object dict
+    validate = getattr(model, "model_validate")  # noqa: B009 -- a pydantic model class
+    return cast(T, validate(data))
 
 
 def json_copy(obj: Object) -> Object:
@@ -99,12 +105,12 @@ def _from_error(err: Exception, warnings: Warnings | None = None) -> AdmissionRe
 
 
 def defaulting_handler(
-    defaulter: CustomDefaulter,
-    model: type[Any] | None = None,
+    defaulter: CustomDefaulter[T],
+    model: type[T] | None = None,
     *,
     remove_unknown_fields: bool | None = None,
-    decode: Decode | None = None,
-    encode: Encode | None = None,
+    decode: Decode[T] | None = None,
+    encode: Encode[T] | None = None,
 ) -> Handler:
     """``decode`` (raw object to the defaulter's input) and ``encode`` (its output to JSON) model a
     typed round trip; without them the object is a deep-copied dict or a ``model`` instance."""
@@ -132,7 +138,7 @@ def defaulting_handler(
 
 
 def validating_handler(
-    validator: CustomValidator, model: type[Any] | None = None, *, decode: Decode | None = None
+    validator: CustomValidator[T], model: type[T] | None = None, *, decode: Decode[T] | None = None
 ) -> Handler:
     """``decode`` checks and converts each object first (a ``DecodeError`` answers 400)."""
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-Operation = dict[str, Any]
+from manager.meta.object import Json
+
+Operation = Json
 
 
 class JSONPatchError(ValueError):
@@ -25,7 +27,7 @@ def unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
 
-def diff(original: Any, modified: Any, path: str = "") -> list[Operation]:
+def diff(original: object, modified: object, path: str = "") -> list[Operation]:
     """Operations that transform ``original`` into ``modified``."""
     if isinstance(original, dict) and isinstance(modified, dict):
         ops: list[Operation] = []
@@ -78,7 +80,7 @@ def _index(node: list[Any], token: str, *, allow_end: bool) -> int:
     return i
 
 
-def apply(document: Any, operations: list[Operation]) -> Any:
+def apply(document: object, operations: list[Operation]) -> object:
     """Apply add/remove/replace/test/move/copy to a deep copy of ``document``."""
     doc = copy.deepcopy(document)
     for op in operations:

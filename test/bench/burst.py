@@ -80,10 +80,12 @@ def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
 
 
 def summarise(samples: Iterable[tuple[str, dict[str, str], float]]) -> dict[str, dict[str, float]]:
-    """``requests``: by HTTP verb; ``codes``: by status code; ``errors``: reconcile errors by controller."""
+    """``requests``: by HTTP verb; ``codes``: by status code; ``errors``: reconcile errors by
+    controller; ``reconciles``: reconciles (any result) by controller."""
     requests: dict[str, float] = {}
     codes: dict[str, float] = {}
     errors: dict[str, float] = {}
+    reconciles: dict[str, float] = {}
     for name, labels, value in samples:
         if name == "rest_client_requests_total":
             verb = labels.get("method", "?")
@@ -93,7 +95,10 @@ def summarise(samples: Iterable[tuple[str, dict[str, str], float]]) -> dict[str,
         elif name == "controller_runtime_reconcile_errors_total":
             ctrl = labels.get("controller", "?")
             errors[ctrl] = errors.get(ctrl, 0.0) + value
-    return {"requests": requests, "codes": codes, "errors": errors}
+        elif name == "controller_runtime_reconcile_total":
+            ctrl = labels.get("controller", "?")
+            reconciles[ctrl] = reconciles.get(ctrl, 0.0) + value
+    return {"requests": requests, "codes": codes, "errors": errors, "reconciles": reconciles}
 
 
 def delta(
@@ -168,11 +173,11 @@ class Manager:
             ) as resp:
                 if resp.status != 200:
                     say(f"{self.name}: GET {self.url} -> {resp.status}")
-                    return {"requests": {}, "codes": {}, "errors": {}}
+                    return {"requests": {}, "codes": {}, "errors": {}, "reconciles": {}}
                 return summarise(parse_metrics(await resp.text()))
         except aiohttp.ClientError as err:
             say(f"{self.name}: GET {self.url} failed: {err}")
-            return {"requests": {}, "codes": {}, "errors": {}}
+            return {"requests": {}, "codes": {}, "errors": {}, "reconciles": {}}
 
 
 def _bind(address: str) -> str:
@@ -349,6 +354,7 @@ async def burst(
     requests: dict[str, float] = {}
     codes: dict[str, float] = {}
     errors: dict[str, float] = {}
+    reconciles: dict[str, float] = {}
     for m in managers:
         d = delta(after[m.name], before[m.name])
         for verb, v in d["requests"].items():
@@ -358,6 +364,9 @@ async def burst(
         for ctrl, v in d["errors"].items():
             if v:
                 errors[f"{m.name}/{ctrl}"] = v
+        for ctrl, v in d.get("reconciles", {}).items():
+            if v:
+                reconciles[f"{m.name}/{ctrl}"] = v
     return {
         "side": side.name,
         "n": n,
@@ -383,6 +392,8 @@ async def burst(
         "conflicts": int(codes.get("409", 0.0)),
         "reconcile_errors": {k: int(v) for k, v in sorted(errors.items())},
         "reconcile_errors_total": int(sum(errors.values())),
+        "reconciles": {k: int(v) for k, v in sorted(reconciles.items())},
+        "reconciles_total": int(sum(reconciles.values())),
     }
 
 
@@ -433,6 +444,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     rows.append(("API requests total", [s["requests_total"] for s in sides]))
     rows.append(("409 Conflict responses", [s.get("conflicts") for s in sides]))
     rows.append(("reconcile errors", [s["reconcile_errors_total"] for s in sides]))
+    rows.append(("reconciles, all controllers", [s.get("reconciles_total") for s in sides]))
     head = ["", *(("ours" if s is ours else "Go trainer + Go jobset") for s in sides)]
     if ours and theirs:
         head.append("ours / Go")
@@ -445,7 +457,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     first = sides[0]
     mode = "running" if first["running"] else "suspended"
     detail = "; ".join(
-        f"{s['side']}: CPU {s['cpu_s']}, RSS {s['peak_rss_mb']}, errors {s['reconcile_errors'] or 0}"
+        f"{s['side']}: CPU {s['cpu_s']}, RSS {s['peak_rss_mb']}, errors {s['reconcile_errors'] or 0}, "
+        f"reconciles {s.get('reconciles') or 0}"
         for s in sides
     )
     return (

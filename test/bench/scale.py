@@ -67,6 +67,7 @@ import burst
 from manager.envtest import Environment
 from manager.envtest.assets import GoMain, ensure_go_main, find_go_main
 from manager.envtest.certs import TinyCA
+from manager.envtest.environment import kwok_node
 from manager.envtest.process import Process, free_port, wait_http
 from trainer.conformance import harness, originals
 from trainer.conformance.kube import Kube
@@ -129,26 +130,8 @@ async def post_all(
 
 
 def node(i: int) -> dict[str, Any]:
-    name = f"kwok-node-{i}"
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {
-                "type": "kwok",
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "topology.kubernetes.io/zone": f"zone-{i % 8}",
-            },
-        },
-        "status": {
-            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
-            "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110"},
-        },
-    }
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    return kwok_node(f"kwok-node-{i}", resources, {"topology.kubernetes.io/zone": f"zone-{i % 8}"})
 
 
 def _pod(
@@ -334,55 +317,20 @@ class Run:
                 harness.WEBHOOK_DIR / "trainer.yaml": hook,
             }
         else:
-            built = originals.build_all()
-            js_certs, tr_tmp = base / "jobset-certs", base / "trainer-tmp"
-            self._certs(ca, js_certs)
-            self._certs(ca, tr_tmp / "k8s-webhook-server" / "serving-certs")
-            js_hook, js_health, js_metrics = free_port(), free_port(), free_port()
-            js_config = {
-                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-                "kind": "Configuration",
-                "leaderElection": {"leaderElect": False},
-                "internalCertManagement": {"enable": False},
-                "webhook": {"port": js_hook, "host": "127.0.0.1", "certDir": str(js_certs)},
-                "metrics": {"bindAddress": f"127.0.0.1:{js_metrics}", "certDir": str(js_certs)},
-                "health": {"healthProbeBindAddress": f"127.0.0.1:{js_health}"},
-            }
-            (base / "jobset-config.yaml").write_text(yaml.safe_dump(js_config))
-            tr_hook, tr_health, tr_metrics = free_port(), free_port(), free_port()
-            tr_config = {
-                "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
-                "kind": "Configuration",
-                "health": {"healthProbeBindAddress": f"127.0.0.1:{tr_health}"},
-                "metrics": {"bindAddress": f"127.0.0.1:{tr_metrics}", "secureServing": False},
-                "webhook": {"port": tr_hook, "host": "127.0.0.1"},
-                "leaderElection": {"leaderElect": False},
-                "certManagement": {"enable": False},
-            }
-            (base / "trainer-config.yaml").write_text(yaml.safe_dump(tr_config))
-            jobset = Process(
-                name="jobset-go",
-                argv=[str(built[originals.JOBSET.name][0]), f"--config={base / 'jobset-config.yaml'}"],
-                log=base / "jobset-go.log",
-                extra_env=env,
+            # the Go defaults for client QPS/burst, as the scale figures were measured
+            go = harness.go_managers(
+                originals.build_all(), ca, base, self.kubeconfig, client_connection=False
             )
-            trainer = Process(
-                name="trainer-go",
-                argv=[str(built[originals.TRAINER.name][0]), f"--config={base / 'trainer-config.yaml'}"],
-                log=base / "trainer-go.log",
-                extra_env={**env, "TMPDIR": str(tr_tmp)},
-            )
-            self.processes += [jobset, trainer]
+            self.processes += [go.jobset, go.trainer]
             token = await burst.metrics_token(kube)
             self.metrics.append(
-                burst.Manager("jobset-go", 0, f"https://127.0.0.1:{js_metrics}/metrics", token)
+                burst.Manager("jobset-go", 0, f"https://127.0.0.1:{go.jobset_metrics}/metrics", token)
             )
-            self.metrics.append(burst.Manager("trainer-go", 0, f"http://127.0.0.1:{tr_metrics}/metrics"))
-            readiness += [(jobset, js_health), (trainer, tr_health)]
-            self.hooks = {
-                harness.WEBHOOK_DIR / "jobset.yaml": js_hook,
-                harness.WEBHOOK_DIR / "trainer.yaml": tr_hook,
-            }
+            self.metrics.append(
+                burst.Manager("trainer-go", 0, f"http://127.0.0.1:{go.trainer_metrics}/metrics")
+            )
+            readiness += [(go.jobset, go.jobset_health), (go.trainer, go.trainer_health)]
+            self.hooks = go.webhook_ports()
             if self.scheduler_plugins and (binary := find_go_main(SCHEDULER_PLUGINS)) is not None:
                 sp_metrics, sp_probe = free_port(), free_port()
                 sp = Process(

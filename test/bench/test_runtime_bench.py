@@ -65,10 +65,10 @@ def big_trainjob(runtime: str) -> Json:
 
 def measure(label: str, runtime: Json, existing: list[Json], rounds: int) -> float:
     reader = FakeReader([runtime, *existing])
-    ctr = new_runtimes(reader, RecordingIndexer())[CLUSTER_TRAINING_RUNTIME_KEY]
     tj = big_trainjob(runtime["metadata"]["name"])
 
     async def run() -> tuple[int, float]:
+        ctr = (await new_runtimes(reader, RecordingIndexer()))[CLUSTER_TRAINING_RUNTIME_KEY]
         await ctr.new_objects(tj)  # warm-up
         objects = 0
         start = time.perf_counter()

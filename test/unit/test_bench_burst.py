@@ -29,6 +29,8 @@ rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 2
 rest_client_requests_total{code="200",host="127.0.0.1:6443",method="PUT"} 5
 controller_runtime_reconcile_errors_total{controller="trainjob_controller"} 4
 controller_runtime_reconcile_errors_total{controller="jobset"} 0
+controller_runtime_reconcile_total{controller="jobset",result="success"} 6
+controller_runtime_reconcile_total{controller="jobset",result="error"} 1
 """
 
 
@@ -38,12 +40,19 @@ def test_requests_by_verb_and_errors_by_controller_are_summed_and_differenced() 
         "requests": {"GET": 3.0, "POST": 10.0, "PUT": 7.0},
         "codes": {"200": 8.0, "201": 10.0, "409": 2.0},
         "errors": {"trainjob_controller": 4.0, "jobset": 0.0},
+        "reconciles": {"jobset": 7.0},
     }
-    before = {"requests": {"GET": 1.0}, "codes": {"200": 1.0}, "errors": {"trainjob_controller": 4.0}}
+    before = {
+        "requests": {"GET": 1.0},
+        "codes": {"200": 1.0},
+        "errors": {"trainjob_controller": 4.0},
+        "reconciles": {"jobset": 2.0},
+    }
     assert burst.delta(after, before) == {
         "requests": {"GET": 2.0, "POST": 10.0, "PUT": 7.0},
         "codes": {"200": 7.0, "201": 10.0, "409": 2.0},
         "errors": {"trainjob_controller": 0.0, "jobset": 0.0},
+        "reconciles": {"jobset": 5.0},
     }
 
 

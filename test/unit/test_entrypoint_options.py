@@ -55,6 +55,20 @@ def test_shipped_configuration_maps_to_manager_options() -> None:
     assert options.group_kind_concurrency == {"TrainJob.trainer.kubeflow.org": 5}
 
 
+def test_the_shipped_configuration_gives_the_jobset_controller_two_workers() -> None:
+    # One process runs the Trainer and JobSet controllers: one JobSet worker left a TrainJob
+    # burst's Jobs queued behind it, five made it compete with the TrainJob stage (docs/bench.md).
+    from pathlib import Path
+
+    import yaml
+
+    shipped = Path(__file__).resolve().parents[2] / "config" / "manager" / "config.yaml"
+    data = yaml.safe_load(yaml.safe_load(shipped.read_text())["data"]["controller_manager_config.yaml"])
+    concurrency = manager_options(load(data)).group_kind_concurrency
+    assert concurrency["JobSet.jobset.x-k8s.io"] == 2
+    assert concurrency["TrainJob.trainer.kubeflow.org"] == 5
+
+
 def test_no_leader_election_section_means_off() -> None:
     assert manager_options(load(None)).leader_election is False
 

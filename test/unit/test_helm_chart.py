@@ -184,7 +184,7 @@ def test_the_rendered_configuration_is_one_the_manager_accepts(tmp_path: Path) -
                 "leaderElection": {"leaderElect": False, "leaseDuration": "30s"},
                 "metrics": {"bindAddress": ":9090", "secureServing": False},
                 "webhook": {"port": 9444},
-                "controller": {"groupKindConcurrency": {"trainJob": 12}},
+                "controller": {"groupKindConcurrency": {"trainJob": 12, "jobSet": 3}},
                 "clientConnection": {"qps": 7.5, "burst": 15},
                 "featureGates": {"TrainJobStatus": True},
                 "statusServer": {"port": 10444, "qps": 3, "burst": 6},
@@ -203,6 +203,7 @@ def test_the_rendered_configuration_is_one_the_manager_accepts(tmp_path: Path) -
     assert cfg.webhook is not None and cfg.webhook.port == 9444
     assert cfg.controller is not None and cfg.controller.group_kind_concurrency is not None
     assert cfg.controller.group_kind_concurrency["TrainJob.trainer.kubeflow.org"] == 12
+    assert cfg.controller.group_kind_concurrency["JobSet.jobset.x-k8s.io"] == 3
     assert cfg.client_connection is not None and cfg.client_connection.qps == 7.5
     assert cfg.cert_management is not None
     assert cfg.cert_management.webhook_service_name == MANAGER

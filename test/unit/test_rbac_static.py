@@ -32,3 +32,16 @@ def test_no_shipped_role_can_escalate_or_impersonate() -> None:
         assert not {"escalate", "bind", "impersonate"} & set(rule.get("verbs") or []), rule
         assert "clusterroles" not in (rule.get("resources") or []), rule
         assert "roles" not in (rule.get("resources") or []), rule
+
+
+def test_the_jobset_controller_may_delete_expired_jobsets() -> None:
+    """The JobSet controller deletes a finished JobSet once ``ttlSecondsAfterFinished`` expired
+    (trainer/controllers/jobset/reconciler.py); without the grant that delete was refused with
+    403 under the shipped RBAC and the JobSet stayed (found by the live security test's audit of
+    unused grants, issue 13)."""
+    assert any(
+        "jobset.x-k8s.io" in (rule.get("apiGroups") or [])
+        and "jobsets" in (rule.get("resources") or [])
+        and "delete" in (rule.get("verbs") or [])
+        for rule in shipped_rules()
+    )

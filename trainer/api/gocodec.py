@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from importlib import resources
 from typing import Any
 
+from manager.meta.object import json_kind
 from manager.meta.quantity import Quantity, QuantityError
 from manager.meta.times import format_time
 
@@ -141,20 +142,6 @@ def _structs() -> dict[str, GoStruct]:
 # -- decoding -------------------------------------------------------------------------------------
 
 
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _number_text(value: int | float) -> str:
     """The number as the request spelled it, as near as a parsed float allows (Go quotes the literal)."""
     return str(value) if isinstance(value, int) else repr(value)
@@ -186,7 +173,7 @@ class _Decoder:
 
     def _scalar(self, value: Any, t: GoType, struct: str, path: tuple[str, ...]) -> str | None:
         """The type error for a scalar kind, or None."""
-        kind = _json_kind(value)
+        kind = json_kind(value)
         if t.kind == "string":
             return None if kind == "string" else _type_error(kind, t.go, struct, path)
         if t.kind == "bool":
@@ -213,20 +200,20 @@ class _Decoder:
         elif t.kind == "struct":
             assert t.struct is not None
             if not isinstance(value, dict):
-                self._save(_type_error(_json_kind(value), t.go, struct, path))
+                self._save(_type_error(json_kind(value), t.go, struct, path))
                 return
             self.struct(value, t.struct, path)
         elif t.kind == "slice":
             assert t.elem is not None
             if not isinstance(value, list):
-                self._save(_type_error(_json_kind(value), t.go, struct, path))
+                self._save(_type_error(json_kind(value), t.go, struct, path))
                 return
             for item in value:
                 self.value(item, t.elem, struct, path)
         elif t.kind == "map":
             assert t.elem is not None
             if not isinstance(value, dict):
-                self._save(_type_error(_json_kind(value), t.go, struct, path))
+                self._save(_type_error(json_kind(value), t.go, struct, path))
                 return
             for item in value.values():
                 self.value(item, t.elem, struct, path)
@@ -255,7 +242,7 @@ class _Decoder:
                     raise _Abort(error)
         elif t.ref == TIME:
             if not isinstance(value, str):
-                raise _Abort(_type_error(_json_kind(value), "string", struct, path))
+                raise _Abort(_type_error(json_kind(value), "string", struct, path))
             parse_time(value)
 
 
@@ -517,13 +504,13 @@ class Codec:
         if not isinstance(obj, dict):
             raise DecodeError(
                 "couldn't get version/kind; json parse error: "
-                + _type_error(_json_kind(obj), _TYPE_META_GO, "", ())
+                + _type_error(json_kind(obj), _TYPE_META_GO, "", ())
             )
         for key in obj:  # the first ill-typed one of the two, in document order
             if key in ("apiVersion", "kind") and obj[key] is not None and not isinstance(obj[key], str):
                 raise DecodeError(
                     "couldn't get version/kind; json parse error: "
-                    + _type_error(_json_kind(obj[key]), "string", "", (key,))
+                    + _type_error(json_kind(obj[key]), "string", "", (key,))
                 )
         api_version, kind = obj.get("apiVersion") or self.api_version, obj.get("kind") or self.kind
         if (api_version, kind) != (self.api_version, self.kind):

@@ -151,6 +151,90 @@ async def _finish(side: Side, env: Environment, hook_ports: dict[Path, int]) -> 
     await env.apply_manifests(_runtime_files(), field_manager="conformance")
 
 
+@dataclass(frozen=True)
+class GoManagers:
+    """The Go jobset and trainer managers' processes (not started yet) and their loopback ports."""
+
+    jobset: Process
+    trainer: Process
+    jobset_webhook: int
+    jobset_health: int
+    jobset_metrics: int
+    trainer_webhook: int
+    trainer_health: int
+    trainer_metrics: int
+
+    def webhook_ports(self) -> dict[Path, int]:
+        """Each ``config/webhook`` file with the port of the server that answers it."""
+        return {
+            WEBHOOK_DIR / "jobset.yaml": self.jobset_webhook,
+            WEBHOOK_DIR / "trainer.yaml": self.trainer_webhook,
+        }
+
+
+def go_managers(
+    built: dict[str, tuple[Path, float]],
+    ca: TinyCA,
+    base: Path,
+    kubeconfig: Path,
+    *,
+    client_connection: bool = True,
+) -> GoManagers:
+    """The Go jobset and trainer managers (``built`` by ``originals.build_all``) configured under
+    ``base``: serving certificates from ``ca``, leader election and certificate management off,
+    webhooks, metrics and probes on free loopback ports (the trainer's metrics over plain HTTP).
+    ``client_connection``: the client QPS/burst the conformance runs use (500/500 jobset,
+    500/1000 trainer) instead of the Go defaults."""
+    js_certs, tr_tmp = base / "jobset-certs", base / "trainer-tmp"
+    _serving_pair(ca, js_certs)
+    # The Go trainer's webhook server reads {TempDir}/k8s-webhook-server/serving-certs.
+    _serving_pair(ca, tr_tmp / "k8s-webhook-server" / "serving-certs")
+    js_hook, js_health, js_metrics = free_port(), free_port(), free_port()
+    js_config: dict[str, Any] = {
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"port": js_hook, "host": "127.0.0.1", "certDir": str(js_certs)},
+        "metrics": {"bindAddress": f"127.0.0.1:{js_metrics}", "certDir": str(js_certs)},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{js_health}"},
+    }
+    tr_hook, tr_health, tr_metrics = free_port(), free_port(), free_port()
+    tr_config: dict[str, Any] = {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "kind": "Configuration",
+        "health": {
+            "healthProbeBindAddress": f"127.0.0.1:{tr_health}",
+            "readinessEndpointName": "readyz",
+            "livenessEndpointName": "healthz",
+        },
+        "metrics": {"bindAddress": f"127.0.0.1:{tr_metrics}", "secureServing": False},
+        "webhook": {"port": tr_hook, "host": "127.0.0.1"},
+        "leaderElection": {"leaderElect": False},
+        "certManagement": {"enable": False},
+    }
+    if client_connection:
+        js_config["clientConnection"] = {"qps": 500, "burst": 500}
+        tr_config["clientConnection"] = {"qps": 500, "burst": 1000}
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "jobset-config.yaml").write_text(jobset_config.render(js_config))
+    (base / "trainer-config.yaml").write_text(yaml.safe_dump(tr_config))
+    kube_env = {"KUBECONFIG": str(kubeconfig)}
+    jobset = Process(
+        name="jobset-go",
+        argv=[str(built[originals.JOBSET.name][0]), f"--config={base / 'jobset-config.yaml'}"],
+        log=base / "jobset-go.log",
+        extra_env=kube_env,
+    )
+    trainer = Process(
+        name="trainer-go",
+        argv=[str(built[originals.TRAINER.name][0]), f"--config={base / 'trainer-config.yaml'}"],
+        log=base / "trainer-go.log",
+        extra_env={**kube_env, "TMPDIR": str(tr_tmp)},
+    )
+    return GoManagers(jobset, trainer, js_hook, js_health, js_metrics, tr_hook, tr_health, tr_metrics)
+
+
 async def start_theirs(
     workdir: Path,
     nodes: int = 2,
@@ -176,58 +260,14 @@ async def start_theirs(
         ca = TinyCA("conformance-theirs-webhook-ca")
         side.ca_pem = ca.cert_pem
         base = workdir / "theirs-managers"
-        js_certs, tr_tmp = base / "jobset-certs", base / "trainer-tmp"
-        _serving_pair(ca, js_certs)
-        # The Go trainer's webhook server reads {TempDir}/k8s-webhook-server/serving-certs.
-        _serving_pair(ca, tr_tmp / "k8s-webhook-server" / "serving-certs")
-        js_hook, js_health, js_metrics = free_port(), free_port(), free_port()
-        js_config = {
-            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-            "kind": "Configuration",
-            "leaderElection": {"leaderElect": False},
-            "internalCertManagement": {"enable": False},
-            "webhook": {"port": js_hook, "host": "127.0.0.1", "certDir": str(js_certs)},
-            "metrics": {"bindAddress": f"127.0.0.1:{js_metrics}", "certDir": str(js_certs)},
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{js_health}"},
-            "clientConnection": {"qps": 500, "burst": 500},
-        }
-        (base / "jobset-config.yaml").write_text(jobset_config.render(js_config))
-        tr_hook, tr_health, tr_metrics = free_port(), free_port(), free_port()
-        tr_config = {
-            "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
-            "kind": "Configuration",
-            "health": {
-                "healthProbeBindAddress": f"127.0.0.1:{tr_health}",
-                "readinessEndpointName": "readyz",
-                "livenessEndpointName": "healthz",
-            },
-            "metrics": {"bindAddress": f"127.0.0.1:{tr_metrics}", "secureServing": False},
-            "webhook": {"port": tr_hook, "host": "127.0.0.1"},
-            "leaderElection": {"leaderElect": False},
-            "certManagement": {"enable": False},
-            "clientConnection": {"qps": 500, "burst": 1000},
-        }
-        (base / "trainer-config.yaml").write_text(yaml.safe_dump(tr_config))
-        kube_env = {"KUBECONFIG": str(env.kubeconfig)}
-        jobset = Process(
-            name="jobset-go",
-            argv=[str(built[originals.JOBSET.name][0]), f"--config={base / 'jobset-config.yaml'}"],
-            log=base / "jobset-go.log",
-            extra_env=kube_env,
-        )
-        trainer = Process(
-            name="trainer-go",
-            argv=[str(built[originals.TRAINER.name][0]), f"--config={base / 'trainer-config.yaml'}"],
-            log=base / "trainer-go.log",
-            extra_env={**kube_env, "TMPDIR": str(tr_tmp)},
-        )
-        for proc in (jobset, trainer):
+        go = go_managers(built, ca, base, env.kubeconfig)
+        for proc in (go.jobset, go.trainer):
             proc.start(detached=False)
             side.processes.append(proc)
-        await asyncio.gather(_wait_ready(jobset, js_health), _wait_ready(trainer, tr_health))
-        await _finish(
-            side, env, {WEBHOOK_DIR / "jobset.yaml": js_hook, WEBHOOK_DIR / "trainer.yaml": tr_hook}
+        await asyncio.gather(
+            _wait_ready(go.jobset, go.jobset_health), _wait_ready(go.trainer, go.trainer_health)
         )
+        await _finish(side, env, go.webhook_ports())
     except BaseException:
         await side.stop()
         raise

@@ -17,7 +17,6 @@ Secret, PodGroups) and the plugins' own mappers (LimitRanges, RuntimeClasses).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -33,7 +32,7 @@ from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
 from manager.events import EventType
 from manager.meta.conditions import find_condition, set_status_condition
-from manager.meta.object import Json
+from manager.meta.object import Json, json_copy
 from manager.meta.times import now as now_rfc3339
 from trainer import features
 from trainer.api import gocodec
@@ -45,6 +44,7 @@ from trainer.controllers.conditions import (
 )
 from trainer.controllers.lifecycle_metrics import TrainJobLifecycleMetrics, default_lifecycle_metrics
 from trainer.controllers.state import derive_state
+from trainer.controllers.status_writes import StatusWrites
 from trainer.controllers.watches import AsyncMapHandler
 from trainer.runtime.context import require_kinds
 from trainer.runtime.errors import PluginFailure, RuntimeFailure
@@ -130,14 +130,18 @@ class TrainJobReconciler:
         self.now = now
         self.last_applied: dict[tuple[str, str], dict[tuple[str, str, str, str], bytes]] = {}
         """Per TrainJob (namespace, name): each object's last apply document this process sent."""
+        self.status_writes = StatusWrites()
+        """Our status writes the cache has not seen yet (a stale pass skips its status PUT)."""
 
     async def reconcile(self, req: Request) -> Result | None:
         trainjob = await self.get_trainjob(req)
         if trainjob is None:
             self.last_applied.pop((req.namespace or "", req.name), None)
+            self.status_writes.forget(req.namespace or "", req.name)
             return None
-        original_status = copy.deepcopy(trainjob.get("status") or {})
-        status: Json = copy.deepcopy(original_status)
+        cache_behind = self.status_writes.cache_is_behind(trainjob)
+        original_status = json_copy(trainjob.get("status") or {})
+        status: Json = json_copy(original_status)
         errors: list[str] = []
 
         finished = is_finished(status)
@@ -157,7 +161,11 @@ class TrainJobReconciler:
             if err is not None:
                 errors.append(err)
         set_state(trainjob, status)
-        if (err := await self.update_status_if_changed(trainjob, original_status, status)) is not None:
+        if cache_behind and status != original_status:
+            # Our last status write is newer than this TrainJob: its PUT would be refused (409),
+            # and that write's watch event reconciles again from the newer state.
+            log.debug("cache older than our status write; waiting for it")
+        elif (err := await self.update_status_if_changed(trainjob, original_status, status)) is not None:
             errors.append(err)
 
         if errors:
@@ -290,7 +298,7 @@ class TrainJobReconciler:
             # rejects (T-11): the PUT without it clears the status instead.
             trainjob.pop("status")
         try:
-            await self.client.status.update(trainjob, field_owner=FIELD_MANAGER)
+            self.status_writes.wrote(await self.client.status.update(trainjob, field_owner=FIELD_MANAGER))
         except Conflict:
             # the cache holds an older TrainJob (typically without our previous status write):
             # the newer version's watch event reconciles again from it -- cache lag, no error

@@ -54,7 +54,7 @@ class AsyncMapHandler:
         self._tasks.spawn(self._map(objects, queue))
 
     @staticmethod
-    def _failed(_task: asyncio.Task[None], err: BaseException) -> None:
+    def _failed(_task: asyncio.Task[object], err: BaseException) -> None:
         log.error("mapping an event to TrainJobs failed", error=str(err))
 
     async def drain(self) -> None:

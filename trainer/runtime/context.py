@@ -17,9 +17,8 @@ webhooks' setup, the process serves no webhooks).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from manager import Manager
 from manager.client.restmapper import NoKindMatch
@@ -29,9 +28,7 @@ from manager.webhook.server import WebhookServer
 from trainer.runtime.readers import CacheReader
 from trainer.runtime.registry import Runtime, new_runtimes
 
-__all__ = ["DeferredIndexer", "Setup", "SetupContext", "require_kinds"]
-
-IndexFunc = Callable[[Any], list[str] | None]
+__all__ = ["Setup", "SetupContext", "require_kinds"]
 
 
 async def require_kinds(mapper: object | None, *gvks: GroupVersionKind) -> bool:
@@ -50,31 +47,6 @@ async def require_kinds(mapper: object | None, *gvks: GroupVersionKind) -> bool:
         except NoKindMatch:
             return False
     return True
-
-
-@dataclass
-class DeferredIndexer:
-    """Collects the runtime framework's index registrations so they can be awaited on the cache.
-
-    The framework registers indexes through a synchronous ``index_field``; the cache's is async
-    (it creates the informer). Registering through this and then ``await apply(cache)`` keeps the
-    upstream error texts of ``new_runtimes`` for bad names and still indexes the real cache.
-    """
-
-    registered: list[tuple[GroupVersionKind, str, IndexFunc]] = field(default_factory=list)
-
-    def index_field(self, gvk: GroupVersionKind, name: str, fn: IndexFunc) -> None:
-        if not name:
-            raise ValueError("field name cannot be empty")
-        self.registered.append((gvk, name, fn))
-
-    async def apply(self, cache: Any) -> None:
-        for gvk, name, fn in self.registered:
-            await cache.index_field(gvk, name, _never_none(fn))
-
-
-def _never_none(fn: IndexFunc) -> Callable[[Any], Iterable[str]]:
-    return lambda obj: fn(obj) or []
 
 
 @dataclass
@@ -98,19 +70,16 @@ class SetupContext:
     async def runtimes(self) -> dict[str, Runtime]:
         """The controllers' runtimes, built once; their field indexes are registered on the cache."""
         if self._runtimes is None:
-            indexer = DeferredIndexer()
-            runtimes = new_runtimes(self.reader(), indexer)
-            await indexer.apply(self.manager.cache)
-            self._runtimes = runtimes
+            self._runtimes = await new_runtimes(self.reader(), self.manager.cache)
         return self._runtimes
 
     async def admission_runtimes(self) -> dict[str, Runtime]:
         """The webhooks' runtimes: same plugins, a cache miss confirmed live (divergence T-3).
 
-        Their index registrations are dropped: the controllers' runtimes register the same ones.
+        They register no index: the controllers' runtimes register the same ones on the cache.
         """
         if self._admission_runtimes is None:
-            self._admission_runtimes = new_runtimes(self.reader(confirm_misses=True), DeferredIndexer())
+            self._admission_runtimes = await new_runtimes(self.reader(confirm_misses=True), None)
         return self._admission_runtimes
 
     def event_recorder(self, component: str) -> EventRecorder:

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from manager.client.errors import RequestError
-from manager.client.interfaces import Reader
+from manager.client.interfaces import FieldIndexer, Reader
 from manager.meta.field import FieldError
 from manager.meta.object import Json
-from manager.scheme import GroupVersionKind
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime import indexes
 from trainer.runtime.errors import PluginFailure, RuntimeFailure
@@ -41,16 +40,8 @@ from trainer.runtime.plugins.base import (
     WatchExtensionPlugin,
 )
 
-IndexFunc = Callable[[Any], list[str] | None]
-
-__all__ = ["FieldIndexer", "Framework", "IndexNames"]
+__all__ = ["Framework", "IndexNames"]
 log = structlog.get_logger("trainer.runtime.framework")
-
-
-class FieldIndexer(Protocol):
-    """The cache's index registration (``index_field(gvk, name, fn)``); raises on a bad index."""
-
-    def index_field(self, gvk: GroupVersionKind, name: str, fn: IndexFunc) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -76,25 +67,21 @@ class Framework:
     """Names of third-party plugins: anything they raise fails only the TrainJob at hand."""
 
     @classmethod
-    def new(
-        cls, reader: Reader, registry: Registry, indexer: FieldIndexer, index_names: IndexNames | None = None
+    async def new(
+        cls,
+        reader: Reader,
+        registry: Registry,
+        indexer: FieldIndexer | None,
+        index_names: IndexNames | None = None,
     ) -> Framework:
-        """Register the runtimeClass indexes, build every plugin and sort it into extension points."""
-        names = index_names or IndexNames()
-        try:
-            indexer.index_field(
-                TRAINING_RUNTIME_GVK, names.training_runtime, indexes.index_training_runtime_runtime_class
-            )
-        except Exception as err:
-            raise RuntimeFailure(f"setting index on runtimeClass for TrainingRuntime: {err}") from err
-        try:
-            indexer.index_field(
-                CLUSTER_TRAINING_RUNTIME_GVK,
-                names.cluster_training_runtime,
-                indexes.index_cluster_training_runtime_runtime_class,
-            )
-        except Exception as err:
-            raise RuntimeFailure(f"setting index on runtimeClass for ClusterTrainingRuntime: {err}") from err
+        """Register the runtimeClass indexes on ``indexer`` (awaited: the cache may create the
+        informer), build every plugin and sort it into extension points.
+
+        ``indexer`` None registers no index: for a second framework over the same cache (the
+        webhooks' runtimes), whose indexes the first one registered.
+        """
+        if indexer is not None:
+            await cls._register_indexes(indexer, index_names or IndexNames())
         framework = cls()
         context = PluginContext(reader=reader)
         third_party = {name for name, _ in external.enabled_factories()}
@@ -112,6 +99,23 @@ class Framework:
             framework.external.add(plugin.name)
             framework._add(plugin)
         return framework
+
+    @staticmethod
+    async def _register_indexes(indexer: FieldIndexer, names: IndexNames) -> None:
+        try:
+            await indexer.index_field(
+                TRAINING_RUNTIME_GVK, names.training_runtime, indexes.index_training_runtime_runtime_class
+            )
+        except Exception as err:
+            raise RuntimeFailure(f"setting index on runtimeClass for TrainingRuntime: {err}") from err
+        try:
+            await indexer.index_field(
+                CLUSTER_TRAINING_RUNTIME_GVK,
+                names.cluster_training_runtime,
+                indexes.index_cluster_training_runtime_runtime_class,
+            )
+        except Exception as err:
+            raise RuntimeFailure(f"setting index on runtimeClass for ClusterTrainingRuntime: {err}") from err
 
     def _failure(self, name: str, err: Exception) -> RuntimeFailure | None:
         """A third-party plugin's exception as a PluginFailure (None for built-in plugins)."""

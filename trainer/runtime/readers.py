@@ -18,17 +18,17 @@ the live fallbacks into conditions, events or webhook denials.
 from __future__ import annotations
 
 import builtins
-from typing import TypeVar, cast, overload
 
 from manager.cache.cache import ResourceNotCached, not_found
-from manager.client import objects
 from manager.client.errors import ApiError, NotFound
-from manager.client.interfaces import FieldSelector, LabelSelector, Reader
+from manager.client.interfaces import (
+    ListQuery,
+    Reader,
+    TypedReader,
+)
 from manager.client.restmapper import NoKindMatch
 from manager.meta.object import Json
-from manager.scheme import GroupVersionKind, gvk_for
-
-M = TypeVar("M")
+from manager.scheme import GroupVersionKind
 
 __all__ = ["CacheReader", "no_kind_match_error"]
 
@@ -38,7 +38,7 @@ def no_kind_match_error(gvk: GroupVersionKind) -> ApiError:
     return ApiError(f'no matches for kind "{gvk.kind}" in version "{gvk.api_version}"')
 
 
-class CacheReader:
+class CacheReader(TypedReader):
     """Reads from the cache; uncached kinds live; ``confirm_misses`` re-reads a cache miss live."""
 
     def __init__(self, cache: Reader, live: Reader, *, confirm_misses: bool = False) -> None:
@@ -54,7 +54,7 @@ class CacheReader:
         except NotFound:
             raise not_found(gvk, name) from None  # the cache's words, as upstream reads the cache
 
-    async def _get(self, gvk: GroupVersionKind, name: str, namespace: str) -> Json:
+    async def _get_object(self, gvk: GroupVersionKind, name: str, namespace: str) -> Json:
         try:
             return await self._cache.get(gvk, name, namespace)
         except ResourceNotCached:
@@ -64,64 +64,22 @@ class CacheReader:
                 raise not_found(gvk, name) from miss
             return await self._live_get(gvk, name, namespace)
 
-    @overload
-    async def get(self, kind: GroupVersionKind, name: str, namespace: str = "") -> Json: ...
-
-    @overload
-    async def get(self, kind: type[M], name: str, namespace: str = "") -> M: ...
-
-    async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Json | M:
-        return cast("Json | M", objects.like(kind, await self._get(gvk_for(kind), name, namespace)))
-
-    @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-    ) -> builtins.list[Json]: ...
-
-    @overload
-    async def list(
-        self,
-        kind: type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-    ) -> builtins.list[M]: ...
-
-    async def list(
-        self,
-        kind: GroupVersionKind | type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-    ) -> builtins.list[Json] | builtins.list[M]:
-        items = await self._list(
-            gvk_for(kind), namespace=namespace, label_selector=label_selector, field_selector=field_selector
-        )
-        return cast("builtins.list[Json] | builtins.list[M]", [objects.like(kind, item) for item in items])
-
-    async def _list(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None,
-        label_selector: LabelSelector,
-        field_selector: FieldSelector,
-    ) -> builtins.list[Json]:
+    async def _list_objects(self, gvk: GroupVersionKind, query: ListQuery) -> builtins.list[Json]:
+        # only the selection is passed on: copies, every match (the plugins' reads are small)
         try:
             return await self._cache.list(
-                gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+                gvk,
+                namespace=query.namespace,
+                label_selector=query.label_selector,
+                field_selector=query.field_selector,
             )
         except ResourceNotCached:
             try:
                 return await self._live.list(
-                    gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
+                    gvk,
+                    namespace=query.namespace,
+                    label_selector=query.label_selector,
+                    field_selector=query.field_selector,
                 )
             except NoKindMatch:
                 raise no_kind_match_error(gvk) from None

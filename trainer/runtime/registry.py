@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from manager.client.errors import RequestError
-from manager.client.interfaces import Reader
+from manager.client.interfaces import FieldIndexer, Reader
 from manager.meta.field import FieldError
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, ObjectKey
@@ -31,7 +31,7 @@ from trainer.api.trainer_v1alpha1 import (
 )
 from trainer.runtime import indexes
 from trainer.runtime.errors import RuntimeFailure
-from trainer.runtime.framework import FieldIndexer, Framework, IndexNames
+from trainer.runtime.framework import Framework, IndexNames
 from trainer.runtime.info import Info
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK
 from trainer.runtime.plugins import Registry, new_registry
@@ -271,33 +271,18 @@ class ClusterTrainingRuntimeRuntime(_BaseRuntime):
         return []
 
 
-def new_runtimes(
+async def new_runtimes(
     reader: Reader,
-    indexer: FieldIndexer,
+    indexer: FieldIndexer | None,
     registry: Registry | None = None,
     index_names: IndexNames | None = None,
 ) -> dict[str, Runtime]:
-    """Both runtimes by GroupKind key; registers the TrainJob indexes, then the framework's."""
+    """Both runtimes by GroupKind key; registers the TrainJob indexes, then the framework's, on
+    ``indexer`` (None: none, the cache already has them; see ``Framework.new``)."""
+    if indexer is not None:
+        await _register_trainjob_indexes(indexer)
     try:
-        indexer.index_field(
-            TRAINJOB_GVK, indexes.TRAINJOB_RUNTIME_REF_KEY, indexes.index_trainjob_training_runtime
-        )
-    except Exception as err:
-        raise RuntimeFailure(
-            f'initializing runtime "{TRAINING_RUNTIME_KEY}": setting index on TrainingRuntime for TrainJob: {err}'
-        ) from err
-    try:
-        indexer.index_field(
-            TRAINJOB_GVK,
-            indexes.TRAINJOB_CLUSTER_RUNTIME_REF_KEY,
-            indexes.index_trainjob_cluster_training_runtime,
-        )
-    except Exception as err:
-        raise RuntimeFailure(
-            f'initializing runtime "{TRAINING_RUNTIME_KEY}": setting index on ClusterTrainingRuntime for TrainJob: {err}'
-        ) from err
-    try:
-        framework = Framework.new(
+        framework = await Framework.new(
             reader, new_registry() if registry is None else registry, indexer, index_names
         )
     except RuntimeFailure as failure:
@@ -306,3 +291,24 @@ def new_runtimes(
         TRAINING_RUNTIME_KEY: TrainingRuntimeRuntime(framework, reader),
         CLUSTER_TRAINING_RUNTIME_KEY: ClusterTrainingRuntimeRuntime(framework, reader),
     }
+
+
+async def _register_trainjob_indexes(indexer: FieldIndexer) -> None:
+    try:
+        await indexer.index_field(
+            TRAINJOB_GVK, indexes.TRAINJOB_RUNTIME_REF_KEY, indexes.index_trainjob_training_runtime
+        )
+    except Exception as err:
+        raise RuntimeFailure(
+            f'initializing runtime "{TRAINING_RUNTIME_KEY}": setting index on TrainingRuntime for TrainJob: {err}'
+        ) from err
+    try:
+        await indexer.index_field(
+            TRAINJOB_GVK,
+            indexes.TRAINJOB_CLUSTER_RUNTIME_REF_KEY,
+            indexes.index_trainjob_cluster_training_runtime,
+        )
+    except Exception as err:
+        raise RuntimeFailure(
+            f'initializing runtime "{TRAINING_RUNTIME_KEY}": setting index on ClusterTrainingRuntime for TrainJob: {err}'
+        ) from err

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import http.client
 import json
 import os
-import ssl
 import sys
 import time
 from pathlib import Path
@@ -38,37 +36,6 @@ EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "800"))
 MAX_BODY = 7 * 1024 * 1024  # controller-runtime's maxRequestSize
 ROOT = Path(__file__).resolve().parents[3]
 Json = dict[str, Any]
-
-
-class Poster:
-    """One keep-alive HTTPS connection to the webhook server (reopened when the server closes it)."""
-
-    def __init__(self, port: int, ca_pem: bytes) -> None:
-        self.port = port
-        self.ctx = ssl.create_default_context(cadata=ca_pem.decode())
-        self.conn: http.client.HTTPSConnection | None = None
-
-    def post(self, path: str, body: bytes, content_type: str = "application/json") -> tuple[int, bytes]:
-        for attempt in range(2):
-            if self.conn is None:
-                self.conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=60)
-            try:
-                self.conn.request("POST", path, body=body, headers={"Content-Type": content_type})
-                response = self.conn.getresponse()
-                data = response.read()
-                if response.getheader("Connection", "").lower() == "close":
-                    self.close()
-                return response.status, data
-            except (ConnectionError, http.client.HTTPException, ssl.SSLError):
-                self.close()
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
 
 
 def rss_kib(pid: int) -> int:
@@ -109,9 +76,15 @@ def log_problems(log_path: Path, start: int = 0, namespace: str | None = None) -
 
 def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, Any]:
     """Runs hypothesis in this (worker) thread; returns the figures."""
-    poster = Poster(manager.webhook_port, manager.ca.cert_pem)
-    stats: dict[str, Any] = {"codes": collections.Counter(), "paths": collections.Counter(), "examples": 0}
-    rss: list[int] = []
+    poster = af.Poster(manager.webhook_port, manager.ca.cert_pem)
+    stats: dict[str, Any] = {
+        "codes": collections.Counter(),
+        "paths": collections.Counter(),
+        "kinds": collections.Counter(),  # the kind of the object in the review, as sent
+        "operations": collections.Counter(),
+        "examples": 0,
+    }
+    rss = {"start": rss_kib(manager.proc.pid)}
     warmup = max(1, examples // 5)
 
     @settings(
@@ -129,10 +102,12 @@ def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, An
         response = af.check_answer(review, status, body)
         stats["examples"] += 1
         stats["paths"][path] += 1
+        stats["kinds"][af.object_kind(review)] += 1
+        stats["operations"][af.operation(review)] += 1
         code = (response.get("status") or {}).get("code", 200)
         stats["codes"][f"{code} {'allowed' if response.get('allowed') else 'denied'}"] += 1
         if stats["examples"] == warmup:
-            rss.append(rss_kib(manager.proc.pid))
+            rss["warm"] = rss_kib(manager.proc.pid)
 
     if os.environ.get("FUZZ_SEED"):
         one = seed(int(os.environ["FUZZ_SEED"]))(one)
@@ -142,7 +117,8 @@ def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, An
     finally:
         poster.close()
     stats["seconds"] = round(time.monotonic() - started, 1)
-    stats["rss_kib"] = [*rss, rss_kib(manager.proc.pid)]
+    rss["end"] = rss_kib(manager.proc.pid)
+    stats["rss_kib"] = rss
     return stats
 
 
@@ -162,9 +138,9 @@ async def test_fuzzed_admission_reviews_get_controller_runtime_answers(
         codes = stats["codes"]
         assert codes["200 allowed"] and codes["400 denied"] and codes["403 denied"], codes
         # memory flat: after the warm-up fifth, less than 40 MiB more at the end
-        assert rss[-1] - rss[0] < 40 * 1024, f"RSS grew from {rss[0]} KiB to {rss[-1]} KiB"
+        assert rss["end"] - rss["warm"] < 40 * 1024, f"RSS grew from {rss['warm']} KiB to {rss['end']} KiB"
         # a body over controller-runtime's limit is refused with 413 in the review, the server serves on
-        poster = Poster(manager.webhook_port, manager.ca.cert_pem)
+        poster = af.Poster(manager.webhook_port, manager.ca.cert_pem)
         try:
             status, body = poster.post(next(iter(af.PATHS)), b'{"pad": "' + b"x" * MAX_BODY + b'"}')
             assert status == 200, status

@@ -100,7 +100,12 @@ async def test_admitted_fuzzed_objects_never_crash_a_reconcile(
             base = f"/apis/{API[kind]}/namespaces/{namespace}/{PLURALS[kind]}"
             status, body = await env.request("POST", base, obj)
             answers[f"{kind} {status}"] += 1
-            assert status != 500 and status < 500, f"{kind}: {status} {str(body)[:600]}"
+            if status >= 500:  # the object, for the report (tmp_path keeps it)
+                (tmp_path / "failed-object.json").write_text(json.dumps(obj))
+            assert status != 500 and status < 500, (
+                f"{kind}: {status} {str(body)[:600]}; object ({len(json.dumps(obj))} bytes) in "
+                f"{tmp_path / 'failed-object.json'}"
+            )
             if status == 201:
                 admitted.append((kind, body["metadata"]["name"]))
         print(f"\nreconcile fuzz: {len(objects)} objects, answers {dict(answers)}")

@@ -84,6 +84,7 @@ NEEDED = [
     *[(v, "", "services", "") for v in ("create", "delete", "list", "watch")],
     ("delete", "", "pods", ""),
     ("update", "jobset.x-k8s.io", "jobsets", "status"),
+    ("delete", "jobset.x-k8s.io", "jobsets", ""),  # ttlSecondsAfterFinished
     ("update", "scheduling.x-k8s.io", "podgroups", "status"),
     ("update", "scheduling.x-k8s.io", "elasticquotas", "status"),
     ("list", "scheduling.x-k8s.io", "elasticquotas", ""),
@@ -95,7 +96,6 @@ NEEDED = [
     ],
 ]
 DENIED = [
-    ("delete", "jobset.x-k8s.io", "jobsets", ""),
     ("delete", "trainer.kubeflow.org", "trainjobs", ""),
     ("delete", "", "secrets", ""),
     ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", ""),

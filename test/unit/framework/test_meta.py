@@ -112,3 +112,19 @@ def test_accessors_read_zero_values_and_never_create() -> None:
     assert pod == {"metadata": None}
     object.metadata_of(pod)["name"] = "p"
     assert object.name_of(pod) == "p"
+
+
+def test_json_copy_is_deep_and_falls_back_for_what_orjson_refuses() -> None:
+    doc = {"a": [{"b": 1, "c": 1.5, "d": None, "e": True}], "s": "x"}
+    copied = object.json_copy(doc)
+    assert copied == doc and copied is not doc and copied["a"][0] is not doc["a"][0]
+    copied["a"][0]["b"] = 2
+    assert doc["a"][0]["b"] == 1
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(300):  # deeper than orjson's 254 levels
+        node["n"] = {}
+        node = node["n"]  # type: ignore[assignment]
+    assert object.json_copy(deep) == deep
+    odd = {1: [2**70]}  # a non-string key, an int beyond 64 bits
+    assert object.json_copy(odd) == odd and object.json_copy(odd) is not odd

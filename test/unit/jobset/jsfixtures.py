@@ -177,6 +177,9 @@ class Events:
     async def event(self, obj: Any, event_type: str, reason: str, message: str) -> None:
         self.items.append((event_type, reason, message))
 
+    def emit(self, obj: Any, event_type: str, reason: str, message: str) -> None:
+        self.items.append((event_type, reason, message))
+
 
 def reconciler(
     client: Any, *, now: datetime.datetime = NOW

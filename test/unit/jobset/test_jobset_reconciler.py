@@ -260,6 +260,97 @@ async def test_status_conflict_drops_events_and_waits_for_the_newer_jobset() -> 
     assert events.items == [("Normal", "AllJobsCompleted", "jobset completed successfully")]
 
 
+async def test_suspended_first_reconcile_counts_the_jobs_it_created_in_its_one_status_write() -> None:
+    # Upstream writes suspended 0 here and 1 on the pass the Jobs' watch events cause; we write
+    # what that pass would, once (docs/divergences.md, "Hot paths").
+    client = RecordingClient(two_rjobs(suspend=True))
+    rec, events, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-a-0", "test-jobset-b-0", "test-jobset-b-1"]
+    stored = await get_jobset(client)
+    assert stored["status"]["replicatedJobsStatus"] == [
+        {"name": "b", "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 2},
+        {"name": "a", "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 1},
+    ]
+    assert client.requests["status.update"] == 1
+    assert events.items == [("Normal", "SuspendedJobs", "jobset is suspended")]
+    client.requests.clear()
+    await rec.reconcile(REQ)  # what the Jobs' watch events cause: nothing left to write
+    assert client.writes == 0, client.requests
+
+
+async def test_events_are_emitted_without_waiting_for_their_write() -> None:
+    import asyncio
+
+    from prometheus_client import CollectorRegistry
+
+    from manager.events import EventRecorder
+    from trainer.controllers.jobset.metrics import JobSetMetrics
+    from trainer.controllers.jobset.reconciler import JobSetReconciler
+
+    gate = asyncio.Event()
+
+    class SlowEvents(RecordingClient):
+        async def create(self, obj: Any, **kwargs: Any) -> Any:
+            if obj.get("kind") == "Event":
+                await gate.wait()
+            return await super().create(obj, **kwargs)
+
+    client = SlowEvents(two_rjobs(suspend=True))
+    recorder = EventRecorder(client, component="jobset")
+    rec = JobSetReconciler(client, recorder, now=lambda: NOW, metrics=JobSetMetrics(CollectorRegistry()))
+    await asyncio.wait_for(rec.reconcile(REQ), 5)  # returns with the Event's POST still blocked
+    assert client.names("Event") == []
+    assert (await get_jobset(client))["status"]["conditions"][0]["reason"] == "SuspendedJobs"
+    gate.set()
+    await recorder.flush(5)
+    [event] = [o for o in client.created if o["kind"] == "Event"]
+    assert (event["type"], event["reason"], event["message"]) == (
+        "Normal",
+        "SuspendedJobs",
+        "jobset is suspended",
+    )
+    assert event["involvedObject"]["name"] == "test-jobset"
+
+
+async def test_a_pass_on_a_jobset_older_than_our_status_write_skips_the_write_it_would_lose() -> None:
+    # The Job's ADDED event can start a pass before the JobSet's MODIFIED event of our status
+    # write reached the cache: that PUT would be a 409 (docs/divergences.md, "Hot paths").
+    import copy
+
+    class LaggingCache(RecordingClient):
+        stale: Object | None = None
+
+        async def get(self, kind: Any, name: str, namespace: str = "") -> Any:
+            if self.stale is not None and getattr(kind, "kind", "") == "JobSet":
+                return copy.deepcopy(self.stale)
+            return await super().get(kind, name, namespace)
+
+    client = LaggingCache(two_rjobs(suspend=True))
+    before_write = await get_jobset(client)
+    rec, events, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.requests["status.update"] == 1 and len(rec.status_writes) == 1
+    client.stale = before_write  # the cache has not seen our write yet
+    await rec.reconcile(REQ)
+    assert client.requests["status.update"] == 1  # no PUT with the old resourceVersion
+    assert events.items == [("Normal", "SuspendedJobs", "jobset is suspended")]  # nor its event again
+    client.stale = None  # our write's watch event: the cache caught up
+    client.requests.clear()
+    await rec.reconcile(REQ)
+    assert client.writes == 0, client.requests
+    assert len(rec.status_writes) == 0
+
+
+async def test_a_job_already_listed_is_not_counted_twice() -> None:
+    client = RecordingClient(two_rjobs(suspend=True), job("test-jobset-b-0", "b", suspend=True))
+    rec, _, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert client.requests["create"] == 2
+    statuses = (await get_jobset(client))["status"]["replicatedJobsStatus"]
+    assert [s["suspended"] for s in statuses] == [2, 1]
+
+
 async def test_inner_error_skips_status_write() -> None:
     client = RecordingClient(two_rjobs())
     client.inject_error("create", InternalError("nope", code=500))

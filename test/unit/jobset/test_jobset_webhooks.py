@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import sys
+import time
 from typing import Any
 
 import pytest
@@ -410,6 +412,32 @@ def test_update_edge_cases() -> None:
     empty_vs_absent = copy.deepcopy(BASE)
     pod_tpl(empty_vs_absent)["spec"]["nodeSelector"] = {}
     assert upd(BASE, empty_vs_absent) == []
+
+
+def test_update_with_a_deeply_nested_value_is_linear() -> None:
+    """Found by the admission fuzzer (issue 13): an UPDATE whose old JobSet held a 500-level
+    nested value under a replicated job kept the webhook busy for minutes (the semantic
+    comparison normalised every value twice per level: 2^depth calls), blocking the server."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))  # as the webhook server runs (manager/webhook/server.py)
+    try:
+        check_nested_update_time()
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def check_nested_update_time() -> None:
+    for depth in (24, 500):  # 24 levels: 16 million calls before the fix, seconds; 500: forever
+        nest: Any = "leaf"
+        for _ in range(depth):
+            nest = {"a": nest}
+        old = copy.deepcopy(BASE)
+        old["spec"]["replicatedJobs"][0]["a"] = nest
+        started = time.monotonic()
+        (err,) = upd(old, BASE)
+        assert err.startswith(IMMUTABLE) and err.endswith(": field is immutable")
+        assert upd(old, copy.deepcopy(old)) == []
+        assert time.monotonic() - started < 2.0, depth
 
 
 async def test_update_denial_aggregates() -> None:

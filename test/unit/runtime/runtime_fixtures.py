@@ -66,7 +66,7 @@ class FakeReader:
             if obj_gvk != gvk or (namespace and key.namespace != namespace):
                 continue
             if field_selector and not all(
-                value in (INDEXES[(gvk, name)](obj) or []) for name, value in field_selector.items()
+                value in INDEXES[(gvk, name)](obj) for name, value in field_selector.items()
             ):
                 continue
             out.append(copy.deepcopy(obj))
@@ -79,7 +79,7 @@ class RecordingIndexer:
     def __init__(self) -> None:
         self.registered: list[tuple[GroupVersionKind, str]] = []
 
-    def index_field(self, gvk: GroupVersionKind, name: str, fn: Callable[[Any], list[str] | None]) -> None:
+    async def index_field(self, gvk: GroupVersionKind, name: str, fn: Callable[[Any], Iterable[str]]) -> None:
         if not name:
             raise ValueError("field name cannot be empty")
         self.registered.append((gvk, name))

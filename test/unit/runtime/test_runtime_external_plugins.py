@@ -65,16 +65,11 @@ def entry_points(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_EP]]:
     external.reset()
 
 
-class _Indexer:
-    def index_field(self, *_: Any) -> None:
-        pass
-
-
-def test_enabled_plugins_join_in_configured_order_before_jobset(entry_points: list[_EP]) -> None:
+async def test_enabled_plugins_join_in_configured_order_before_jobset(entry_points: list[_EP]) -> None:
     entry_points += [_EP("Raises", Raises), _EP("Builds", Builds), _EP("Unused", Builds)]
     assert external.configure(["Builds", "Raises"], BUILTIN) == ["Builds", "Raises"]
     assert list(new_registry())[-3:] == ["Builds", "Raises", "JobSet"]
-    framework = Framework.new(object(), new_registry(), _Indexer())  # type: ignore[arg-type]
+    framework = await Framework.new(object(), new_registry(), None)  # type: ignore[arg-type]
     assert framework.external == {"Builds", "Raises"}
     assert [p.name for p in framework.component_builder_plugins][-3:] == ["Builds", "Raises", "JobSet"]
 
@@ -107,7 +102,7 @@ def test_nothing_is_enabled_by_discovery_alone(entry_points: list[_EP]) -> None:
 async def test_a_raising_plugin_is_a_plugin_failure_naming_it(entry_points: list[_EP]) -> None:
     entry_points += [_EP("Raises", Raises), _EP("CannotBuild", _cannot_build)]
     external.configure(["Raises", "CannotBuild"], BUILTIN)
-    framework = Framework.new(object(), {"Raises": Raises, "CannotBuild": _cannot_build}, _Indexer())  # type: ignore[arg-type]
+    framework = await Framework.new(object(), {"Raises": Raises, "CannotBuild": _cannot_build}, None)  # type: ignore[arg-type]
     assert framework.external == {"Raises"}  # the one that cannot be built is left out, logged
     with pytest.raises(PluginFailure) as err:
         await framework.run_component_builder_plugins(None, None)
@@ -122,6 +117,6 @@ async def test_a_raising_plugin_is_a_plugin_failure_naming_it(entry_points: list
 
 
 async def test_built_in_plugins_keep_their_error_contract() -> None:
-    framework = Framework.new(object(), {"Raises": Raises}, _Indexer())  # type: ignore[arg-type]
+    framework = await Framework.new(object(), {"Raises": Raises}, None)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="boom"):  # a bug in our own code is not hidden
         await framework.run_component_builder_plugins(None, None)

@@ -32,21 +32,21 @@ from trainer.runtime.runtime_info import new_runtime_info
 Json = dict[str, Any]
 
 
-def full_framework(reader: FakeReader) -> Framework:
-    return Framework.new(reader, new_registry(), RecordingIndexer())
+async def full_framework(reader: FakeReader) -> Framework:
+    return await Framework.new(reader, new_registry(), RecordingIndexer())
 
 
-def empty_framework() -> Framework:
-    return Framework.new(FakeReader(), {}, RecordingIndexer())
+async def empty_framework() -> Framework:
+    return await Framework.new(FakeReader(), {}, RecordingIndexer())
 
 
 def names(plugins: list[Any]) -> list[str]:
     return [p.name for p in plugins]
 
 
-def test_e1_extension_points_of_the_full_registry() -> None:
+async def test_e1_extension_points_of_the_full_registry() -> None:
     # spec: trainer E1
-    framework = full_framework(FakeReader())
+    framework = await full_framework(FakeReader())
     assert names(framework.enforce_ml_policy_plugins) == ["MPI", "PlainML", "Torch"]
     assert names(framework.enforce_pod_group_policy_plugins) == ["CoScheduling", "Volcano"]
     assert names(framework.custom_validation_plugins) == ["Volcano", "MPI", "Torch", "JobSet"]
@@ -56,18 +56,18 @@ def test_e1_extension_points_of_the_full_registry() -> None:
     assert framework.trainjob_status_plugin is not None and framework.trainjob_status_plugin.name == "JobSet"
 
 
-def test_e2_training_runtime_runtime_class_index_failure() -> None:
+async def test_e2_training_runtime_runtime_class_index_failure() -> None:
     # spec: trainer E2
     with pytest.raises(RuntimeFailure, match=r"^setting index on runtimeClass for TrainingRuntime: "):
-        Framework.new(
+        await Framework.new(
             FakeReader(), {"CoScheduling": CoScheduling}, RecordingIndexer(), IndexNames(training_runtime="")
         )
 
 
-def test_e3_cluster_training_runtime_runtime_class_index_failure() -> None:
+async def test_e3_cluster_training_runtime_runtime_class_index_failure() -> None:
     # spec: trainer E3
     with pytest.raises(RuntimeFailure, match=r"^setting index on runtimeClass for ClusterTrainingRuntime: "):
-        Framework.new(
+        await Framework.new(
             FakeReader(),
             {"CoScheduling": CoScheduling},
             RecordingIndexer(),
@@ -87,60 +87,64 @@ def counts(info: Info) -> list[int | None]:
     return [ps.count for ps in info.template_spec.pod_sets]
 
 
-def test_e4_plain_ml_without_trainer_changes_nothing() -> None:
+async def test_e4_plain_ml_without_trainer_changes_nothing() -> None:
     # spec: trainer E4
     info = Info(
         runtime_policy=RuntimePolicy(ml_policy=MLPolicy()),
         template_spec=TemplateSpec(pod_sets=three_pod_sets(10)),
     )
-    full_framework(FakeReader()).run_enforce_ml_policy_plugins(info, tj_model())
+    (await full_framework(FakeReader())).run_enforce_ml_policy_plugins(info, tj_model())
     assert counts(info) == [1, 1, 10]
 
 
-def test_e5_plain_ml_num_nodes_sets_trainer_count() -> None:
+async def test_e5_plain_ml_num_nodes_sets_trainer_count() -> None:
     # spec: trainer E5
     info = Info(
         runtime_policy=RuntimePolicy(ml_policy=MLPolicy()),
         template_spec=TemplateSpec(pod_sets=three_pod_sets(10)),
     )
-    full_framework(FakeReader()).run_enforce_ml_policy_plugins(info, tj_model(trainer={"numNodes": 30}))
+    (await full_framework(FakeReader())).run_enforce_ml_policy_plugins(
+        info, tj_model(trainer={"numNodes": 30})
+    )
     assert counts(info) == [1, 1, 30]
 
 
-def test_e6_empty_registry_leaves_info_unchanged() -> None:
+async def test_e6_empty_registry_leaves_info_unchanged() -> None:
     # spec: trainer E6
     info = Info(
         runtime_policy=RuntimePolicy(ml_policy=MLPolicy()),
         template_spec=TemplateSpec(pod_sets=three_pod_sets(10)),
     )
-    empty_framework().run_enforce_ml_policy_plugins(info, tj_model(trainer={"numNodes": 30}))
+    (await empty_framework()).run_enforce_ml_policy_plugins(info, tj_model(trainer={"numNodes": 30}))
     assert info == Info(
         runtime_policy=RuntimePolicy(ml_policy=MLPolicy()),
         template_spec=TemplateSpec(pod_sets=three_pod_sets(10)),
     )
 
 
-def test_e7_coscheduling_pod_label() -> None:
+async def test_e7_coscheduling_pod_label() -> None:
     # spec: trainer E7
     policy = PodGroupPolicy.from_dict({"coscheduling": {"scheduleTimeoutSeconds": 99}})
     info = Info(runtime_policy=RuntimePolicy(pod_group_policy=policy))
-    full_framework(FakeReader()).run_enforce_pod_group_policy_plugins(info, tj_model())
+    (await full_framework(FakeReader())).run_enforce_pod_group_policy_plugins(info, tj_model())
     assert info.scheduler.pod_labels == {"scheduling.x-k8s.io/pod-group": "test-job"}
     assert info.scheduler.pod_annotations is None
 
 
-def test_e8_volcano_pod_annotation() -> None:
+async def test_e8_volcano_pod_annotation() -> None:
     # spec: trainer E8
     info = Info(runtime_policy=RuntimePolicy(pod_group_policy=PodGroupPolicy.from_dict({"volcano": {}})))
-    full_framework(FakeReader()).run_enforce_pod_group_policy_plugins(info, tj_model(name="test-volcano-job"))
+    (await full_framework(FakeReader())).run_enforce_pod_group_policy_plugins(
+        info, tj_model(name="test-volcano-job")
+    )
     assert info.scheduler.pod_annotations == {"scheduling.k8s.io/group-name": "test-volcano-job"}
     assert info.scheduler.pod_labels == {}
 
 
-def test_e9_empty_registry_sets_no_scheduler_metadata() -> None:
+async def test_e9_empty_registry_sets_no_scheduler_metadata() -> None:
     # spec: trainer E9
     info = Info(runtime_policy=RuntimePolicy(pod_group_policy=PodGroupPolicy.from_dict({"coscheduling": {}})))
-    empty_framework().run_enforce_pod_group_policy_plugins(info, tj_model())
+    (await empty_framework()).run_enforce_pod_group_policy_plugins(info, tj_model())
     assert info.scheduler.pod_labels == {} and info.scheduler.pod_annotations is None
 
 
@@ -153,7 +157,9 @@ def wrapper_info(tj: TrainJob) -> Info:
 async def test_e10_full_registry_validates_plain_trainjobs() -> None:
     # spec: trainer E10
     old, new = tj_model(), tj_model()
-    assert await full_framework(FakeReader()).run_custom_validation_plugins(wrapper_info(new), old, new) == (
+    assert await (await full_framework(FakeReader())).run_custom_validation_plugins(
+        wrapper_info(new), old, new
+    ) == (
         [],
         [],
     )
@@ -162,7 +168,10 @@ async def test_e10_full_registry_validates_plain_trainjobs() -> None:
 async def test_e11_empty_registry_validates_nothing() -> None:
     # spec: trainer E11
     new = tj_model(initializer={"dataset": {}})
-    assert await empty_framework().run_custom_validation_plugins(wrapper_info(new), None, new) == ([], [])
+    assert await (await empty_framework()).run_custom_validation_plugins(wrapper_info(new), None, new) == (
+        [],
+        [],
+    )
 
 
 MPI_LAUNCHER_AS_NODE = {
@@ -205,7 +214,7 @@ async def run_e12(runtime, tj):
     info = new_runtime_info(model, spec.template, spec.ml_policy, spec.pod_group_policy)
     info.find_pod_set_by_name("launcher").endpoints = ["test-job-launcher-0-0.test-job"]
     info.find_pod_set_by_name("node").endpoints = ["test-job-node-0-0.test-job", "test-job-node-0-1.test-job"]
-    framework = full_framework(FakeReader())
+    framework = await full_framework(FakeReader())
     framework.run_enforce_pod_group_policy_plugins(info, model)
     framework.run_enforce_ml_policy_plugins(info, model)
     assert info.find_pod_set_by_name("node").count == 99
@@ -385,7 +394,7 @@ async def test_e12_mpi_launcher_as_node_objects() -> None:
 
 
 async def runtime_objects(runtime: Json, tj: Json) -> list[Json]:
-    runtimes = new_runtimes(FakeReader([runtime]), RecordingIndexer())
+    runtimes = await new_runtimes(FakeReader([runtime]), RecordingIndexer())
     return sort_objects(await runtimes[TRAINING_RUNTIME_KEY].new_objects(tj))
 
 
@@ -595,12 +604,12 @@ async def test_e14_volcano_podgroup_and_jobset() -> None:
 
 async def test_e15_empty_registry_builds_nothing() -> None:
     # spec: trainer E15
-    assert await empty_framework().run_component_builder_plugins(None, tj_model()) == []
+    assert await (await empty_framework()).run_component_builder_plugins(None, tj_model()) == []
 
 
-def test_e16_watch_extensions() -> None:
+async def test_e16_watch_extensions() -> None:
     # spec: trainer E16
-    framework = full_framework(FakeReader())
+    framework = await full_framework(FakeReader())
     assert names(framework.watch_extension_plugins) == ["CoScheduling", "Volcano", "MPI", "JobSet"]
     assert [(w.kind.group, w.kind.kind) for w in framework.watches()] == [
         ("scheduling.x-k8s.io", "PodGroup"),
@@ -613,8 +622,8 @@ def test_e16_watch_extensions() -> None:
         ("", "Secret"),
         ("jobset.x-k8s.io", "JobSet"),
     ]
-    assert empty_framework().watches() == []
-    assert empty_framework().watch_extension_plugins == []
+    assert (await empty_framework()).watches() == []
+    assert (await empty_framework()).watch_extension_plugins == []
 
 
 def jobset_with_status(status: Json) -> Json:
@@ -627,7 +636,7 @@ def jobset_with_status(status: Json) -> Json:
 
 
 async def trainjob_status(status: Json) -> Json | None:
-    framework = full_framework(FakeReader([jobset_with_status(status)]))
+    framework = await full_framework(FakeReader([jobset_with_status(status)]))
     return await framework.run_trainjob_status_plugin(tj_model(name="testing"))
 
 
@@ -702,7 +711,7 @@ async def test_e19_failed_jobset_fails_trainjob() -> None:
     }
 
 
-def test_e20_two_status_plugins_are_rejected() -> None:
+async def test_e20_two_status_plugins_are_rejected() -> None:
     # spec: trainer E20
     class OtherStatus:
         name = "OtherStatus"
@@ -714,7 +723,7 @@ def test_e20_two_status_plugins_are_rejected() -> None:
             return {}
 
     with pytest.raises(RuntimeFailure, match=r"^too many TrainJobStatus plugins are registered$"):
-        Framework.new(FakeReader(), {"JobSet": JobSet, "OtherStatus": OtherStatus}, RecordingIndexer())
+        await Framework.new(FakeReader(), {"JobSet": JobSet, "OtherStatus": OtherStatus}, RecordingIndexer())
 
 
 async def test_e21_no_replicated_jobs_status_gives_empty_status() -> None:
@@ -767,25 +776,25 @@ def network_info() -> Info:
     return Info(template_spec=TemplateSpec(obj_apply=spec, pod_sets=[PodSet(name="node", count=2)]))
 
 
-def test_e24_pod_network_endpoints() -> None:
+async def test_e24_pod_network_endpoints() -> None:
     # spec: trainer E24
     info = network_info()
-    full_framework(FakeReader()).run_pod_network_plugins(info, tj_model())
+    (await full_framework(FakeReader())).run_pod_network_plugins(info, tj_model())
     assert list(info.template_spec.pod_sets[0].endpoints or ()) == [
         "test-job-node-0-0.test-job",
         "test-job-node-0-1.test-job",
     ]
 
 
-def test_e25_empty_registry_sets_no_endpoints() -> None:
+async def test_e25_empty_registry_sets_no_endpoints() -> None:
     # spec: trainer E25
     info = network_info()
-    empty_framework().run_pod_network_plugins(info, tj_model())
+    (await empty_framework()).run_pod_network_plugins(info, tj_model())
     assert info.template_spec.pod_sets[0].endpoints is None
 
 
 async def test_trainjob_status_without_jobset_is_an_error() -> None:
-    framework = full_framework(FakeReader())
+    framework = await full_framework(FakeReader())
     with pytest.raises(RuntimeFailure, match=r'JobSet\.jobset\.x-k8s\.io "testing" not found'):
         await framework.run_trainjob_status_plugin(tj_model(name="testing"))
 
@@ -847,7 +856,7 @@ async def test_status_keeps_existing_conditions_and_moves_transition_time_on_fli
             ]
         }
     )
-    result = await full_framework(FakeReader([jobset])).run_trainjob_status_plugin(tj)
+    result = await (await full_framework(FakeReader([jobset]))).run_trainjob_status_plugin(tj)
     assert result == {
         "conditions": [
             {

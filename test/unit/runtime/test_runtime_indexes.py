@@ -45,13 +45,13 @@ def test_index_names_are_upstream_strings() -> None:
     ],
 )
 def test_h1_to_h14_trainjob_runtime_ref_indexes(index: Any, kind: str) -> None:
-    assert index(training_runtime()) is None
+    assert index(training_runtime()) == []
     assert index(ref("trainer.kubeflow.org", kind)) == ["runtime"]
-    assert index(ref("trainer.kubeflow", kind)) is None
-    assert index(ref("trainer.kubeflow.org", "TrainingRun")) is None
-    assert index(ref(None, kind)) is None
-    assert index(ref("trainer.kubeflow.org", None)) is None
-    assert index(ref(None, None)) is None
+    assert index(ref("trainer.kubeflow", kind)) == []
+    assert index(ref("trainer.kubeflow.org", "TrainingRun")) == []
+    assert index(ref(None, kind)) == []
+    assert index(ref("trainer.kubeflow.org", None)) == []
+    assert index(ref(None, None)) == []
 
 
 def runtime_with_classes(classes: list[str | None] | None, cluster: bool) -> Json:
@@ -69,13 +69,13 @@ def runtime_with_classes(classes: list[str | None] | None, cluster: bool) -> Jso
     ],
 )
 def test_h15_to_h26_runtime_class_indexes(index: Any, cluster: bool) -> None:
-    assert index(trainjob()) is None
-    assert index(runtime_with_classes(None, cluster)) is None
-    assert index(runtime_with_classes([None, None], cluster)) is None
+    assert index(trainjob()) == []
+    assert index(runtime_with_classes(None, cluster)) == []
+    assert index(runtime_with_classes([None, None], cluster)) == []
     assert index(runtime_with_classes(["containerd", "containerd"], cluster)) == ["containerd", "containerd"]
     assert index(runtime_with_classes(["containerd"], cluster)) == ["containerd"]
     assert index(runtime_with_classes(["containerd", None], cluster)) == ["containerd"]
-    assert index(runtime_with_classes(["containerd"], not cluster)) is None
+    assert index(runtime_with_classes(["containerd"], not cluster)) == []
 
 
 def test_j1_to_j4_runtime_ref_kinds() -> None:

@@ -32,7 +32,7 @@ Json = dict[str, Any]
 
 
 async def new_objects(runtime: Json | None, tj: Json) -> list[Json]:
-    runtimes = new_runtimes(FakeReader([runtime] if runtime else []), RecordingIndexer())
+    runtimes = await new_runtimes(FakeReader([runtime] if runtime else []), RecordingIndexer())
     kind = tj["spec"]["runtimeRef"]["kind"]
     key = CLUSTER_TRAINING_RUNTIME_KEY if kind == "ClusterTrainingRuntime" else TRAINING_RUNTIME_KEY
     return redact_ssh_secret(sort_objects(await runtimes[key].new_objects(tj)))

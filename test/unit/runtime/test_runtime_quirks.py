@@ -20,7 +20,7 @@ Json = dict[str, Any]
 
 
 async def objects(runtime: Json, tj: Json, *existing: Json) -> list[Json]:
-    runtimes = new_runtimes(FakeReader([runtime, *existing]), RecordingIndexer())
+    runtimes = await new_runtimes(FakeReader([runtime, *existing]), RecordingIndexer())
     return redact_ssh_secret(sort_objects(await runtimes[TRAINING_RUNTIME_KEY].new_objects(tj)))
 
 

@@ -29,21 +29,21 @@ DEPRECATION = (
 )
 
 
-def runtimes(*objects: Json) -> Any:
-    return new_runtimes(FakeReader(objects), RecordingIndexer())
+async def runtimes(*objects: Json) -> Any:
+    return await new_runtimes(FakeReader(objects), RecordingIndexer())
 
 
 async def test_validate_clean_trainjob_on_cluster_runtime() -> None:
     # spec: trainer B1
     ctr = training_runtime(cluster=True)
     tj = trainjob(name="valid-job-name", kind="ClusterTrainingRuntime")
-    assert await runtimes(ctr)[CLUSTER_TRAINING_RUNTIME_KEY].validate_objects(None, tj) == ([], [])
+    assert await (await runtimes(ctr))[CLUSTER_TRAINING_RUNTIME_KEY].validate_objects(None, tj) == ([], [])
 
 
 async def test_validate_missing_cluster_runtime_uses_capital_r_path() -> None:
     # spec: trainer B2
     tj = trainjob(runtime="unsupported-runtime", kind="ClusterTrainingRuntime")
-    warnings, errors = await runtimes()[CLUSTER_TRAINING_RUNTIME_KEY].validate_objects(None, tj)
+    warnings, errors = await (await runtimes())[CLUSTER_TRAINING_RUNTIME_KEY].validate_objects(None, tj)
     assert warnings == []
     assert [str(e) for e in errors] == [
         'spec.RuntimeRef: Invalid value: {"name":"unsupported-runtime","apiGroup":"trainer.kubeflow.org",'
@@ -56,12 +56,15 @@ async def test_validate_deprecated_cluster_runtime_warns() -> None:
     # spec: trainer B3
     ctr = training_runtime(cluster=True, meta={"labels": {"trainer.kubeflow.org/support": "deprecated"}})
     tj = trainjob(kind="ClusterTrainingRuntime")
-    assert await runtimes(ctr)[CLUSTER_TRAINING_RUNTIME_KEY].validate_objects(None, tj) == ([DEPRECATION], [])
+    assert await (await runtimes(ctr))[CLUSTER_TRAINING_RUNTIME_KEY].validate_objects(None, tj) == (
+        [DEPRECATION],
+        [],
+    )
 
 
 async def test_validate_missing_training_runtime() -> None:
     # spec: trainer B5
-    warnings, errors = await runtimes()[TRAINING_RUNTIME_KEY].validate_objects(
+    warnings, errors = await (await runtimes())[TRAINING_RUNTIME_KEY].validate_objects(
         None, trainjob(runtime="invalid")
     )
     assert [(e.field, e.detail) for e in errors] == [
@@ -76,7 +79,7 @@ async def test_validate_missing_training_runtime() -> None:
 
 async def test_deprecated_training_runtime_never_warns() -> None:
     tr = training_runtime(meta={"labels": {"trainer.kubeflow.org/support": "deprecated"}})
-    assert await runtimes(tr)[TRAINING_RUNTIME_KEY].validate_objects(None, trainjob()) == ([], [])
+    assert await (await runtimes(tr))[TRAINING_RUNTIME_KEY].validate_objects(None, trainjob()) == ([], [])
 
 
 async def test_validate_aggregates_plugin_errors_in_registry_order() -> None:
@@ -89,7 +92,7 @@ async def test_validate_aggregates_plugin_errors_in_registry_order() -> None:
         initializer={"model": {"storageUri": "hf://trainjob-model"}},
         trainer={"numProcPerNode": "invalid", "env": [{"name": "PET_NODE_RANK", "value": "1"}]},
     )
-    warnings, errors = await runtimes(tr)[TRAINING_RUNTIME_KEY].validate_objects(None, tj)
+    warnings, errors = await (await runtimes(tr))[TRAINING_RUNTIME_KEY].validate_objects(None, tj)
     assert warnings == []
     assert [(e.field, e.detail) for e in errors] == [
         ("spec.trainer.numProcPerNode", "must have an int value or [auto cpu gpu]"),
@@ -101,7 +104,7 @@ async def test_validate_aggregates_plugin_errors_in_registry_order() -> None:
 async def test_validate_mpi_num_proc() -> None:
     # spec: trainer B10
     tr = training_runtime(ml_policy={"mpi": {}})
-    _, errors = await runtimes(tr)[TRAINING_RUNTIME_KEY].validate_objects(
+    _, errors = await (await runtimes(tr))[TRAINING_RUNTIME_KEY].validate_objects(
         None, trainjob(trainer={"numProcPerNode": "invalid"})
     )
     assert errors == [
@@ -112,7 +115,7 @@ async def test_validate_mpi_num_proc() -> None:
 
 
 async def test_validate_bad_trainjob_document_is_a_field_error() -> None:
-    _, errors = await runtimes(training_runtime())[TRAINING_RUNTIME_KEY].validate_objects(
+    _, errors = await (await runtimes(training_runtime()))[TRAINING_RUNTIME_KEY].validate_objects(
         None, trainjob(trainer={"numNodes": "two"})
     )
     assert [e.field for e in errors] == ["spec.trainer.numNodes"]
@@ -122,7 +125,7 @@ async def test_malformed_runtime_template_is_a_failure_not_a_crash() -> None:
     """Divergence: a pod template of the wrong shape becomes a RuntimeFailure naming the plugin."""
     tr = training_runtime(rjobs=[rjob("node", "trainer", "not-a-list")])  # type: ignore[arg-type]
     with pytest.raises(RuntimeFailure, match=r"^malformed runtime template: "):
-        await runtimes(tr)[TRAINING_RUNTIME_KEY].new_objects(trainjob(trainer={"numNodes": 2}))
+        await (await runtimes(tr))[TRAINING_RUNTIME_KEY].new_objects(trainjob(trainer={"numNodes": 2}))
 
 
 async def test_validation_plugin_crash_is_an_internal_error() -> None:
@@ -135,26 +138,26 @@ async def test_validation_plugin_crash_is_an_internal_error() -> None:
         async def validate(self, info: Any, old: Any, new: Any) -> tuple[list[str], list[FieldError]]:
             raise KeyError("containers")
 
-    framework = Framework.new(FakeReader(), {"Crashing": Crashing}, RecordingIndexer())
+    framework = await Framework.new(FakeReader(), {"Crashing": Crashing}, RecordingIndexer())
     _, errors = await framework.run_custom_validation_plugins(None, None, tj_model())
     assert [str(e) for e in errors] == ["spec: Internal error: plugin Crashing: 'containers'"]
 
 
-def test_cluster_runtime_registers_no_watches() -> None:
-    registry = runtimes()
+async def test_cluster_runtime_registers_no_watches() -> None:
+    registry = await runtimes()
     assert registry[CLUSTER_TRAINING_RUNTIME_KEY].event_handler_registrars() == []
     assert len(registry[TRAINING_RUNTIME_KEY].event_handler_registrars()) == 9
 
 
-def test_runtime_factory_index_errors() -> None:
+async def test_runtime_factory_index_errors() -> None:
     class Failing(RecordingIndexer):
-        def index_field(self, gvk: Any, name: str, fn: Any) -> None:
+        async def index_field(self, gvk: Any, name: str, fn: Any) -> None:
             if name == ".spec.runtimeRef.kind=clusterTrainingRuntime":
                 raise ValueError("indexer closed")
-            super().index_field(gvk, name, fn)
+            await super().index_field(gvk, name, fn)
 
     with pytest.raises(RuntimeFailure) as failure:
-        new_runtimes(FakeReader(), Failing())
+        await new_runtimes(FakeReader(), Failing())
     assert failure.value.message == (
         'initializing runtime "TrainingRuntime.trainer.kubeflow.org": '
         "setting index on ClusterTrainingRuntime for TrainJob: indexer closed"
@@ -233,10 +236,11 @@ def test_gpu_resource_choice_is_stable() -> None:
     assert gpu_count({"requests": {"cpu": "1"}, "limits": {"nvidia.com/GPU": "1500m"}}) == 2
 
 
-def test_watch_event_rules() -> None:
+async def test_watch_event_rules() -> None:
     """Owner watches react to every event and to both versions on update; gang watches only to changes."""
     watches = {
-        (w.kind.kind, w.kind.group): w for w in runtimes()[TRAINING_RUNTIME_KEY].event_handler_registrars()
+        (w.kind.kind, w.kind.group): w
+        for w in (await runtimes())[TRAINING_RUNTIME_KEY].event_handler_registrars()
     }
     owner = watches[("JobSet", "jobset.x-k8s.io")]
     assert owner.events == {"create", "update", "delete", "generic"} and owner.map_old_on_update

@@ -120,7 +120,7 @@ def inputs_torch_distributed_with_cache():
 
 
 async def new_objects(runtime: Json, tj: Json) -> list[Json]:
-    runtimes = new_runtimes(FakeReader([runtime]), RecordingIndexer())
+    runtimes = await new_runtimes(FakeReader([runtime]), RecordingIndexer())
     return redact_ssh_secret(sort_objects(await runtimes[CLUSTER_TRAINING_RUNTIME_KEY].new_objects(tj)))
 
 
@@ -135,7 +135,7 @@ def test_every_shipped_runtime_is_tested() -> None:
 @pytest.mark.parametrize("name", [n for n in dir() if n.startswith("inputs_")])
 async def test_shipped_runtime_accepts_its_trainjob(name: str) -> None:
     runtime, tj = globals()[name]()
-    runtimes = new_runtimes(FakeReader([runtime]), RecordingIndexer())
+    runtimes = await new_runtimes(FakeReader([runtime]), RecordingIndexer())
     assert await runtimes[CLUSTER_TRAINING_RUNTIME_KEY].validate_objects(None, tj) == ([], [])
 
 

@@ -1,19 +1,23 @@
-"""The ``trainer`` component: registration in COMPONENTS, skipping without CRDs, deferred indexes."""
+"""The ``trainer`` component: registration in COMPONENTS, skipping without CRDs, its cache indexes."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 import webhooks
-from manager.client.restmapper import NoKindMatch
+from manager.cache import Cache
+from manager.cache.store import field_index_name
+from manager.client import Client, RestTransport
+from manager.client.restmapper import NoKindMatch, RESTMapper, RESTMapping
+from manager.config import RestConfig
 from manager.scheme import GroupVersionKind
 from trainer.components import COMPONENTS, component
 from trainer.controllers import trainer_setup
 from trainer.runtime import indexes
-from trainer.runtime.context import DeferredIndexer, SetupContext
+from trainer.runtime.context import SetupContext
+from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK
+from trainer.runtime.registry import TRAINING_RUNTIME_KEY
 
 
 class _Mapper:
@@ -39,30 +43,27 @@ async def test_component_skips_itself_without_the_trainjob_crd() -> None:
     assert await component("trainer").setup(SetupContext(mgr, _Untouchable())) is False  # type: ignore[arg-type]
 
 
-class _Cache:
-    def __init__(self) -> None:
-        self.indexes: dict[str, Any] = {}
-
-    async def index_field(self, gvk: GroupVersionKind, name: str, fn: Any) -> None:
-        self.indexes[name] = fn
-
-
-async def test_deferred_indexes_reach_the_cache_and_never_yield_none() -> None:
-    deferred = DeferredIndexer()
-    with pytest.raises(ValueError, match="field name cannot be empty"):
-        deferred.index_field(GroupVersionKind("g", "v", "K"), "", lambda o: None)
-    deferred.index_field(
-        GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainJob"),
-        indexes.TRAINJOB_RUNTIME_REF_KEY,
-        indexes.index_trainjob_training_runtime,
-    )
-    cache = _Cache()
-    await deferred.apply(cache)
-    fn = cache.indexes[indexes.TRAINJOB_RUNTIME_REF_KEY]
-    assert list(fn({"kind": "Other"})) == []
-    tj = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "spec": {"runtimeRef": {"name": "r", "apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime"}},
-    }
-    assert list(fn(tj)) == ["r"]
+async def test_runtimes_register_their_indexes_on_the_cache_once() -> None:
+    transport = RestTransport(RestConfig(host="http://127.0.0.1:9"))  # never contacted
+    mapper = RESTMapper(transport)
+    mapper.add(RESTMapping(TRAINJOB_GVK, "trainjobs", True))
+    mapper.add(RESTMapping(TRAINING_RUNTIME_GVK, "trainingruntimes", True))
+    mapper.add(RESTMapping(CLUSTER_TRAINING_RUNTIME_GVK, "clustertrainingruntimes", False))
+    cache = Cache(Client(transport, mapper))
+    context = SetupContext(SimpleNamespace(cache=cache, api_reader=cache, mapper=None))  # type: ignore[arg-type]
+    try:
+        runtimes = await context.runtimes()
+        assert await context.runtimes() is runtimes
+        for gvk, name in [
+            (TRAINJOB_GVK, indexes.TRAINJOB_RUNTIME_REF_KEY),
+            (TRAINJOB_GVK, indexes.TRAINJOB_CLUSTER_RUNTIME_REF_KEY),
+            (TRAINING_RUNTIME_GVK, indexes.TRAINING_RUNTIME_RUNTIME_CLASS_KEY),
+            (CLUSTER_TRAINING_RUNTIME_GVK, indexes.CLUSTER_TRAINING_RUNTIME_RUNTIME_CLASS_KEY),
+        ]:
+            assert (await cache.get_informer(gvk)).store.has_index(field_index_name(name)), name
+        # the webhooks' runtimes register nothing again (the store rejects a repeated index name)
+        admission = await context.admission_runtimes()
+        assert admission.keys() == runtimes.keys()
+        assert admission[TRAINING_RUNTIME_KEY] is not runtimes[TRAINING_RUNTIME_KEY]
+    finally:
+        await transport.aclose()

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from trainer_unit_fixtures import (
     ClientReader,
-    NoIndexer,
     container,
     fake_client,
     rjob,
@@ -30,8 +29,8 @@ Json = dict[str, Any]
 URL = "https://www.kubeflow.org/docs/components/trainer/operator-guides/runtime/#runtime-deprecation-policy"
 
 
-def validator(*objects: Json) -> TrainJobValidator:
-    return TrainJobValidator(new_runtimes(ClientReader(fake_client(objects)), NoIndexer()))
+async def validator(*objects: Json) -> TrainJobValidator:
+    return TrainJobValidator(await new_runtimes(ClientReader(fake_client(objects)), None))
 
 
 def ctr(**kwargs: Any) -> Json:
@@ -45,13 +44,13 @@ def request(operation: str, obj: Json | None, old: Json | None = None) -> Admiss
 async def test_valid_trainjob_on_cluster_runtime() -> None:
     # spec: trainer B1
     tj = trainjob("valid-job-name", kind="ClusterTrainingRuntime")
-    assert await validator(ctr()).validate_create(tj) == []
+    assert await (await validator(ctr())).validate_create(tj) == []
 
 
 async def test_missing_cluster_runtime_is_one_invalid_error_on_capital_runtime_ref() -> None:
     # spec: trainer B2
     tj = trainjob(runtime_name="unsupported-runtime", kind="ClusterTrainingRuntime")
-    runtimes = new_runtimes(ClientReader(fake_client()), NoIndexer())
+    runtimes = await new_runtimes(ClientReader(fake_client()), None)
     warnings, errors = await runtimes["ClusterTrainingRuntime.trainer.kubeflow.org"].validate_objects(
         None, tj
     )
@@ -64,21 +63,21 @@ async def test_missing_cluster_runtime_is_one_invalid_error_on_capital_runtime_r
         "kind": "ClusterTrainingRuntime",
     }
     with pytest.raises(Exception, match=r"^spec\.RuntimeRef: Invalid value: "):
-        await validator().validate_create(tj)
+        await (await validator()).validate_create(tj)
 
 
 async def test_deprecated_cluster_runtime_warns() -> None:
     # spec: trainer B3
     tj = trainjob(kind="ClusterTrainingRuntime")
     deprecated = ctr(labels={"trainer.kubeflow.org/support": "deprecated"})
-    assert await validator(deprecated).validate_create(tj) == [
+    assert await (await validator(deprecated)).validate_create(tj) == [
         'Referenced ClusterTrainingRuntime "test-runtime" is deprecated and will be removed in a future '
         f"release of Kubeflow Trainer. See runtime deprecation policy: {URL}"
     ]
 
 
 async def test_unknown_runtime_kind_is_denied_with_403() -> None:
-    handler = validating_handler(validator())
+    handler = validating_handler(await validator())
     response = await handler(request("CREATE", trainjob(group="example.com", kind="Foo")))
     assert (response.allowed, response.code, response.reason) == (False, 403, "Forbidden")
     assert response.message == "unsupported runtime: Foo.example.com"
@@ -88,7 +87,7 @@ async def test_denial_keeps_warnings_and_upstream_text() -> None:
     deprecated = ctr(labels={"trainer.kubeflow.org/support": "deprecated"})
     tj = trainjob(kind="ClusterTrainingRuntime", initializer={"model": {"storageUri": "hf://m"}})
     deprecated["spec"]["template"]["spec"]["replicatedJobs"] = [rjob("node", "trainer", [container("node")])]
-    response = await validating_handler(validator(deprecated))(request("CREATE", tj))
+    response = await validating_handler(await validator(deprecated))(request("CREATE", tj))
     assert (response.allowed, response.code) == (False, 403)
     assert response.message == (
         'spec.runtimeRef: Invalid value: {"name":"test-runtime","apiGroup":"trainer.kubeflow.org",'
@@ -100,7 +99,7 @@ async def test_denial_keeps_warnings_and_upstream_text() -> None:
 
 async def test_update_and_delete() -> None:
     tj = trainjob(kind="ClusterTrainingRuntime")
-    handler = validating_handler(validator(ctr()))
+    handler = validating_handler(await validator(ctr()))
     assert (await handler(request("UPDATE", tj, tj))).allowed
     assert (await handler(request("DELETE", None, tj))).allowed
 

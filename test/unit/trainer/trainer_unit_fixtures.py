@@ -33,12 +33,12 @@ def fake_client(objects: Iterable[Json] = ()) -> FakeClient:
     client.add_index(
         TRAINJOB_GVK,
         indexes.TRAINJOB_RUNTIME_REF_KEY,
-        lambda o: indexes.index_trainjob_training_runtime(o) or [],
+        indexes.index_trainjob_training_runtime,
     )
     client.add_index(
         TRAINJOB_GVK,
         indexes.TRAINJOB_CLUSTER_RUNTIME_REF_KEY,
-        lambda o: indexes.index_trainjob_cluster_training_runtime(o) or [],
+        indexes.index_trainjob_cluster_training_runtime,
     )
     return client
 
@@ -68,14 +68,6 @@ class ClientReader:
             gvk, namespace=namespace, label_selector=label_selector, field_selector=field_selector
         )
         return items
-
-
-class NoIndexer:
-    """Accepts the framework's index registrations (the fake client has its own indexes)."""
-
-    def index_field(self, gvk: GroupVersionKind, name: str, fn: Any) -> None:
-        if not name:
-            raise ValueError("field name cannot be empty")
 
 
 @dataclass

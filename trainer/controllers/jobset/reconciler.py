@@ -31,6 +31,7 @@ from trainer.controllers.jobset import status as S
 from trainer.controllers.jobset.metrics import JobSetMetrics, default_metrics
 from trainer.controllers.jobset.service import construct_headless_service
 from trainer.controllers.jobset.util import merge_maps, merge_slices
+from trainer.controllers.status_writes import StatusWrites
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,9 @@ _JOBSET_CODEC = gocodec.codec_for("jobset.x-k8s.io/v1alpha2", "JobSet")
 
 class Recorder(Protocol):
     async def event(self, obj: Any, event_type: S.EventType, reason: str, message: str) -> Any: ...
+
+    def emit(self, obj: Any, event_type: S.EventType, reason: str, message: str) -> None:
+        """Record in the background: the reconcile does not wait for the Event's POST."""
 
 
 def job_owner_index(job: Object) -> list[str]:
@@ -94,18 +98,26 @@ class JobSetReconciler:
         self.recorder = recorder
         self.now = now
         self.metrics = metrics or default_metrics()
+        self.status_writes = StatusWrites()
 
     async def reconcile(self, req: Request) -> Result | None:
         try:
             js: Object = await self.client.get(JOBSET_GVK, req.name, req.namespace)
         except NotFound:
+            self.status_writes.forget(req.namespace or "", req.name)
             return None
         if meta_of(js).get("deletionTimestamp"):
             return None
+        cache_behind = self.status_writes.cache_is_behind(js)
         opts = S.ReconcileOpts()
         # An error aborts before the status write: the status is not written and events are dropped.
         result = await self.reconcile_jobset(js, opts)
         if opts.should_update:
+            if cache_behind:
+                # Our last status write is newer than this JobSet: its PUT would be refused
+                # (409), and that write's watch event reconciles again from the newer state.
+                log.debug("JobSet %s: cache older than our status write; waiting for it", name_of(js))
+                return result
             await self.update_status(js, opts)
         return result
 
@@ -117,6 +129,9 @@ class JobSetReconciler:
         conflict is expected cache lag -- no error, no back-off (upstream returns
         ``Requeue: true``, a rate-limited retry; docs/divergences.md). The events of this pass
         are dropped, as upstream; the next pass computes them again.
+
+        The events are recorded in the background (``emit``), as Go's recorder queues them: the
+        worker goes on to the next JobSet instead of waiting for each Event's POST.
         """
         status = js.setdefault("status", {})
         status["restarts"] = int(status.get("restarts") or 0)  # never omitted, as in Go
@@ -126,12 +141,12 @@ class JobSetReconciler:
             status.pop("terminalState", None)
         try:
             # Upstream's typed Status().Update: the whole struct as Go re-encodes it.
-            await self.client.status.update(_JOBSET_CODEC.encode(js))
+            self.status_writes.wrote(await self.client.status.update(_JOBSET_CODEC.encode(js)))
         except Conflict:
             log.debug("status conflict on JobSet %s: waiting for its newer version", name_of(js))
             return
         for event in opts.events:
-            await self.recorder.event(js, event.type, event.reason, event.message)
+            self.recorder.emit(js, event.type, event.reason, event.message)
 
     # -- step 3: the inner reconcile ----------------------------------------------------------------
 
@@ -156,7 +171,9 @@ class JobSetReconciler:
         if owned.successful and P.execute_success_policy(js, owned, opts, now, self.metrics):
             return None
         await self.create_headless_svc_if_necessary(js)
-        await self.reconcile_replicated_jobs(js, owned, statuses, opts)
+        created = await self.reconcile_replicated_jobs(js, owned, statuses, opts)
+        if created:
+            self.count_created_jobs(js, owned, created, opts)
         if J.jobset_suspended(js):
             await self.suspend_jobs(js, owned.active, opts)
         else:
@@ -180,6 +197,27 @@ class JobSetReconciler:
             return
         status["replicatedJobsStatus"] = S.sorted_statuses(statuses)
         opts.should_update = True
+
+    def count_created_jobs(
+        self, js: Object, owned: J.ChildJobs, created: list[Object], opts: S.ReconcileOpts
+    ) -> None:
+        """Count the Jobs this pass created (as the server returned them) in replicatedJobsStatus.
+
+        Upstream counts only the Jobs it listed at the start, so the status written after the
+        creates still says 0 and the Jobs' own watch events bring the JobSet back for a second
+        status PUT (a suspended JobSet: ``suspended`` 0, then 1), and every TrainJob watching the
+        JobSet for a second reconcile. The server's answer to each create is what that next pass
+        would list, so the one status PUT of this pass already carries the counts it would write
+        (docs/divergences.md, "Hot paths"). The gating above (dependsOn, startup order) still
+        used the counts of the start, as upstream.
+        """
+        counted = J.ChildJobs(
+            active=[*owned.active, *created],
+            successful=owned.successful,
+            failed=owned.failed,
+            previous=owned.previous,
+        )
+        self.update_replicated_jobs_statuses(js, S.replicated_jobs_statuses(js, counted), opts)
 
     # -- finished JobSets: TTL (2.5) ------------------------------------------------------------------
 
@@ -212,8 +250,8 @@ class JobSetReconciler:
         if errors:
             raise errors[0]
 
-    async def create_jobs(self, jobs: list[Object]) -> None:
-        """Create the Jobs, 50 at a time.
+    async def create_jobs(self, jobs: list[Object]) -> list[Object]:
+        """Create the Jobs, 50 at a time; returns the created Jobs as the server stored them.
 
         ``AlreadyExists`` for a Job the cache has not seen yet, or has seen owned by the same
         JobSet, is expected cache lag (our own create of a moment ago), not an error: the Job's
@@ -221,10 +259,14 @@ class JobSetReconciler:
         error, as upstream.
         """
 
+        created: list[Object] = []
+
         def create(job: Object) -> Callable[[], Awaitable[None]]:
             async def call() -> None:
                 try:
-                    await self.client.create(job)
+                    stored = await self.client.create(job)
+                    if isinstance(stored, dict):
+                        created.append(stored)
                 except AlreadyExists as err:
                     if not await self._is_cache_lag(job):
                         raise JobCreationError(
@@ -242,6 +284,7 @@ class JobSetReconciler:
             causes = [e for e in errors if isinstance(e, Exception)]
             cause = causes[0] if len(causes) == 1 else ExceptionGroup("job creation failed", causes)
             raise JobCreationError("\n".join(str(e) for e in errors)) from cause
+        return created
 
     async def _is_cache_lag(self, job: Object) -> bool:
         meta = meta_of(job)
@@ -274,7 +317,9 @@ class JobSetReconciler:
 
     async def reconcile_replicated_jobs(
         self, js: Object, owned: J.ChildJobs, statuses: list[Object], opts: S.ReconcileOpts
-    ) -> None:
+    ) -> list[Object]:
+        """Create the missing Jobs the gating allows; returns those created."""
+        created: list[Object] = []
         in_order = P.in_order_startup_policy(J.spec_of(js).get("startupPolicy"))
         gated_by_order = in_order and not J.jobset_suspended(js)
         replicas_so_far: dict[str, int] = {}
@@ -286,12 +331,13 @@ class JobSetReconciler:
             status = by_name.get(str(rjob.get("name")), {})
             if gated_by_order and P.all_replicas_started(J.replicas_of(rjob), status):
                 continue
-            await self.create_jobs(J.jobs_to_create(js, rjob, owned))
+            created += await self.create_jobs(J.jobs_to_create(js, rjob, owned))
             if gated_by_order:
                 S.set_condition(js, S.in_order_in_progress_condition(), opts, self.now())
-                return
+                return created
         if gated_by_order:
             S.set_condition(js, S.in_order_completed_condition(), opts, self.now())
+        return created
 
     # -- suspend and resume (2.12) ---------------------------------------------------------------------
 

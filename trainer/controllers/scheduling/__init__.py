@@ -12,11 +12,11 @@ framework (the REST mapper and ``Cache.index_field`` await the API server / the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import structlog
 
 from manager import Builder
+from manager.controller import OptionOverrides
 from manager.controller.handler import enqueue_for_object, enqueue_from_map
 from manager.scheme import GroupVersionKind
 from trainer.api import scheduling_constants as c
@@ -54,7 +54,7 @@ async def setup_controllers(context: SetupContext, *, api_version: str = c.API_V
         return False
     indexer = mgr.cache  # a FieldIndexer (manager.client.interfaces)
     workers = context.max_concurrent_reconciles
-    options: dict[str, Any] = {} if workers is None else {"max_concurrent_reconciles": workers}
+    options: OptionOverrides = {} if workers is None else {"max_concurrent_reconciles": workers}
     if c.PodGroupKind in available:
         await indexer.index_field(podgroup.POD, podgroup.POD_GROUP_INDEX, podgroup.index_pod_group)
         reconciler = podgroup.PodGroupReconciler(mgr.client, context.event_recorder(podgroup.EVENT_COMPONENT))

@@ -14,7 +14,7 @@ from typing import Any
 from manager.client.errors import NotFound, RequestError
 from manager.meta.conditions import set_status_condition
 from manager.meta.field import FieldError
-from manager.meta.object import Json
+from manager.meta.object import Json, json_copy
 from trainer.api import jobset_constants as jc
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import TrainJob
@@ -195,7 +195,7 @@ class JobSet:
             and not (existing.get("spec") or {}).get("suspend")
         ):
             return []
-        spec = copy.deepcopy(info.template_spec.obj_apply or {})
+        spec = json_copy(info.template_spec.obj_apply or {})
         sync_pod_sets(spec, info)
         apply_initializers(spec, trainjob)
         apply_trainer(spec, trainjob, info)

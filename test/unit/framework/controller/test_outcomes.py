@@ -410,3 +410,16 @@ async def test_a_kind_the_server_does_not_serve_is_an_error_not_a_panic(
         assert rec.calls == [Request("ns", "a"), Request("ns", "a")], "retried with backoff"
     assert sample("controller_runtime_reconcile_errors_total", controller=name) == 1
     assert sample("controller_runtime_reconcile_panics_total", controller=name) == 0
+
+
+def test_option_keywords_name_every_controller_option() -> None:
+    # with_options(**overrides) is typed by OptionOverrides: a field added to Options must be
+    # added there too, or mypy rejects the keyword
+    import dataclasses
+    import typing
+
+    from manager.controller import OptionOverrides, Options
+
+    assert set(OptionOverrides.__annotations__) == {f.name for f in dataclasses.fields(Options)}
+    hints = typing.get_type_hints(OptionOverrides)
+    assert hints == {f.name: typing.get_type_hints(Options)[f.name] for f in dataclasses.fields(Options)}

@@ -60,10 +60,13 @@ def masked(objects: Any) -> Any:
 
 
 def ours(runtime: Json, trainjob: Json, existing: list[Json] | None = None) -> Any:
-    runtimes = new_runtimes(FakeReader([runtime, *(existing or [])]), RecordingIndexer())
-    key = f"{trainjob['spec']['runtimeRef']['kind']}.trainer.kubeflow.org"
+    async def build() -> Any:
+        runtimes = await new_runtimes(FakeReader([runtime, *(existing or [])]), RecordingIndexer())
+        key = f"{trainjob['spec']['runtimeRef']['kind']}.trainer.kubeflow.org"
+        return await runtimes[key].new_objects(trainjob)
+
     try:
-        return masked(asyncio.run(runtimes[key].new_objects(trainjob)))
+        return masked(asyncio.run(build()))
     except RuntimeFailure as failure:
         return {"error": failure.message}
 

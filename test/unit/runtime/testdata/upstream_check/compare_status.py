@@ -115,7 +115,7 @@ def cases() -> list[tuple[str, Json, list[Json]]]:
 
 
 async def ours(tj: Json, existing: list[Json]) -> Json:
-    runtimes = new_runtimes(FakeReader([training_runtime(), *existing]), RecordingIndexer())
+    runtimes = await new_runtimes(FakeReader([training_runtime(), *existing]), RecordingIndexer())
     try:
         return await runtimes[TRAINING_RUNTIME_KEY].trainjob_status(tj) or {}
     except RuntimeFailure as failure:

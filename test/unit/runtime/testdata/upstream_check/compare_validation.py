@@ -186,7 +186,7 @@ def cases() -> list[tuple[str, Json | None, Json, Json | None, list[Json]]]:
 
 async def ours(runtime: Json | None, new: Json, old: Json | None, existing: list[Json]) -> Json:
     objects = [runtime] if runtime else []
-    runtimes = new_runtimes(FakeReader([*objects, *existing]), RecordingIndexer())
+    runtimes = await new_runtimes(FakeReader([*objects, *existing]), RecordingIndexer())
     key = f"{new['spec']['runtimeRef']['kind']}.trainer.kubeflow.org"
     warnings, errors = await runtimes[key].validate_objects(old, new)
     return {"warnings": warnings, "errors": sorted(str(e) for e in errors)}
