@@ -147,8 +147,8 @@ build-upstream-e2e: $(STAMP)
 # manager). The micro-benchmarks (pytest -m bench) run first. Hours on a 2-core machine.
 BENCH_OUT ?= bench-results
 BENCH_PNG ?= docs/bench-latency.png
-SCALE_PODS ?= 10000
-SCALE_NODES ?= 500
+BENCH_SCALE_PODS ?= 10000
+BENCH_SCALE_NODES ?= 500
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install -q -e '.[test,lint,bench]'
@@ -159,7 +159,7 @@ bench: $(BENCH_STAMP) build-assets build-originals
 	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BENCH_OUT)
 	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BENCH_OUT) --running
 	if [ -f test/bench/scale.py ]; then \
-	  $(PY) test/bench/scale.py --pods $(SCALE_PODS) --nodes $(SCALE_NODES) --out $(BENCH_OUT); \
+	  $(PY) test/bench/scale.py --pods $(BENCH_SCALE_PODS) --nodes $(BENCH_SCALE_NODES) --out $(BENCH_OUT); \
 	else echo "bench: no test/bench/scale.py on this branch: scale scenario not run"; fi
 	$(PY) test/bench/framework.py --n $(MIRROR_N) --out $(BENCH_OUT)
 	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BENCH_OUT)

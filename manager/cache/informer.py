@@ -151,6 +151,13 @@ class SharedInformer:
     def _prepare(self, obj: Object) -> Object:
         return self.transform(obj) if self.transform else obj
 
+    def prepare_listed(self, obj: Object) -> Object | bytes:
+        """What a list keeps of ``obj`` until its last page arrived: the transformed object, or
+        for a compact store its encoded form (a list of 100k objects then holds 100k small
+        byte strings, not 100k dicts, at its peak; :meth:`replace` takes either)."""
+        prepared = self._prepare(obj)
+        return self.store.encode(prepared) if self.store.compact else prepared
+
     def upsert(self, obj: Object, scope: int = 0) -> None:
         obj = self._prepare(obj)
         if self._members is not None:
@@ -179,7 +186,7 @@ class SharedInformer:
 
     def replace(
         self,
-        items: list[Object],
+        items: Sequence[Object | bytes],
         namespace: str | None,
         initial: bool,
         scope: int = 0,
@@ -187,6 +194,9 @@ class SharedInformer:
         prepared: bool = False,
     ) -> None:
         """Make the store equal to a fresh list, emitting the differences as events.
+
+        ``prepared``: the items went through :meth:`_prepare` or :meth:`prepare_listed`
+        already (an encoded item is stored as it is and decoded once for the handlers).
 
         On the first list every object is an add with ``is_in_initial_list=True``. On a relist
         objects that vanished become deletes (with their last known state), new ones adds, and
@@ -196,12 +206,16 @@ class SharedInformer:
         members = self._members
         bit = 1 << scope
         for raw in items:
-            obj = raw if prepared else self._prepare(raw)
+            encoded: bytes | None = None
+            if isinstance(raw, bytes):
+                encoded, obj = raw, self.store.decode(raw)
+            else:
+                obj = raw if prepared else self._prepare(raw)
             key = object_key(obj)
             seen.add(key)
             if members is not None:
                 members[key] = members.get(key, 0) | bit
-            old = self.store.put(obj)
+            old = self.store.put(obj, encoded=encoded)
             if old is None:
                 self._dispatch_add(obj, initial)
             elif _rv(old) != _rv(obj):
@@ -239,11 +253,16 @@ class _ScopedSink:
         self._informer = informer
         self._scope = scope
 
-    def prepare(self, obj: Object) -> Object:
-        return self._informer._prepare(obj)
+    def prepare(self, obj: Object) -> Object | bytes:
+        return self._informer.prepare_listed(obj)
 
     def replace(
-        self, items: list[Object], namespace: str | None, initial: bool, *, prepared: bool = False
+        self,
+        items: Sequence[Object | bytes],
+        namespace: str | None,
+        initial: bool,
+        *,
+        prepared: bool = False,
     ) -> None:
         self._informer.replace(items, namespace, initial, self._scope, prepared=prepared)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -33,9 +33,15 @@ class Sink(Protocol):
     """Where a reflector delivers what it learns (the informer)."""
 
     def replace(
-        self, items: list[Object], namespace: str | None, initial: bool, *, prepared: bool = False
+        self,
+        items: Sequence[Object | bytes],
+        namespace: str | None,
+        initial: bool,
+        *,
+        prepared: bool = False,
     ) -> None:
-        """``prepared``: the items already went through the sink's optional ``prepare``."""
+        """``prepared``: the items already went through the sink's optional ``prepare`` (which
+        may return an object's stored form, bytes)."""
         ...
 
     def upsert(self, obj: Object) -> None: ...

@@ -59,7 +59,9 @@ class Store:
         self.compact = compact
         self._items: dict[str, Any] = {}  # key -> dict, or its JSON bytes when compact
         self._indexers: dict[str, IndexFunc] = {NAMESPACE_INDEX: _namespace_index}
-        self._indices: dict[str, dict[str, set[str]]] = {NAMESPACE_INDEX: {}}
+        # index -> value -> the keys under it: a dict used as an ordered set, which costs ~40
+        # bytes a member where a set that grew to 100k members costs ~100
+        self._indices: dict[str, dict[str, dict[str, None]]] = {NAMESPACE_INDEX: {}}
         # What each key is indexed under, so updates and deletes touch only those buckets.
         self._keys_of: dict[str, dict[str, tuple[str, ...]]] = {NAMESPACE_INDEX: {}}
         # Index values shared by many objects (a namespace, a phase) are kept once: each key
@@ -120,7 +122,7 @@ class Store:
         self._keys_of[name][key] = values
         bucket = self._indices[name]
         for value in values:
-            bucket.setdefault(value, set()).add(key)
+            bucket.setdefault(value, {})[key] = None
 
     def _unindex(self, key: str) -> None:
         for name, keys_of in self._keys_of.items():
@@ -129,7 +131,7 @@ class Store:
             for value in values:
                 members = bucket.get(value)
                 if members is not None:
-                    members.discard(key)
+                    members.pop(key, None)
                     if not members:
                         del bucket[value]
             entry = self._shared.get(values) if values else None
@@ -138,15 +140,28 @@ class Store:
                 if entry[1] <= 0:
                     del self._shared[values]
 
-    def put(self, obj: Object) -> Object | None:
-        """Insert or replace; returns the previous object."""
+    @staticmethod
+    def encode(obj: Object) -> bytes:
+        """The form a compact store keeps ``obj`` in (``put(obj, encoded=)`` takes it as is)."""
+        # orjson's result sits in a ~4 KiB buffer; an exact-size copy is what makes this compact.
+        return bytes(memoryview(_json.dumps(obj)))
+
+    def decode(self, encoded: bytes) -> Object:
+        """A private copy of what :meth:`encode` made."""
+        decoded: Object = _json.loads(encoded)
+        return decoded
+
+    def put(self, obj: Object, *, encoded: bytes | None = None) -> Object | None:
+        """Insert or replace; returns the previous object.
+
+        ``encoded``: ``obj`` already encoded (:meth:`encode`), for a compact store.
+        """
         key = object_key(obj)
         stored = self._items.get(key)
         if stored is not None:
             self._unindex(key)
         if self.compact:
-            # orjson's result sits in a ~4 KiB buffer; an exact-size copy is what makes this compact.
-            self._items[key] = bytes(memoryview(_json.dumps(obj)))
+            self._items[key] = encoded if encoded is not None else self.encode(obj)
         else:
             self._items[key] = obj
         for name in self._indexers:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from manager.client import objects, rest
 from manager.client.errors import ApiError, Gone, NotFound
@@ -205,6 +205,7 @@ class Client(_Base, TypedReader):
         )
         return items
 
+    @overload
     async def list_raw(
         self,
         gvk: GroupVersionKind,
@@ -214,12 +215,38 @@ class Client(_Base, TypedReader):
         field_selector: str | Mapping[str, str] | None = None,
         limit: int = 500,
         resource_version: str | None = None,
-        transform: Callable[[Object], Object] | None = None,
-    ) -> tuple[builtins.list[Object], str]:
+        transform: None = None,
+    ) -> tuple[builtins.list[Object], str]: ...
+
+    @overload
+    async def list_raw(
+        self,
+        gvk: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: str | Mapping[str, str] | None = None,
+        limit: int = 500,
+        resource_version: str | None = None,
+        transform: Callable[[Object], O],
+    ) -> tuple[builtins.list[O], str]: ...
+
+    async def list_raw(
+        self,
+        gvk: GroupVersionKind,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: str | Mapping[str, str] | None = None,
+        limit: int = 500,
+        resource_version: str | None = None,
+        transform: Callable[[Object], object] | None = None,
+    ) -> tuple[builtins.list[Any], str]:
         """Paged live LIST; returns the items (with apiVersion/kind set) and the list's resourceVersion.
 
-        ``transform`` is applied to each item as its page arrives (an informer's transform), so
-        a list of 100k objects never holds them all whole at once.
+        ``transform`` is applied to each item as its page arrives (an informer's transform, or
+        its stored form), so a list of 100k objects never holds them all whole at once; the
+        items are then whatever it returns.
 
         If a continue token expires mid-way (410), the list restarts from scratch, as client-go's
         pager falls back to a full list.
@@ -231,7 +258,7 @@ class Client(_Base, TypedReader):
             "fieldSelector": encode_field_selector(field_selector),
             "limit": limit or None,
         }
-        items: builtins.list[Object] = []
+        items: builtins.list[Any] = []
         token: str | None = None
         rv = resource_version
         while True:

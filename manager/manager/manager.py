@@ -46,6 +46,7 @@ from manager.leaderelection.elector import (
     new_identity,
 )
 from manager.leaderelection.lease import LeaseLock
+from manager.memory import HeapTrimmer
 from manager.metrics.server import FilterProvider, metrics_server
 from manager.runnable import GroupedRunnable, Runnable, WebhookServerRunnable, needs_leader_election
 from manager.scheme import KindRef
@@ -108,6 +109,9 @@ class Options:
     clock: Clock = field(default=REAL_CLOCK)
     controller: ControllerOptions = field(default_factory=ControllerOptions)
     """Defaults for every controller built on this manager (a builder's with_options overrides them)."""
+    heap_trim_interval: float | None = 5.0
+    """Seconds between returning freed heap memory to the OS (``manager.memory``; glibc only);
+    ``None`` never does (not in controller-runtime: Go's runtime does it on its own)."""
     group_kind_concurrency: dict[str, int] = field(default_factory=dict)
     """Workers per controller keyed by ``Kind.group`` of its main kind, e.g. ``TrainJob.trainer.kubeflow.org``."""
 
@@ -361,6 +365,8 @@ class Manager:
 
     def _setup_servers(self) -> None:
         opts = self.options
+        if opts.heap_trim_interval:
+            self.add(HeapTrimmer(opts.heap_trim_interval))
         if not is_disabled(opts.metrics_bind_address):
             metrics_filter = (
                 opts.metrics_filter_provider(self.cluster.api_reader)

@@ -1,6 +1,7 @@
 """Bytes per cached Pod in the store (tracemalloc), whole and projected (docs/scale.md).
 
-python test/bench/pod_store_cost.py
+python test/bench/pod_store_cost.py          # tracemalloc, bytes per Pod in the store
+python test/bench/pod_store_cost.py --rss    # RSS per Pod after a 100k-Pod list
 """
 
 import copy
@@ -52,6 +53,70 @@ def run(transform, compact, n=20000, relevant=False):
     return used / n
 
 
-print(f"full compact   {run(podcache.full_pod, True):.0f} B/pod")
-print(f"slim compact   {run(podcache.minimal_transform, True):.0f} B/pod")
-print(f"relevant compact {run(podcache.minimal_transform, True, relevant=True):.0f} B/pod")
+if "--rss" not in sys.argv:
+    print(f"full compact   {run(podcache.full_pod, True):.0f} B/pod")
+    print(f"slim compact   {run(podcache.minimal_transform, True):.0f} B/pod")
+    print(f"relevant compact {run(podcache.minimal_transform, True, relevant=True):.0f} B/pod")
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def list_rss(n: int = 100000) -> None:
+    """RSS per unrelated Pod after a list of ``n`` through the informer as the reflector runs it
+    (pages of 500 decoded, each Pod prepared as its page arrives), the ElasticQuota handler's
+    requests queued and drained, then a heap trim (``python test/bench/pod_store_cost.py --rss``)."""
+    import gc
+
+    import orjson
+
+    from manager.controller.reconcile import Request
+    from manager.memory import trim_heap
+    from manager.workqueue.queue import Queue
+
+    inf = SharedInformer(Client(None, None), M, transform=podcache.minimal_transform, compact_store=True)
+    for name, f in (
+        ("a", index_pod_phase),
+        ("b", index_pod_group),
+        ("c", pod_job_key_index),
+        ("d", pod_name_index),
+    ):
+        inf.add_index(field_index_name(name), field_index_func(f))
+    base = rich_pod()
+    pages = []
+    for start in range(0, n, 500):
+        page = []
+        for i in range(start, min(n, start + 500)):
+            p = copy.deepcopy(base)
+            p["metadata"]["name"] = f"web-{i}-abcde"
+            p["metadata"]["uid"] = f"uid-{i:08d}-aaaa-bbbb-cccc"
+            p["metadata"]["resourceVersion"] = str(1000 + i)
+            page.append(p)
+        pages.append(orjson.dumps({"items": page}))
+    gc.collect()
+    before = rss_kb()
+    items = [inf.prepare_listed(item) for body in pages for item in orjson.loads(body)["items"]]
+    inf.replace(items, None, True, prepared=True)
+    del items
+    queue: Queue[Request] = Queue("elasticquota")
+
+    class Enqueue:
+        def on_add(self, obj: dict, initial: bool) -> None:
+            queue.add(Request.for_object(obj))
+
+    inf.add_event_handler(Enqueue())  # as a controller's source does once it starts
+    while len(queue):
+        queue.done(queue.get_nowait())
+    gc.collect()
+    listed = rss_kb()
+    trim_heap()
+    print(
+        f"RSS after a {n}-Pod list: {(listed - before) * 1.024 / n:.2f} KB/pod, "
+        f"after a heap trim {(rss_kb() - before) * 1.024 / n:.2f} KB/pod"
+    )
+
+
+if "--rss" in sys.argv:
+    list_rss()

@@ -574,9 +574,15 @@ async def scenario(args: argparse.Namespace) -> dict[str, Any]:
         warm = Run("ours", env, workdir, False)
         results["warmup"] = await measure(warm, kube, args.trainjobs, None, args.quiet, args.timeout)
 
+        wanted = (
+            {tuple(m.split(":", 1)) for m in args.measure.split(",") if m.strip()} if args.measure else None
+        )
+
         async def measure_all(state: str, probe: bool) -> None:
             results["states"][state] = {}
             for side in sides:
+                if wanted is not None and (state, side) not in wanted:
+                    continue
                 say(f"{state}: measuring {side}")
                 run = Run(side, env, workdir, args.scheduler_plugins)
                 r = await measure(
@@ -719,6 +725,12 @@ def main(argv: list[str] | None = None) -> int:
         "--scheduler-plugins", action="store_true", help="add the Go scheduler-plugins controller to theirs"
     )
     parser.add_argument("--final-only", action="store_true", help="measure S2 only (no per-Pod RSS)")
+    parser.add_argument(
+        "--measure",
+        default="",
+        help="only these runs, e.g. S1:ours,S2:ours,S2:theirs (a loaded machine: RSS per unrelated "
+        "Pod of ours and the S2 comparison, without S0 and Go's S1); default every state and side",
+    )
     parser.add_argument("--quiet", type=float, default=8.0, help="seconds of quiet CPU that count as steady")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--out", type=Path, default=Path("bench-results"))

@@ -189,6 +189,7 @@ def test_the_rendered_configuration_is_one_the_manager_accepts(tmp_path: Path) -
                 "featureGates": {"TrainJobStatus": True},
                 "statusServer": {"port": 10444, "qps": 3, "burst": 6},
                 "runtimePlugins": ["example"],
+                "podCache": "Full",
             }
         }
     }
@@ -217,6 +218,20 @@ def test_the_rendered_configuration_is_one_the_manager_accepts(tmp_path: Path) -
     assert cfg.feature_gates == {"TrainJobStatus": True}
     assert cfg.status_server is not None and cfg.status_server.port == 10444
     assert cfg.runtime_plugins == ["example"]
+    assert cfg.pod_cache == "Full"
+
+
+@pytest.mark.parametrize("mode", ["Minimal", "Full"])
+def test_pod_cache_is_rendered_into_the_configuration_only_when_set(mode: str, tmp_path: Path) -> None:
+    def configuration(values: Json | None) -> Json:
+        objs = helm_template(values=values, tmp=tmp_path)
+        data: Json = yaml.safe_load(one(objs, "ConfigMap", "kubeflow-trainer-config")["data"][CONFIG_KEY])
+        return data
+
+    assert "podCache" not in configuration(None)  # the default Configuration stays upstream's
+    rendered = configuration({"manager": {"config": {"podCache": mode}}})
+    assert rendered["podCache"] == mode
+    assert load_configuration(rendered).pod_cache == mode
 
 
 def test_fullname_override_renames_objects_and_keeps_every_reference(tmp_path: Path) -> None:
@@ -546,6 +561,8 @@ def test_one_runtime_on_with_another_image(tmp_path: Path) -> None:
             "boolean",
         ),
         ({"manger": {"replicas": 2}}, "manger", "additional"),
+        ({"manager": {"config": {"podCache": "Tiny"}}}, "manager.config.podCache", "Minimal"),
+        ({"manager": {"config": {"podCache": "minimal"}}}, "manager.config.podCache", "Full"),
         ({"manager": {"env": {"A": "1"}}}, "manager.env", "array"),
         (
             {"runtimes": {"torchDistributed": {"enabled": "true"}}},

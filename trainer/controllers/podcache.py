@@ -15,7 +15,9 @@ So with ``podCache: Minimal`` (the default) the Pod informer is either
 * label-selected (the ElasticQuota controller is off or its CRD is not served): the union of
   the two label selectors above, one list+watch each, nothing else cached; or
 * cluster-wide with a transform (the ElasticQuota controller runs): Pods with one of the two
-  labels kept whole, every other Pod cut down to :data:`SLIM_POD` before it is stored.
+  labels kept whole, every other Pod cut down before it is stored to an equivalent Pod for the
+  ElasticQuota sum: its identity, phase, and one synthetic container requesting the Pod's
+  effective requests (:func:`slim_pod`; :data:`SLIM_POD` where those cannot be precomputed).
 
 Either way the store keeps JSON bytes (``compact``), a read decodes a private copy.
 ``podCache: Full`` caches every Pod whole (the pre-issue-16 behaviour, and upstream's).
@@ -38,9 +40,11 @@ from manager.cache.transform import (
     strip_managed_fields,
 )
 from manager.client.restmapper import NoKindMatch
+from manager.meta.quantity import Quantity, QuantityError
 from manager.scheme import GroupVersionKind
 from trainer.api import jobset_constants as jc
 from trainer.api import scheduling_constants as sc
+from trainer.controllers.elasticquota import pod_request
 
 log = structlog.get_logger("trainer.controllers.podcache")
 
@@ -70,7 +74,55 @@ SLIM_POD: FieldSpec = {
     },
     "status": {"phase": True},
 }
-"""What is kept of a Pod no controller reads whole: the ElasticQuota ``used`` sum's inputs."""
+"""What is kept of a Pod no controller reads whole: the ElasticQuota ``used`` sum's inputs.
+
+The fallback of :func:`slim_pod`, for a Pod whose effective requests do not survive being
+written out as one container's requests."""
+
+_IDENTITY: FieldSpec = {
+    "apiVersion": True,
+    "kind": True,
+    "metadata": SLIM_POD["metadata"],
+    "status": SLIM_POD["status"],
+}
+_identity = project(_IDENTITY)
+_slim_fields = project(SLIM_POD)
+
+
+def _round_trips(value: Quantity) -> bool:
+    """Whether ``value`` written out and read back is the same quantity for every later sum:
+    the same number, the same format (a sum takes its first term's) and the same text."""
+    text = str(value)
+    try:
+        again = Quantity(text)
+    except QuantityError:
+        return False
+    return again == value and again.format is value.format and str(again) == text
+
+
+def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """An unrelated Pod as the ElasticQuota controller needs it, as small as it can be.
+
+    ``pod_request`` reads containers, init containers and overhead; the Pod stored instead has
+    one container requesting exactly ``pod_request(pod)`` and nothing else in its spec, so its
+    ``pod_request`` (hence every ``used`` sum it takes part in) is the same number, format and
+    text. Where that cannot hold (a request that does not parse: the controller must still
+    report it; a sum whose printed form reads back in another format, e.g. ``128Mi + 1G``),
+    the request fields are kept as they are (:data:`SLIM_POD`).
+    """
+    try:
+        effective = pod_request(pod)
+    except (QuantityError, TypeError, AttributeError, ValueError):
+        return _slim_fields(pod)
+    if not all(_round_trips(q) for q in effective.values()):
+        return _slim_fields(pod)
+    slim = _identity(pod)
+    slim["spec"] = (
+        {"containers": [{"resources": {"requests": {name: str(q) for name, q in effective.items()}}}]}
+        if effective
+        else {}
+    )
+    return slim
 
 
 def is_relevant(pod: Mapping[str, Any]) -> bool:
@@ -79,7 +131,6 @@ def is_relevant(pod: Mapping[str, Any]) -> bool:
 
 
 full_pod = compose(strip_managed_fields, strip_last_applied)
-slim_pod = project(SLIM_POD)
 minimal_transform = by_predicate(is_relevant, full_pod, slim_pod)
 
 

@@ -16,6 +16,7 @@ from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
 from manager.manager import Manager, Options
+from trainer.controllers import podcache
 from trainer.controllers.scheduling import setup_controllers
 from trainer.runtime.context import SetupContext
 
@@ -23,11 +24,19 @@ Object = dict[str, Any]
 
 
 @contextlib.asynccontextmanager
-async def running_manager(env: Environment, **setup_args: Any) -> AsyncIterator[tuple[Manager, bool]]:
-    """Build a Manager, call ``setup`` on it, run it until the block ends; yields (mgr, setup's answer)."""
+async def running_manager(
+    env: Environment, *, pod_cache: str | None = None, **setup_args: Any
+) -> AsyncIterator[tuple[Manager, bool]]:
+    """Build a Manager, call ``setup`` on it, run it until the block ends; yields (mgr, setup's answer).
+
+    ``pod_cache``: set the Pod cache up as the manager's entry point does for ``podCache``
+    (``Minimal`` or ``Full``) before the controllers; ``None`` leaves the cache's defaults.
+    """
     config = await load_kubeconfig(env.kubeconfig)
     async with Cluster(config, field_owner="scheduling-test") as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
+        if pod_cache is not None:
+            await podcache.configure(mgr, pod_cache, ["scheduling"])
         registered = await setup_controllers(SetupContext(mgr), **setup_args)
         task = asyncio.create_task(mgr.run())
         elected = asyncio.create_task(mgr.elected.wait())

@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from sched_live import pod_object, set_phase
+from sched_live import pod_object, running_manager, set_phase
 
+from manager.envtest import Environment
 from manager.manager import Manager
 from manager.meta.quantity import Quantity
 from manager.scheme import GroupVersionKind
@@ -43,6 +44,17 @@ def cm(cpu: int, mem: int) -> Object:
 
 
 FULL = cm(100, 1000)
+
+
+@pytest.fixture(params=["Minimal", "Full"])
+async def scheduling_mgr(
+    control_plane: Environment, request: pytest.FixtureRequest
+) -> AsyncIterator[Manager]:
+    """The manager with its Pod cache as shipped (``Minimal``: unrelated Pods projected to one
+    synthetic container, docs/scale.md) and as upstream's (``Full``): every result is the same."""
+    async with running_manager(control_plane, pod_cache=request.param) as (mgr, registered):
+        assert registered
+        yield mgr
 
 
 @pytest.fixture
@@ -159,3 +171,50 @@ async def test_synced_event_recorded_on_the_quota(scheduling_mgr: Manager, names
         assert f"Elastic Quota {namespace}/p1 synced successfully" in messages
 
     await eventually(synced_for_p1, timeout=20, interval=0.2)
+
+
+async def test_init_containers_sidecars_and_overhead_count_as_the_sum_computes(
+    scheduling_mgr: Manager, namespace: str
+) -> None:
+    """max(containers' sum, largest init container, sidecars counted as init containers) plus
+    the RuntimeClass overhead the API server sets: the same with the Pod cache's projection."""
+    client = scheduling_mgr.cluster.api_reader
+    runtime_class = f"rc-{namespace}"
+    await client.create(
+        {
+            "apiVersion": "node.k8s.io/v1",
+            "kind": "RuntimeClass",
+            "metadata": {"name": runtime_class},
+            "handler": "runc",
+            "overhead": {"podFixed": {"cpu": "250m", "memory": "10"}},
+        }
+    )
+    try:
+        await client.create(quota("t6-eq", namespace, max={"cpu": "100", "memory": "1Gi"}))
+        pod = pod_object("t6-p1", namespace)
+        pod["spec"]["runtimeClassName"] = runtime_class
+        pod["spec"]["containers"] = [
+            {"name": "a", "image": "busybox", "resources": {"requests": {"cpu": "1", "memory": "100"}}},
+            {"name": "b", "image": "busybox", "resources": {"requests": {"cpu": "500m", "memory": "50"}}},
+        ]
+        pod["spec"]["initContainers"] = [
+            {"name": "init", "image": "busybox", "resources": {"requests": {"cpu": "2", "memory": "10"}}},
+            {
+                "name": "sidecar",
+                "image": "busybox",
+                "restartPolicy": "Always",
+                "resources": {"requests": {"cpu": "100m", "memory": "300"}},
+            },
+        ]
+        await client.create(pod)
+        bare = pod_object("t6-p2", namespace)  # no requests at all
+        await client.create(bare)
+        await expect_used(client, namespace, "t6-eq", {"cpu": "0", "memory": "0"})
+        await set_phase(client, "t6-p1", namespace, "Running")
+        await set_phase(client, "t6-p2", namespace, "Running")
+        # cpu max(1.5, 2) + 0.25; memory max(150, 300) + 10
+        await expect_used(client, namespace, "t6-eq", {"cpu": "2250m", "memory": "310"})
+        status = (await client.get(ELASTICQUOTA, "t6-eq", namespace))["status"]
+        assert status["used"] == {"cpu": "2250m", "memory": "310"}  # the text, as upstream prints it
+    finally:
+        await client.delete_by_name(GroupVersionKind("node.k8s.io", "v1", "RuntimeClass"), runtime_class)

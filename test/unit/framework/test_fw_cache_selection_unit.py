@@ -162,3 +162,49 @@ async def test_a_list_is_transformed_page_by_page_and_once() -> None:
     assert calls == ["a", "b", "c"]  # once each: replace does not transform again
     assert informer.has_synced() and sorted(informer.store.keys()) == ["ns/a", "ns/b", "ns/c"]
     assert reflector.last_resource_version == "7"
+
+
+async def test_a_compact_informer_holds_a_list_as_stored_bytes_until_it_is_complete() -> None:
+    held: list[Any] = []
+
+    class Pages:
+        async def list_raw(self, gvk: GroupVersionKind, **kw: Any) -> tuple[list[Any], str]:
+            transform = kw["transform"]
+            out = [transform(p) for p in (pod("a", "1"), pod("b", "2"))]
+            held.extend(out)
+            return out, "9"
+
+    def slim(o: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {k: o["metadata"][k] for k in ("name", "namespace", "resourceVersion")}}
+
+    seen: list[tuple[str, bool]] = []
+
+    class Handler:
+        def on_add(self, obj: dict[str, Any], initial: bool) -> None:
+            seen.append((obj["metadata"]["name"], initial))
+
+        def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+            seen.append(("update " + new["metadata"]["name"], False))
+
+        def on_delete(self, obj: dict[str, Any]) -> None:
+            seen.append(("delete " + obj["metadata"]["name"], False))
+
+    informer = SharedInformer(Client(None, None), MAPPING, transform=slim, compact_store=True)  # type: ignore[arg-type]
+    informer.add_event_handler(Handler())
+    reflector = informer.reflectors[0]
+    reflector.client = Pages()  # type: ignore[assignment]
+    await reflector._list(None)
+    # what the list kept between pages is what the store keeps: bytes, not dicts
+    assert all(isinstance(item, bytes) for item in held)
+    assert seen == [("a", True), ("b", True)]
+    assert informer.store.get("ns/b") == {
+        "metadata": {"name": "b", "namespace": "ns", "resourceVersion": "2"}
+    }
+    # a relist with a changed and a vanished object diffs against the store as before
+    informer.replace([informer.prepare_listed(pod("b", "3"))], None, False, prepared=True)
+    assert seen[2:] == [("update b", False), ("delete a", False)]
+    # a dict store keeps the transformed dicts
+    plain = SharedInformer(Client(None, None), MAPPING, transform=slim)  # type: ignore[arg-type]
+    assert plain.prepare_listed(pod("a", "1")) == {
+        "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"}
+    }

@@ -96,10 +96,7 @@ def test_unrelated_pod_keeps_exactly_what_the_elasticquota_sum_reads() -> None:
         "uid": "u-1",
         "resourceVersion": "42",
     }
-    assert slim["spec"]["containers"] == [
-        {"resources": {"requests": {"cpu": "500m", "memory": "256Mi"}}},
-        {"resources": {"requests": {"cpu": "100m"}}},
-    ]
+    assert slim["spec"] == {"containers": [{"resources": {"requests": {"cpu": "2250m", "memory": "1Gi"}}}]}
     assert slim["status"] == {"phase": "Running"}
     # the indexes of the other readers find nothing in it, as in the whole Pod
     for index in (index_pod_group, pod_job_key_index, pod_name_index):
@@ -193,3 +190,134 @@ def test_configuration_switch_is_validated() -> None:
     assert load(None).pod_cache is None  # Minimal
     with pytest.raises(ConfigurationError, match='podCache: Unsupported value: "tiny"'):
         load({"podCache": "tiny"})
+
+
+# -- the projection keeps every ElasticQuota sum (property) ------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from manager.meta.quantity import QuantityError  # noqa: E402
+from trainer.controllers.elasticquota import used_patch  # noqa: E402
+
+RESOURCE_NAMES = st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods", "ephemeral-storage"])
+QUANTITY_TEXT = st.one_of(
+    st.sampled_from(["0", "1", "100m", "250m", "2", "1.5", "1e3", "+1", "128Mi", "1Gi", "1G", "500Ki"]),
+    st.builds(
+        lambda n, suffix: f"{n}{suffix}",
+        st.integers(0, 5000),
+        st.sampled_from(["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "n", "u", "e2", "E-3"]),
+    ),
+    st.builds(lambda a, b: f"{a}.{b}", st.integers(0, 99), st.integers(0, 999)),
+)
+REQUESTS = st.dictionaries(RESOURCE_NAMES, QUANTITY_TEXT, max_size=4)
+
+
+def _container(requests: Any, shape: int, sidecar: bool) -> Object:
+    container: Object = {"name": "c", "image": "i"}
+    if shape == 0:
+        container["resources"] = {"requests": requests, "limits": {"cpu": "9"}}
+    elif shape == 1:
+        container["resources"] = {"requests": None}
+    elif shape == 2:
+        container["resources"] = {}
+    if sidecar:
+        container["restartPolicy"] = "Always"
+    return container
+
+
+CONTAINERS = st.lists(
+    st.builds(_container, REQUESTS, st.integers(0, 3), st.booleans()),
+    max_size=3,
+)
+
+
+@st.composite
+def pods(draw: st.DrawFn, invalid: bool = False) -> Object:
+    pod = rich_pod(f"p-{draw(st.integers(0, 10**6))}")
+    pod["spec"]["containers"] = draw(CONTAINERS)
+    init = draw(CONTAINERS)
+    if init:
+        pod["spec"]["initContainers"] = init
+    else:
+        del pod["spec"]["initContainers"]
+    overhead = draw(st.one_of(st.none(), REQUESTS))
+    if overhead is None:
+        del pod["spec"]["overhead"]
+    else:
+        pod["spec"]["overhead"] = overhead
+    pod["status"]["phase"] = draw(st.sampled_from(["Running", "Running", "Pending", "Succeeded", "Failed"]))
+    if invalid and pod["spec"]["containers"] and draw(st.booleans()):
+        pod["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": draw(st.sampled_from(["x", "1.2.3", ""]))}
+        }
+    return pod
+
+
+QUOTAS = st.builds(
+    lambda mn, mx: {"metadata": {"name": "q", "namespace": "team"}, "spec": {"min": mn, "max": mx}},
+    REQUESTS,
+    REQUESTS,
+)
+
+
+def _outcome(eq: Object, namespace_pods: list[Object]) -> Any:
+    """What a user sees of a reconcile: the patch body (every value's text), or the error."""
+    try:
+        used = compute_used(eq, namespace_pods)
+    except QuantityError as err:
+        return ("error", str(err))
+    # the text of every value, and its format: a later sum starting from it takes that format
+    return used_patch(eq, used), {name: q.format for name, q in used.items()}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(QUOTAS, st.lists(pods(invalid=True), max_size=6))
+def test_projected_pods_give_every_elasticquota_sum_unchanged(eq: Object, originals: list[Object]) -> None:
+    projected = [podcache.minimal_transform(copy.deepcopy(pod)) for pod in originals]
+    assert _outcome(eq, projected) == _outcome(eq, originals)
+    for slim, pod in zip(projected, originals, strict=True):
+        assert index_pod_phase(slim) == index_pod_phase(pod)
+        assert slim["metadata"]["name"] == pod["metadata"]["name"]
+        assert slim["metadata"]["uid"] == pod["metadata"]["uid"]
+        assert slim["metadata"]["resourceVersion"] == pod["metadata"]["resourceVersion"]
+        assert "labels" not in slim["metadata"]
+
+
+def test_a_pod_is_projected_to_one_container_carrying_its_effective_requests() -> None:
+    # containers 500m+100m cpu, 256Mi; init max(2, 100m sidecar) cpu, 1Gi; overhead 250m
+    slim = podcache.minimal_transform(rich_pod())
+    assert slim["spec"] == {"containers": [{"resources": {"requests": {"cpu": "2250m", "memory": "1Gi"}}}]}
+    assert set(slim) == {"apiVersion", "kind", "metadata", "spec", "status"}
+
+
+def test_a_pod_without_requests_has_an_empty_spec() -> None:
+    pod = rich_pod()
+    pod["spec"] = {"containers": [{"name": "a", "image": "b"}]}
+    assert podcache.minimal_transform(pod)["spec"] == {}
+
+
+def test_sums_that_would_change_format_keep_the_request_fields() -> None:
+    pod = rich_pod()
+    pod["spec"] = {
+        "containers": [
+            {"name": "a", "resources": {"requests": {"memory": "128Mi"}}},
+            {"name": "b", "resources": {"requests": {"memory": "1G"}}},
+        ]
+    }
+    slim = podcache.minimal_transform(copy.deepcopy(pod))
+    # 128Mi + 1G prints as 1134217728, which reads back as a decimal quantity: kept as it is
+    assert slim["spec"]["containers"] == [
+        {"resources": {"requests": {"memory": "128Mi"}}},
+        {"resources": {"requests": {"memory": "1G"}}},
+    ]
+    assert _outcome(QUOTA, [slim, rich_pod()]) == _outcome(QUOTA, [pod, rich_pod()])
+
+
+def test_an_unparsable_request_is_kept_so_the_controller_still_reports_it() -> None:
+    pod = rich_pod()
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    slim = podcache.minimal_transform(copy.deepcopy(pod))
+    assert slim["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "lots"
+    assert _outcome(QUOTA, [slim])[0] == "error"
+    assert _outcome(QUOTA, [slim]) == _outcome(QUOTA, [pod])
