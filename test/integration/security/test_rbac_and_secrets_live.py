@@ -93,6 +93,21 @@ def why_not_exercised(grant: Grant, used: set[Grant]) -> str | None:
     return EXTRA_NOT_EXERCISED.get((group, resource))
 
 
+async def _in_a_closing_namespace(env: Environment, path: str, ours: set[str]) -> bool:
+    """A request into another test's namespace that is being deleted (or is gone): the
+    cluster-wide manager still reconciles that test's leftovers on the shared control plane, and
+    the API server's NamespaceLifecycle admission refuses their Events with a 403 that is no
+    RBAC refusal."""
+    parts = path.split("/")
+    if "namespaces" not in parts or parts.index("namespaces") + 1 >= len(parts):
+        return False
+    other = parts[parts.index("namespaces") + 1]
+    if other in ours:
+        return False
+    status, answer = await env.request("GET", f"/api/v1/namespaces/{other}")
+    return status == 404 or (status == 200 and (answer.get("status") or {}).get("phase") == "Terminating")
+
+
 async def ok(env: Environment, method: str, path: str, body: Any = None) -> Any:
     status, answer = await env.request(method, path, body)
     assert status in (200, 201), (method, path, status, answer)
@@ -383,6 +398,7 @@ async def test_mpi_run_at_debug_level_uses_only_the_shipped_rbac_and_leaks_no_se
 
     # -- the manager did all its work with the shipped RBAC, and needed all of it
     refused = [r for r in proxy.requests if r.status in (401, 403)]
+    refused = [r for r in refused if not await _in_a_closing_namespace(env, r.path, {namespace, SYSTEM_NS})]
     assert not refused, [(r.method, r.path, r.status) for r in refused]
     used = {(g, r, v) for (g, r), verbs in verbs_used(proxy.requests).items() for v in verbs}
     granted = shipped_grants()
