@@ -25,7 +25,8 @@ from trainer.jobset.placement import pod_job_key_index, pod_name_index
 M = RESTMapping(GroupVersionKind("", "v1", "Pod"), "pods", True)
 
 
-def run(transform, compact, n=20000, relevant=False):
+def informer(transform, compact):
+    """A Pod informer with the four Pod indexes the controllers register."""
     inf = SharedInformer(Client(None, None), M, transform=transform, compact_store=compact)
     for name, f in (
         ("a", index_pod_phase),
@@ -34,6 +35,11 @@ def run(transform, compact, n=20000, relevant=False):
         ("d", pod_name_index),
     ):
         inf.add_index(field_index_name(name), field_index_func(f))
+    return inf
+
+
+def run(transform, compact, n=20000, relevant=False):
+    inf = informer(transform, compact)
     base = rich_pod()
     if relevant:
         base["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = "js"
@@ -76,14 +82,7 @@ def list_rss(n: int = 100000) -> None:
     from manager.memory import trim_heap
     from manager.workqueue.queue import Queue
 
-    inf = SharedInformer(Client(None, None), M, transform=podcache.minimal_transform, compact_store=True)
-    for name, f in (
-        ("a", index_pod_phase),
-        ("b", index_pod_group),
-        ("c", pod_job_key_index),
-        ("d", pod_name_index),
-    ):
-        inf.add_index(field_index_name(name), field_index_func(f))
+    inf = informer(podcache.minimal_transform, True)
     base = rich_pod()
     pages = []
     for start in range(0, n, 500):
