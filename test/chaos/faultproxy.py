@@ -2,7 +2,9 @@
 
 The managers get a kubeconfig whose server is ``http://127.0.0.1:<port>`` (no credentials);
 the proxy forwards every request to the real API server over TLS as admin. While a
-``FaultPlan`` is active each request draws one fault with the plan's probabilities:
+``FaultPlan`` is active each request draws one fault with the plan's probabilities (the first
+requests after ``faults_on`` take each kind once, in a shuffled order, so a short window on a
+quiet cluster still injects every kind the checks count):
 
 * ``429``: answered ``429 Too Many Requests`` with ``Retry-After`` (a Status body, as the
   API server's max-in-flight filter answers);
@@ -63,6 +65,7 @@ class FaultProxy:
         self.ssl_context = ssl_context
         self.rng = random.Random(seed)
         self.plan: FaultPlan | None = None
+        self._first: list[str] = []
         self.injected: Counter[str] = Counter()
         self.requests = 0
         self.upstream_errors = 0
@@ -112,21 +115,25 @@ class FaultProxy:
 
     def faults_on(self, plan: FaultPlan) -> None:
         self.plan = plan
+        self._first = [name for name, p in self._kinds(plan) if p > 0]
+        self.rng.shuffle(self._first)
 
     def faults_off(self) -> None:
         self.plan = None
+        self._first = []
+
+    @staticmethod
+    def _kinds(plan: FaultPlan) -> tuple[tuple[str, float], ...]:
+        return (("429", plan.p_429), ("500", plan.p_500), ("drop", plan.p_drop), ("slow", plan.p_slow))
 
     def _draw(self) -> str | None:
         plan = self.plan
         if plan is None:
             return None
+        if self._first:
+            return self._first.pop()
         x = self.rng.random()
-        for name, p in (
-            ("429", plan.p_429),
-            ("500", plan.p_500),
-            ("drop", plan.p_drop),
-            ("slow", plan.p_slow),
-        ):
+        for name, p in self._kinds(plan):
             if x < p:
                 return name
             x -= p

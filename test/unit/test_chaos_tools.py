@@ -66,6 +66,26 @@ async def test_proxy_forwards_then_injects_429_with_retry_after_and_500(upstream
         assert proxy.injected["drop"] >= 1  # aiohttp retries a GET once on a dropped keep-alive connection
 
 
+async def test_a_fault_window_injects_every_kind_even_when_few_requests_pass(upstream: str) -> None:
+    # A short window on a quiet cluster sees few requests; the checks count each kind, so the
+    # first requests take every kind once whatever the probabilities.
+    rare = FaultPlan(p_429=1e-9, p_500=1e-9, p_drop=1e-9, p_slow=1e-9, slow_seconds=(0.01, 0.02))
+    async with FaultProxy(upstream, None, seed=7) as proxy, aiohttp.ClientSession() as http:
+        proxy.faults_on(rare)
+        statuses = []
+        for _ in range(4):
+            try:
+                async with http.get(proxy.url + "/api/v1/configmaps") as r:
+                    statuses.append(r.status)
+            except aiohttp.ClientError:
+                statuses.append("dropped")
+        assert sorted(map(str, statuses)) == ["200", "429", "500", "dropped"] or sorted(
+            map(str, statuses)
+        ) == ["200", "200", "429", "500"]  # a drop after forwarding is retried by aiohttp's GET
+        assert dict(proxy.injected) == {"429": 1, "500": 1, "drop": 1, "slow": 1}
+        proxy.faults_off()
+
+
 async def test_expired_watch_ends_with_an_error_410_event(upstream: str) -> None:
     async with FaultProxy(upstream, None) as proxy, aiohttp.ClientSession() as http:
         async with http.get(proxy.url + "/api/v1/configmaps?watch=true") as r:
