@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -690,3 +691,49 @@ async def test_node_create_failed_and_launcher_done_before_the_retry_completes_w
     assert [(x["type"], x["status"]) for x in stored["status"]["conditions"]] == [("Completed", "True")]
     await rec.reconcile(REQ)
     assert client.names("Job") == ["test-jobset-launcher-0"]
+
+
+class OverlapClient(RecordingClient):
+    """Each create waits (up to 2 s) until a create of the other kind has started."""
+
+    def __init__(self, *objects: Any, fail_service: bool = False) -> None:
+        super().__init__(*objects)
+        self.started: dict[str, asyncio.Event] = {"Service": asyncio.Event(), "Job": asyncio.Event()}
+        self.waited: list[tuple[str, bool]] = []
+        self.fail_service = fail_service
+
+    async def create(self, obj: Any, **kwargs: Any) -> Any:
+        kind = obj["kind"]
+        self.started[kind].set()
+        other = self.started["Job" if kind == "Service" else "Service"]
+        try:
+            await asyncio.wait_for(other.wait(), 2)
+            self.waited.append((kind, True))
+        except TimeoutError:
+            self.waited.append((kind, False))
+        if kind == "Service" and self.fail_service:
+            raise InternalError("unexpected error", code=500)
+        return await super().create(obj, **kwargs)
+
+
+async def test_service_and_jobs_are_created_side_by_side() -> None:
+    # docs/divergences.md J-12: one round trip less per new JobSet on its worker.
+    client = OverlapClient(jobset(rjob("w", 2), network=dns()))
+    rec, _, _ = reconciler(client)
+    await rec.reconcile(REQ)
+    assert sorted(client.waited) == [("Job", True), ("Job", True), ("Service", True)]
+    assert client.names("Service") == ["test-jobset"]
+    assert client.names("Job") == ["test-jobset-w-0", "test-jobset-w-1"]
+    status = (await get_jobset(client)).get("status") or {}
+    assert [s["name"] for s in status["replicatedJobsStatus"]] == ["w"]  # the pass's status write
+
+
+async def test_a_service_error_still_fails_the_pass_with_its_warning() -> None:  # spec: jobset 6.E.2
+    client = OverlapClient(jobset(rjob("w", 1), network=dns()), fail_service=True)
+    rec, events, _ = reconciler(client)
+    with pytest.raises(InternalError, match="unexpected error"):
+        await rec.reconcile(REQ)
+    assert events.items == [("Warning", "HeadlessServiceCreationFailed", "unexpected error")]
+    assert client.names("Service") == []
+    # no status write from a failed pass, as upstream; the next pass finds the Job and counts it
+    assert "replicatedJobsStatus" not in ((await get_jobset(client)).get("status") or {})
