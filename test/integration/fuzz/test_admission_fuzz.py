@@ -84,8 +84,9 @@ def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, An
         "operations": collections.Counter(),
         "examples": 0,
     }
-    rss = {"start": rss_kib(manager.proc.pid)}
+    rss: dict[str, Any] = {"start": rss_kib(manager.proc.pid), "tenths": []}
     warmup = max(1, examples // 5)
+    tenth = max(1, examples // 10)
 
     @settings(
         max_examples=examples,
@@ -108,6 +109,8 @@ def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, An
         stats["codes"][f"{code} {'allowed' if response.get('allowed') else 'denied'}"] += 1
         if stats["examples"] == warmup:
             rss["warm"] = rss_kib(manager.proc.pid)
+        if stats["examples"] % tenth == 0:
+            rss["tenths"].append(rss_kib(manager.proc.pid))
 
     if os.environ.get("FUZZ_SEED"):
         one = seed(int(os.environ["FUZZ_SEED"]))(one)
@@ -118,6 +121,9 @@ def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, An
         poster.close()
     stats["seconds"] = round(time.monotonic() - started, 1)
     rss["end"] = rss_kib(manager.proc.pid)
+    # afterwards: idle past two of the manager's 5 s heap trims, then read again
+    time.sleep(12)
+    rss["idle"] = rss_kib(manager.proc.pid)
     stats["rss_kib"] = rss
     return stats
 
@@ -139,6 +145,7 @@ async def test_fuzzed_admission_reviews_get_controller_runtime_answers(
         assert codes["200 allowed"] and codes["400 denied"] and codes["403 denied"], codes
         # memory flat: after the warm-up fifth, less than 40 MiB more at the end
         assert rss["end"] - rss["warm"] < 40 * 1024, f"RSS grew from {rss['warm']} KiB to {rss['end']} KiB"
+        assert rss["idle"] - rss["warm"] < 40 * 1024, f"RSS idle at {rss['idle']} KiB after {rss['warm']} KiB"
         # a body over controller-runtime's limit is refused with 413 in the review, the server serves on
         poster = af.Poster(manager.webhook_port, manager.ca.cert_pem)
         try:
