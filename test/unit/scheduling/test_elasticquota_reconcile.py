@@ -363,3 +363,44 @@ async def test_unparsable_request_is_a_terminal_error() -> None:
     with pytest.raises(TerminalError, match="ElasticQuota ns"):
         await eq_reconciler(client).reconcile(Request("ns", "q"))
     assert client.writes == 0
+
+
+async def test_a_churning_namespace_is_recomputed_at_most_once_per_spacing() -> None:
+    # docs/divergences.md (Scheduling): with 5,000 pods a recomputation took up to 1.7 s, and
+    # recomputing on every pod status update let one namespace take the whole event loop.
+    from manager.events import EventRecorder
+    from trainer.controllers import elasticquota as eqc
+
+    now = [100.0]
+
+    def clock() -> float:
+        now[0] += 0.5  # every reading: half a second later, so a recomputation "takes" 0.5 s
+        return now[0]
+
+    client = fake_api(
+        eq("q", "ns", max=res(cpu=8)),
+        pod("p1", "ns", phase="Running", containers=[container(res(cpu=1))]),
+        pod("p2", "ns", phase="Pending", containers=[container(res(cpu=2))]),
+    )
+    rec = eqc.ElasticQuotaReconciler(
+        client, EventRecorder(client, component=eqc.EVENT_COMPONENT), clock=clock
+    )
+    changed = rec.change_tracker()
+    p1 = await client.get(POD, "p1", "ns")
+
+    assert changed.create(CreateEvent(p1))
+    assert await rec.reconcile(Request("ns", "p1")) is None  # the first change: at once
+    assert await used_of(client, "ns", "q") == q(cpu=1)
+    assert await rec.reconcile(Request("ns", "p1")) is None  # nothing changed: nothing to do
+
+    old = await client.get(POD, "p2", "ns")
+    await set_pod_phase(client, "p2", "Running", "ns")
+    new = await client.get(POD, "p2", "ns")
+    assert changed.update(UpdateEvent(old, new))
+    result = await rec.reconcile(Request("ns", "p2"))  # 0.5 s after a 0.5 s recomputation
+    assert result is not None and 0 < result.requeue_after <= eqc.RECOMPUTE_SPACING * 0.5
+    assert await used_of(client, "ns", "q") == q(cpu=1), "not recomputed yet"
+
+    now[0] += eqc.RECOMPUTE_SPACING * 0.5  # the requeued request comes back
+    assert await rec.reconcile(Request("ns", "p2")) is None
+    assert await used_of(client, "ns", "q") == q(cpu=3), "the change is not lost, only summed later"
