@@ -36,8 +36,8 @@ Sides: ``ours`` (``python -m trainer``, shipped defaults, every component: the E
 controller needs every Pod, so our Pod cache runs in its all-Pods mode) and ``theirs`` (the Go
 jobset v0.10.1 and trainer v2.1.0 managers as the conformance harness runs them, plus the
 scheduler-plugins v0.34.7 controller when ``--scheduler-plugins`` is given and it builds).
-No admission webhooks are registered (the cluster is shared by both sides and a stopped
-manager's webhooks would refuse every write); the managers serve them all the same.
+Each side's admission webhooks are registered while it runs and removed when it stops (a
+stopped manager's webhooks would refuse every write to the shared cluster).
 
     python test/bench/scale.py                          # 5,000 nodes, 100,000 Pods (issue 16)
     python test/bench/scale.py --pods 10000 --nodes 500 # the issue-12 scale scenario
