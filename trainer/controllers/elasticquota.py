@@ -8,8 +8,8 @@ its namespace matters: the namespace's quota gets the sum of the requests of its
 Deliberate differences (docs/divergences.md, "Scheduling"): pod ``spec.overhead`` is added
 (upstream computes it and throws the result away); with several ElasticQuotas in one namespace
 the first by name is updated (upstream: cache order); pod events that cannot change ``used``
-(no Running pod involved) are not enqueued; a churning namespace is recomputed at most once per
-``RECOMPUTE_SPACING`` times its last recomputation's duration.
+(no Running pod involved) are not enqueued; a namespace whose sum is costly (``SPACED_FROM``) is
+recomputed at most once per ``RECOMPUTE_SPACING`` times that cost.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ docs/behaviour/scheduling.md §3.2 step 6)."""
 RECOMPUTE_SPACING = 10.0
 """A namespace is recomputed again at the earliest this many times its last recomputation's
 duration later (at most ~10 % of the event loop per churning namespace)."""
+
+SPACED_FROM = 0.01
+"""Sums cheaper than this (a namespace of up to a few hundred pods) are never held back."""
 
 POD_PHASE_INDEX = "status.phase"
 """Field index on pods: a reconcile lists only the Running pods of its namespace."""
@@ -189,9 +192,10 @@ class ElasticQuotaReconciler:
         A recomputation reads and sums every Running pod of the namespace: 0.1 to 1.7 s with
         5,000 pods here, and a cluster's pods churn (status updates), so recomputing on every
         change let one busy namespace take the whole event loop (100k-Pod scale run,
-        docs/scale.md). After a recomputation that took ``d`` seconds, the next one of the same
-        namespace waits until ``RECOMPUTE_SPACING * d`` later: the request is requeued for then,
-        and the changes of the meantime are summed together (docs/divergences.md, Scheduling).
+        docs/scale.md). After a sum that took ``d >= SPACED_FROM`` seconds, the next one of the
+        same namespace waits until ``RECOMPUTE_SPACING * d`` later: the request is requeued for
+        then, and the changes of the meantime are summed together (docs/divergences.md S-10).
+        Smaller namespaces are recomputed on every change, as upstream.
         """
         log.debug("reconciling", request=str(req))
         tracked = self._up_to_date
@@ -202,16 +206,12 @@ class ElasticQuotaReconciler:
             if wait > 0:
                 return Result(requeue_after=wait)
             tracked.add(req.namespace)
-        started = self.clock()
         try:
             await self._sync(req)
         except BaseException:
             if tracked is not None:
                 tracked.discard(req.namespace)  # the retry must recompute
             raise
-        finally:
-            finished = self.clock()
-            self._not_before[req.namespace] = finished + RECOMPUTE_SPACING * (finished - started)
         return None
 
     async def _sync(self, req: Request) -> None:
@@ -220,16 +220,26 @@ class ElasticQuotaReconciler:
             return
         # one quota per namespace is the model; with more, the first by name (a stable choice)
         eq = min(quotas, key=lambda q: (q.get("metadata") or {}).get("name") or "")
+        started = self.clock()
         pods = await self.client.list(POD, namespace=req.namespace, field_selector={POD_PHASE_INDEX: RUNNING})
         try:
             used = compute_used(eq, pods)
         except QuantityError as err:
             # the API server validated these requests; one that still fails will fail every retry
             raise TerminalError(f"ElasticQuota {req.namespace}: {err}") from err
+        finally:
+            self._space(req.namespace, self.clock() - started)
         if same_resources(parse_used(eq), used):
             return
         await self.client.status.patch(eq, Patch.merge(used_patch(eq, used)))
         await self.recorder.event(eq, "Normal", c.SyncedReason, SYNCED_MESSAGE % req)
+
+    def _space(self, namespace: str, seconds: float) -> None:
+        """Hold the namespace's next sum back by ``RECOMPUTE_SPACING`` times this one's cost."""
+        if seconds >= SPACED_FROM:
+            self._not_before[namespace] = self.clock() + RECOMPUTE_SPACING * seconds
+        else:
+            self._not_before.pop(namespace, None)
 
 
 def index_pod_phase(pod: Mapping[str, Any]) -> list[str]:
