@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
+from trainer_wrappers import runtime, wrapper_rjobs
 
 from manager import Manager, Options
-from manager.client import Client
+from manager.client import Client, Forbidden
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
@@ -62,6 +63,23 @@ def scoped_webhooks(namespace: str) -> Json:
     return doc
 
 
+async def _webhooks_in_effect(client: Client, namespace: str) -> None:
+    """Until the API server calls the webhooks just installed: its admission plugin sees a new
+    configuration through its own informer, so a create right after the install can pass
+    unchecked (seen once in CI when the previous test had just deleted the same-named one)."""
+    bad_jobs = wrapper_rjobs()
+    bad_jobs[0]["replicas"] = 2  # the TrainingRuntime validator refuses this
+
+    async def denied() -> None:
+        try:
+            await client.create(runtime("webhook-probe", namespace, rjobs=bad_jobs), dry_run=True)
+        except Forbidden:
+            return
+        raise AssertionError("the TrainingRuntime webhook is not called yet")
+
+    await eventually(denied, timeout=30, interval=0.1)
+
+
 @pytest.fixture
 async def trainer(control_plane: Environment, namespace: str, tmp_path: Path) -> AsyncIterator[TrainerEnv]:
     ca = TinyCA("trainer-test-webhook-ca")
@@ -86,6 +104,7 @@ async def trainer(control_plane: Environment, namespace: str, tmp_path: Path) ->
                 [hooks], host="127.0.0.1", port=server.bound_port, ca_bundle=ca.cert_pem
             )
             client = Client(cluster.transport, cluster.mapper, field_owner="test")
+            await _webhooks_in_effect(client, namespace)
             try:
                 yield TrainerEnv(
                     client,
