@@ -9,12 +9,17 @@ from sched_fixtures import container, eq, eq_reconciler, events, fake_api, pod, 
 
 from manager.client.errors import NotFound
 from manager.controller.event import CreateEvent, DeleteEvent, UpdateEvent
+from manager.controller.predicate import Predicate
 from manager.controller.reconcile import Request, TerminalError
+from manager.events import EventRecorder
 from manager.meta.quantity import Quantity
 from manager.testing.fake import FakeClient
 from trainer.controllers.elasticquota import (
     ELASTICQUOTA,
+    EVENT_COMPONENT,
     POD,
+    RECOMPUTE_SPACING,
+    ElasticQuotaReconciler,
     compute_used,
     pod_may_change_used,
     pod_request,
@@ -365,16 +370,13 @@ async def test_unparsable_request_is_a_terminal_error() -> None:
     assert client.writes == 0
 
 
-async def test_a_churning_namespace_is_recomputed_at_most_once_per_spacing() -> None:
-    # docs/divergences.md (Scheduling): with 5,000 pods a recomputation took up to 1.7 s, and
-    # recomputing on every pod status update let one namespace take the whole event loop.
-    from manager.events import EventRecorder
-    from trainer.controllers import elasticquota as eqc
-
+def ticking_quota(step: float) -> tuple[FakeClient, ElasticQuotaReconciler, Predicate, list[float]]:
+    """A quota with p1 Running and p2 Pending, and a reconciler whose clock advances ``step``
+    at every reading (so a sum "takes" ``step``); the clock's value is returned to move it."""
     now = [100.0]
 
     def clock() -> float:
-        now[0] += 0.5  # every reading: half a second later, so a recomputation "takes" 0.5 s
+        now[0] += step
         return now[0]
 
     client = fake_api(
@@ -382,10 +384,14 @@ async def test_a_churning_namespace_is_recomputed_at_most_once_per_spacing() -> 
         pod("p1", "ns", phase="Running", containers=[container(res(cpu=1))]),
         pod("p2", "ns", phase="Pending", containers=[container(res(cpu=2))]),
     )
-    rec = eqc.ElasticQuotaReconciler(
-        client, EventRecorder(client, component=eqc.EVENT_COMPONENT), clock=clock
-    )
-    changed = rec.change_tracker()
+    rec = ElasticQuotaReconciler(client, EventRecorder(client, component=EVENT_COMPONENT), clock=clock)
+    return client, rec, rec.change_tracker(), now
+
+
+async def test_a_churning_namespace_is_recomputed_at_most_once_per_spacing() -> None:
+    # docs/divergences.md (Scheduling): with 5,000 pods a recomputation took up to 1.7 s, and
+    # recomputing on every pod status update let one namespace take the whole event loop.
+    client, rec, changed, now = ticking_quota(0.5)
     p1 = await client.get(POD, "p1", "ns")
 
     assert changed.create(CreateEvent(p1))
@@ -398,10 +404,10 @@ async def test_a_churning_namespace_is_recomputed_at_most_once_per_spacing() -> 
     new = await client.get(POD, "p2", "ns")
     assert changed.update(UpdateEvent(old, new))
     result = await rec.reconcile(Request("ns", "p2"))  # 0.5 s after a 0.5 s recomputation
-    assert result is not None and 0 < result.requeue_after <= eqc.RECOMPUTE_SPACING * 0.5
+    assert result is not None and 0 < result.requeue_after <= RECOMPUTE_SPACING * 0.5
     assert await used_of(client, "ns", "q") == q(cpu=1), "not recomputed yet"
 
-    now[0] += eqc.RECOMPUTE_SPACING * 0.5  # the requeued request comes back
+    now[0] += RECOMPUTE_SPACING * 0.5  # the requeued request comes back
     assert await rec.reconcile(Request("ns", "p2")) is None
     assert await used_of(client, "ns", "q") == q(cpu=3), "the change is not lost, only summed later"
     messages = sorted(e["message"] for e in await events(client))
@@ -410,24 +416,7 @@ async def test_a_churning_namespace_is_recomputed_at_most_once_per_spacing() -> 
 
 async def test_a_cheap_sum_is_never_held_back() -> None:
     # a namespace of a few hundred pods is recomputed on every change, as upstream
-    from manager.events import EventRecorder
-    from trainer.controllers import elasticquota as eqc
-
-    now = [100.0]
-
-    def clock() -> float:
-        now[0] += 0.001  # every reading 1 ms later: a sum "takes" 1 ms
-        return now[0]
-
-    client = fake_api(
-        eq("q", "ns", max=res(cpu=8)),
-        pod("p1", "ns", phase="Running", containers=[container(res(cpu=1))]),
-        pod("p2", "ns", phase="Pending", containers=[container(res(cpu=2))]),
-    )
-    rec = eqc.ElasticQuotaReconciler(
-        client, EventRecorder(client, component=eqc.EVENT_COMPONENT), clock=clock
-    )
-    changed = rec.change_tracker()
+    client, rec, changed, _ = ticking_quota(0.001)
     assert changed.create(CreateEvent(await client.get(POD, "p1", "ns")))
     assert await rec.reconcile(Request("ns", "p1")) is None
     old = await client.get(POD, "p2", "ns")
