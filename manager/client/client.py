@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Unpack, cast, overload
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, TypeVar, Unpack, cast, overload
 
 from manager.client import objects, rest
 from manager.client.errors import ApiError, Gone, NotFound
@@ -54,6 +54,18 @@ def encode_field_selector(selector: str | Mapping[str, str] | None) -> str | Non
     if selector is None or isinstance(selector, str):
         return selector or None
     return ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or None
+
+
+class RawListOptions(TypedDict, total=False):
+    """The options of ``Client.list_raw``: a live LIST, paged."""
+
+    namespace: str | None
+    label_selector: LabelSelector
+    field_selector: str | Mapping[str, str] | None
+    limit: int
+    """Page size (limit/continue); 500 when absent, 0 for one unpaged LIST."""
+    resource_version: str | None
+    """List at least as new as this (``resourceVersionMatch=NotOlderThan``; "0": any cached)."""
 
 
 class _Writes:
@@ -203,40 +215,20 @@ class Client(_Writes, TypedReader):
 
     @overload
     async def list_raw(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: str | Mapping[str, str] | None = None,
-        limit: int = 500,
-        resource_version: str | None = None,
-        transform: None = None,
+        self, gvk: GroupVersionKind, *, transform: None = None, **options: Unpack[RawListOptions]
     ) -> tuple[builtins.list[Object], str]: ...
 
     @overload
     async def list_raw(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: str | Mapping[str, str] | None = None,
-        limit: int = 500,
-        resource_version: str | None = None,
-        transform: Callable[[Object], O],
+        self, gvk: GroupVersionKind, *, transform: Callable[[Object], O], **options: Unpack[RawListOptions]
     ) -> tuple[builtins.list[O], str]: ...
 
     async def list_raw(
         self,
         gvk: GroupVersionKind,
         *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: str | Mapping[str, str] | None = None,
-        limit: int = 500,
-        resource_version: str | None = None,
         transform: Callable[[Object], object] | None = None,
+        **options: Unpack[RawListOptions],
     ) -> tuple[builtins.list[Any], str]:  # the overloads above type it
         """Paged live LIST; returns the items (with apiVersion/kind set) and the list's resourceVersion.
 
@@ -248,15 +240,15 @@ class Client(_Writes, TypedReader):
         pager falls back to a full list.
         """
         mapping = await self._mapping(gvk)
-        path = mapping.collection_path(namespace)
+        path = mapping.collection_path(options.get("namespace"))
         base: Object = {
-            "labelSelector": encode_label_selector(label_selector),
-            "fieldSelector": encode_field_selector(field_selector),
-            "limit": limit or None,
+            "labelSelector": encode_label_selector(options.get("label_selector")),
+            "fieldSelector": encode_field_selector(options.get("field_selector")),
+            "limit": options.get("limit", 500) or None,
         }
         items: builtins.list[Any] = []
         token: str | None = None
-        rv = resource_version
+        rv = options.get("resource_version")
         while True:
             params = dict(base, **{"continue": token})
             if token is None and rv is not None:
