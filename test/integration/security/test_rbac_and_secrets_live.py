@@ -1,4 +1,4 @@
-"""Security (issue 13): the manager works with the shipped RBAC only, and no secret reaches its logs or events.
+"""Security: the manager works with the shipped RBAC only, and no secret reaches its logs or events.
 
 The product (``python -m trainer``: every controller, the webhooks, the cert rotator, leader
 election, secure metrics) runs with the token of the ServiceAccount the shipped
