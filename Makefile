@@ -199,7 +199,7 @@ bench-floor: $(STAMP) build-assets
 # labelled like Deployments' Pods) and SCALE_TRAINJOBS suspended TrainJobs; each side started
 # fresh after each filling step: time to sync, steady RSS, RSS per relevant/unrelated Pod, API
 # requests at start, one TrainJob's latency. Writes $(BURST_OUT)/scale-<pods>.json and .md.
-# The issue-12 scenario: `make bench-scale SCALE_PODS=10000 SCALE_NODES=500`.
+# The smaller scenario `make bench` runs: `make bench-scale SCALE_PODS=10000 SCALE_NODES=500`.
 SCALE_PODS ?= 100000
 SCALE_NODES ?= 5000
 SCALE_TRAINJOBS ?= 1000
