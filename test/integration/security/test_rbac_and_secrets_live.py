@@ -132,27 +132,6 @@ def shipped_grants() -> set[Grant]:
     return grants_of(["role.yaml", "role_extra.yaml", "metrics_auth_role.yaml"])
 
 
-async def token_for(env: Environment, namespace: str, name: str) -> str:
-    """A TokenRequest token of the ServiceAccount (created if absent), as the kubelet projects it."""
-    status, _ = await env.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts",
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
-    )
-    assert status in (201, 409), status
-    answer = await ok(
-        env,
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )
-    return str(answer["status"]["token"])
-
-
 @contextlib.asynccontextmanager
 async def system_objects(env: Environment, namespace: str) -> AsyncIterator[None]:
     """What config/default creates before the manager starts -- the shipped RBAC, the empty
@@ -302,8 +281,8 @@ async def test_mpi_run_at_debug_level_uses_only_the_shipped_rbac_and_leaks_no_se
     metrics_port = free_port()
     ns_api = f"/api/v1/namespaces/{namespace}"
     async with system_objects(env, namespace):
-        token = await token_for(env, SYSTEM_NS, MANAGER_SA)
-        scraper_token = await token_for(env, namespace, "prometheus")
+        token = await env.service_account_token(SYSTEM_NS, MANAGER_SA)
+        scraper_token = await env.service_account_token(namespace, "prometheus")
         async with (
             RecordingProxy(env, tmp_path) as proxy,
             running_manager(
