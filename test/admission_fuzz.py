@@ -19,13 +19,16 @@ import base64
 import copy
 import http.client
 import json
+import os
 import re
 import ssl
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -463,3 +466,33 @@ class Poster:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+def fuzz_webhook_server(
+    port: int, ca_pem: bytes, namespace: str, examples: int, on_answer: Callable[[str, Json, Json], None]
+) -> None:
+    """POST ``examples`` generated reviews to the webhook server on ``port``, check each answer
+    (``check_answer``) and hand it to ``on_answer(path, review, response)`` for the caller's
+    tally. Derandomized unless ``FUZZ_SEED`` is set (then that seed); blocking: run it in a thread."""
+    poster = Poster(port, ca_pem)
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=os.environ.get("FUZZ_SEED") is None,
+        phases=[Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(admission_reviews(namespace))
+    def one(drawn: tuple[str, Json]) -> None:
+        path, review = drawn
+        status, body = poster.post(path, encode(review))
+        on_answer(path, review, check_answer(review, status, body))
+
+    if os.environ.get("FUZZ_SEED"):
+        one = seed(int(os.environ["FUZZ_SEED"]))(one)
+    try:
+        one()
+    finally:
+        poster.close()

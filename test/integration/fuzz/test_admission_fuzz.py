@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import admission_fuzz as af
-from hypothesis import HealthCheck, Phase, given, seed, settings
 from trainer_process import RunningManager, running_manager
 
 from manager.envtest import Environment
@@ -76,7 +75,6 @@ def log_problems(log_path: Path, start: int = 0, namespace: str | None = None) -
 
 def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, Any]:
     """Runs hypothesis in this (worker) thread; returns the figures."""
-    poster = af.Poster(manager.webhook_port, manager.ca.cert_pem)
     stats: dict[str, Any] = {
         "codes": collections.Counter(),
         "paths": collections.Counter(),
@@ -88,19 +86,7 @@ def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, An
     warmup = max(1, examples // 5)
     tenth = max(1, examples // 10)
 
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        database=None,
-        derandomize=os.environ.get("FUZZ_SEED") is None,
-        phases=[Phase.generate, Phase.shrink],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(af.admission_reviews(namespace))
-    def one(drawn: tuple[str, Json]) -> None:
-        path, review = drawn
-        status, body = poster.post(path, af.encode(review))
-        response = af.check_answer(review, status, body)
+    def tally(path: str, review: Json, response: Json) -> None:
         stats["examples"] += 1
         stats["paths"][path] += 1
         stats["kinds"][af.object_kind(review)] += 1
@@ -112,13 +98,8 @@ def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, An
         if stats["examples"] % tenth == 0:
             rss["tenths"].append(rss_kib(manager.proc.pid))
 
-    if os.environ.get("FUZZ_SEED"):
-        one = seed(int(os.environ["FUZZ_SEED"]))(one)
     started = time.monotonic()
-    try:
-        one()
-    finally:
-        poster.close()
+    af.fuzz_webhook_server(manager.webhook_port, manager.ca.cert_pem, namespace, examples, tally)
     stats["seconds"] = round(time.monotonic() - started, 1)
     rss["end"] = rss_kib(manager.proc.pid)
     # afterwards: idle past two of the manager's 5 s heap trims, then read again
