@@ -236,8 +236,13 @@ class ElasticQuotaReconciler:
 
     def _space(self, namespace: str, seconds: float) -> None:
         """Hold the namespace's next sum back by ``RECOMPUTE_SPACING`` times this one's cost."""
+        now = self.clock()
+        # Spacings that have run out hold nothing back: dropping them here keeps one entry per
+        # currently spaced namespace, not one per namespace ever spaced (deleted ones included).
+        for spaced in [ns for ns, until in self._not_before.items() if until <= now]:
+            del self._not_before[spaced]
         if seconds >= SPACED_FROM:
-            self._not_before[namespace] = self.clock() + RECOMPUTE_SPACING * seconds
+            self._not_before[namespace] = now + RECOMPUTE_SPACING * seconds
         else:
             self._not_before.pop(namespace, None)
 

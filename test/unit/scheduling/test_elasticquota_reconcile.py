@@ -424,3 +424,13 @@ async def test_a_cheap_sum_is_never_held_back() -> None:
     assert changed.update(UpdateEvent(old, await client.get(POD, "p2", "ns")))
     assert await rec.reconcile(Request("ns", "p2")) is None
     assert await used_of(client, "ns", "q") == q(cpu=3)
+
+
+async def test_spacings_that_ran_out_are_forgotten() -> None:
+    # one entry per namespace being spaced now: a deleted namespace's spacing does not stay behind
+    _, rec, _, now = ticking_quota(0.0)
+    rec._space("deleted-namespace", 0.5)
+    rec._space("ns", 0.5)
+    now[0] += RECOMPUTE_SPACING * 0.5 + 1  # both spacings run out
+    rec._space("busy", 0.5)
+    assert set(rec._not_before) == {"busy"}
