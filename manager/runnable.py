@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from manager.webhook.server import Handler
+    from manager.webhook.admission import Handler
 
 
 @runtime_checkable

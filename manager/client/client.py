@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, TypeVar, Unpack, cast, overload
 
 from manager.client import objects, rest
 from manager.client.errors import ApiError, Gone, NotFound
 from manager.client.interfaces import (
     ClientProtocol,
+    DeleteOptions,
     LabelSelector,
     ListQuery,
     Preconditions,
@@ -55,7 +56,24 @@ def encode_field_selector(selector: str | Mapping[str, str] | None) -> str | Non
     return ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or None
 
 
-class _Base:
+class RawListOptions(TypedDict, total=False):
+    """The options of ``Client.list_raw``: a live LIST, paged."""
+
+    namespace: str | None
+    label_selector: LabelSelector
+    field_selector: str | Mapping[str, str] | None
+    limit: int
+    """Page size (limit/continue); 500 when absent, 0 for one unpaged LIST."""
+    resource_version: str | None
+    """List at least as new as this (``resourceVersionMatch=NotOlderThan``; "0": any cached)."""
+
+
+class _Writes:
+    """The writes an object and its subresource share (update, patch, apply), written once;
+    ``subresource`` is "" for the object itself, "status" for ``client.status``."""
+
+    subresource: ClassVar[str] = ""
+
     def __init__(self, transport: rest.RestTransport, mapper: RESTMapper, field_owner: str | None) -> None:
         self.transport = transport
         self.mapper = mapper
@@ -73,7 +91,7 @@ class _Base:
             params["dryRun"] = "All"
         return params
 
-    async def _target(self, obj: Any) -> tuple[Object, RESTMapping, str, str]:
+    async def _target(self, obj: object) -> tuple[Object, RESTMapping, str, str]:
         data = objects.to_dict(obj)
         mapping = await self._mapping(objects.gvk_of(obj))
         meta = data.get("metadata") or {}
@@ -82,61 +100,57 @@ class _Base:
             raise ValueError("object has no metadata.name")
         return data, mapping, name, meta.get("namespace") or ""
 
-    async def _update(self, obj: Any, subresource: str, field_owner: str | None, dry_run: bool) -> Any:
+    async def update(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
+        """Replace; ``Conflict`` if ``metadata.resourceVersion`` is stale."""
         data, mapping, name, namespace = await self._target(obj)
         result = await self.transport.request(
             "PUT",
-            mapping.object_path(name, namespace, subresource),
+            mapping.object_path(name, namespace, self.subresource),
             params=self._write_params(field_owner, dry_run),
             body=data,
         )
-        return objects.like(obj, result)
+        return cast(O, objects.like(obj, result))
 
-    async def _patch(
-        self, obj: Any, patch: Patch, subresource: str, field_owner: str | None, dry_run: bool, force: bool
-    ) -> Any:
+    async def patch(
+        self, obj: O, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
+    ) -> O:
+        """Patch the object named by ``obj`` (its kind, namespace and name) with ``patch``."""
+        return await self._patch(obj, patch, field_owner, dry_run, force=False)
+
+    async def apply(
+        self, obj: O, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
+    ) -> O:
+        """Server-side apply ``obj`` as its full intent for ``field_owner``; ``force`` takes over
+        fields owned by other managers instead of failing with a 409 conflict."""
+        owner = field_owner or self.field_owner
+        if not owner:
+            raise ValueError("server-side apply needs a field_owner")
+        data = objects.to_dict(obj)
+        data.get("metadata", {}).pop("managedFields", None)
+        return await self._patch(obj, Patch(rest.APPLY_PATCH, data), owner, dry_run, force=force)
+
+    async def _patch(self, obj: O, patch: Patch, field_owner: str | None, dry_run: bool, *, force: bool) -> O:
         _, mapping, name, namespace = await self._target(obj)
         params = self._write_params(field_owner, dry_run)
         if force:
             params["force"] = True
         result = await self.transport.request(
             "PATCH",
-            mapping.object_path(name, namespace, subresource),
+            mapping.object_path(name, namespace, self.subresource),
             params=params,
             body=patch.data,
             content_type=patch.content_type,
         )
-        return objects.like(obj, result)
-
-    async def _apply(
-        self, obj: Any, subresource: str, field_owner: str | None, force: bool, dry_run: bool
-    ) -> Any:
-        owner = field_owner or self.field_owner
-        if not owner:
-            raise ValueError("server-side apply needs a field_owner")
-        data = objects.to_dict(obj)
-        data.get("metadata", {}).pop("managedFields", None)
-        return await self._patch(obj, Patch(rest.APPLY_PATCH, data), subresource, owner, dry_run, force)
+        return cast(O, objects.like(obj, result))
 
 
-class StatusWriter(_Base):
+class StatusWriter(_Writes):
     """Writes to the ``status`` subresource only (``client.status``)."""
 
-    async def update(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
-        return cast(O, await self._update(obj, "status", field_owner, dry_run))
-
-    async def patch(
-        self, obj: O, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
-    ) -> O:
-        return cast(O, await self._patch(obj, patch, "status", field_owner, dry_run, False))
-
-    async def apply(
-        self, obj: O, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
-    ) -> O:
-        return cast(O, await self._apply(obj, "status", field_owner, force, dry_run))
+    subresource = "status"
 
 
-class Client(_Base, TypedReader):
+class Client(_Writes, TypedReader):
     """Async Kubernetes client over one shared HTTP session.
 
     With a ``cache`` (any ``manager.client.interfaces.Reader``, normally ``manager.cache.Cache``), ``get``/``list`` read from it,
@@ -184,64 +198,38 @@ class Client(_Base, TypedReader):
         """All matching objects; live lists are fetched in pages of ``limit`` (limit/continue).
 
         ``unsafe_disable_deep_copy``: cached kinds return the cache's own objects, uncopied (for
-        read-only use; controller-runtime's ``client.UnsafeDisableDeepCopy``; a ``TypedReader``
-        cache takes it, a plain ``Reader`` need not); live lists are fresh objects anyway."""
-        namespace, labels, fields = query.namespace, query.label_selector, query.field_selector
+        read-only use; controller-runtime's ``client.UnsafeDisableDeepCopy``); live lists are fresh
+        objects anyway."""
         if self.cache is not None and gvk not in self.uncached:
-            if isinstance(self.cache, TypedReader):
-                no_copy = query.unsafe_disable_deep_copy
-                return await self.cache.list(
-                    gvk,
-                    namespace=namespace,
-                    label_selector=labels,
-                    field_selector=fields,
-                    unsafe_disable_deep_copy=no_copy,
-                )
-            return await self.cache.list(
-                gvk, namespace=namespace, label_selector=labels, field_selector=fields
-            )
+            options = query.selection()
+            options["unsafe_disable_deep_copy"] = query.unsafe_disable_deep_copy
+            return await self.cache.list(gvk, **options)
         items, _ = await self.list_raw(
-            gvk, namespace=namespace, label_selector=labels, field_selector=fields, limit=query.limit
+            gvk,
+            namespace=query.namespace,
+            label_selector=query.label_selector,
+            field_selector=query.field_selector,
+            limit=query.limit,
         )
         return items
 
     @overload
     async def list_raw(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: str | Mapping[str, str] | None = None,
-        limit: int = 500,
-        resource_version: str | None = None,
-        transform: None = None,
+        self, gvk: GroupVersionKind, *, transform: None = None, **options: Unpack[RawListOptions]
     ) -> tuple[builtins.list[Object], str]: ...
 
     @overload
     async def list_raw(
-        self,
-        gvk: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: str | Mapping[str, str] | None = None,
-        limit: int = 500,
-        resource_version: str | None = None,
-        transform: Callable[[Object], O],
+        self, gvk: GroupVersionKind, *, transform: Callable[[Object], O], **options: Unpack[RawListOptions]
     ) -> tuple[builtins.list[O], str]: ...
 
     async def list_raw(
         self,
         gvk: GroupVersionKind,
         *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: str | Mapping[str, str] | None = None,
-        limit: int = 500,
-        resource_version: str | None = None,
         transform: Callable[[Object], object] | None = None,
-    ) -> tuple[builtins.list[Any], str]:
+        **options: Unpack[RawListOptions],
+    ) -> tuple[builtins.list[Any], str]:  # the overloads above type it
         """Paged live LIST; returns the items (with apiVersion/kind set) and the list's resourceVersion.
 
         ``transform`` is applied to each item as its page arrives (an informer's transform, or
@@ -252,15 +240,15 @@ class Client(_Base, TypedReader):
         pager falls back to a full list.
         """
         mapping = await self._mapping(gvk)
-        path = mapping.collection_path(namespace)
+        path = mapping.collection_path(options.get("namespace"))
         base: Object = {
-            "labelSelector": encode_label_selector(label_selector),
-            "fieldSelector": encode_field_selector(field_selector),
-            "limit": limit or None,
+            "labelSelector": encode_label_selector(options.get("label_selector")),
+            "fieldSelector": encode_field_selector(options.get("field_selector")),
+            "limit": options.get("limit", 500) or None,
         }
         items: builtins.list[Any] = []
         token: str | None = None
-        rv = resource_version
+        rv = options.get("resource_version")
         while True:
             params = dict(base, **{"continue": token})
             if token is None and rv is not None:
@@ -327,67 +315,28 @@ class Client(_Base, TypedReader):
         )
         return cast(O, objects.like(obj, result))
 
-    async def update(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
-        """Replace; ``Conflict`` if ``metadata.resourceVersion`` is stale."""
-        return cast(O, await self._update(obj, "", field_owner, dry_run))
-
-    async def patch(
-        self, obj: O, patch: Patch, *, field_owner: str | None = None, dry_run: bool = False
-    ) -> O:
-        """Patch the object named by ``obj`` (its kind, namespace and name) with ``patch``."""
-        return cast(O, await self._patch(obj, patch, "", field_owner, dry_run, False))
-
-    async def apply(
-        self, obj: O, *, field_owner: str | None = None, force: bool = False, dry_run: bool = False
-    ) -> O:
-        """Server-side apply ``obj`` as its full intent for ``field_owner``; ``force`` takes over
-        fields owned by other managers instead of failing with a 409 conflict."""
-        return cast(O, await self._apply(obj, "", field_owner, force, dry_run))
-
-    async def delete(
-        self,
-        obj: object,
-        *,
-        propagation_policy: PropagationPolicy | None = None,
-        preconditions: Preconditions | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> None:
+    async def delete(self, obj: object, **options: Unpack[DeleteOptions]) -> None:
         """Delete; ``NotFound`` if absent, ``Conflict`` if a precondition no longer holds."""
         _, mapping, name, namespace = await self._target(obj)
-        await self.delete_by_name(
-            mapping.gvk,
-            name,
-            namespace,
-            propagation_policy=propagation_policy,
-            preconditions=preconditions,
-            grace_period_seconds=grace_period_seconds,
-            dry_run=dry_run,
-        )
+        await self.delete_by_name(mapping.gvk, name, namespace, **options)
 
     async def delete_by_name(
-        self,
-        kind: KindRef,
-        name: str,
-        namespace: str = "",
-        *,
-        propagation_policy: PropagationPolicy | None = None,
-        preconditions: Preconditions | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
+        self, kind: KindRef, name: str, namespace: str = "", **options: Unpack[DeleteOptions]
     ) -> None:
+        """``delete`` by kind and name, without the object at hand."""
         mapping = await self._mapping(gvk_for(kind))
-        options: Object = {"kind": "DeleteOptions", "apiVersion": "v1"}
-        if propagation_policy:
-            options["propagationPolicy"] = propagation_policy
-        if grace_period_seconds is not None:
-            options["gracePeriodSeconds"] = grace_period_seconds
-        if dry_run:
-            options["dryRun"] = ["All"]
+        body: Object = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if options.get("propagation_policy"):
+            body["propagationPolicy"] = options["propagation_policy"]
+        if "grace_period_seconds" in options:
+            body["gracePeriodSeconds"] = options["grace_period_seconds"]
+        if options.get("dry_run"):
+            body["dryRun"] = ["All"]
+        preconditions = options.get("preconditions")
         if preconditions is not None:
             pre = {"uid": preconditions.uid, "resourceVersion": preconditions.resource_version}
-            options["preconditions"] = {k: v for k, v in pre.items() if v}
-        await self.transport.request("DELETE", mapping.object_path(name, namespace), body=options)
+            body["preconditions"] = {k: v for k, v in pre.items() if v}
+        await self.transport.request("DELETE", mapping.object_path(name, namespace), body=body)
 
 
 def ignore_not_found(err: BaseException) -> None:

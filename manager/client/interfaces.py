@@ -42,11 +42,35 @@ class Preconditions:
     resource_version: str | None = None
 
 
+class DeleteOptions(TypedDict, total=False):
+    """How a delete is carried out (controller-runtime's ``client.DeleteOption``s); all optional."""
+
+    propagation_policy: PropagationPolicy
+    """What happens to the dependents: ``Background`` (the server's default for most kinds),
+    ``Foreground`` or ``Orphan``."""
+    preconditions: Preconditions
+    grace_period_seconds: int
+    dry_run: bool
+
+
 M = TypeVar("M")
 """A model class's instances (``get(TrainJob, ...) -> TrainJob``)."""
 
 O = TypeVar("O")  # noqa: E741
 """The object a write is given and returns (a dict or a model instance)."""
+
+
+class ListOptions(TypedDict, total=False):
+    """What a ``list`` selects, and how (controller-runtime's ``client.ListOption``s); all optional."""
+
+    namespace: str | None
+    """One namespace; absent or None: every namespace."""
+    label_selector: LabelSelector
+    field_selector: FieldSelector
+    limit: int
+    """Page size of a live list (limit/continue); a cache returns every match at once."""
+    unsafe_disable_deep_copy: bool
+    """Cached objects themselves, uncopied, for read-only use (``client.UnsafeDisableDeepCopy``)."""
 
 
 class Reader(Protocol):
@@ -63,55 +87,34 @@ class Reader(Protocol):
         ...
 
     @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-    ) -> builtins.list[Object]: ...
+    async def list(self, kind: GroupVersionKind, **options: Unpack[ListOptions]) -> builtins.list[Object]: ...
 
     @overload
-    async def list(
-        self,
-        kind: type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-    ) -> builtins.list[M]: ...
+    async def list(self, kind: type[M], **options: Unpack[ListOptions]) -> builtins.list[M]: ...
 
     async def list(
-        self,
-        kind: GroupVersionKind | type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
+        self, kind: GroupVersionKind | type[M], **options: Unpack[ListOptions]
     ) -> builtins.list[Object] | builtins.list[M]:
-        """Every matching object (``namespace`` None: all namespaces)."""
+        """Every object the options select."""
         ...
-
-
-class ListOptions(TypedDict, total=False):
-    """The list options beyond the ``Reader`` seam's, which a ``TypedReader`` passes on."""
-
-    limit: int
-    """Page size of a live list (limit/continue); a cache returns every match at once."""
-    unsafe_disable_deep_copy: bool
-    """Cached objects themselves, uncopied, for read-only use (``client.UnsafeDisableDeepCopy``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ListQuery:
-    """One list request as a ``TypedReader`` implementation receives it."""
+    """One list request as a ``TypedReader`` implementation receives it: ``ListOptions`` with
+    their defaults filled in."""
 
     namespace: str | None = None
     label_selector: LabelSelector = None
     field_selector: FieldSelector = None
     limit: int = 500
     unsafe_disable_deep_copy: bool = False
+
+    def selection(self) -> ListOptions:
+        """Only what selects objects, to pass on to another ``Reader``."""
+        return ListOptions(
+            namespace=self.namespace, label_selector=self.label_selector, field_selector=self.field_selector
+        )
 
 
 class TypedReader(abc.ABC):
@@ -136,39 +139,16 @@ class TypedReader(abc.ABC):
         return cast("Object | M", objects.like(kind, await self._get_object(gvk_for(kind), name, namespace)))
 
     @overload
-    async def list(
-        self,
-        kind: GroupVersionKind,
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        **options: Unpack[ListOptions],
-    ) -> builtins.list[Object]: ...
+    async def list(self, kind: GroupVersionKind, **options: Unpack[ListOptions]) -> builtins.list[Object]: ...
 
     @overload
-    async def list(
-        self,
-        kind: type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        **options: Unpack[ListOptions],
-    ) -> builtins.list[M]: ...
+    async def list(self, kind: type[M], **options: Unpack[ListOptions]) -> builtins.list[M]: ...
 
     async def list(
-        self,
-        kind: GroupVersionKind | type[M],
-        *,
-        namespace: str | None = None,
-        label_selector: LabelSelector = None,
-        field_selector: FieldSelector = None,
-        **options: Unpack[ListOptions],
+        self, kind: GroupVersionKind | type[M], **options: Unpack[ListOptions]
     ) -> builtins.list[Object] | builtins.list[M]:
-        """Every matching object (``namespace`` None: all namespaces), as models for a model class."""
-        query = ListQuery(namespace, label_selector, field_selector, **options)
-        items = await self._list_objects(gvk_for(kind), query)
+        """Every object the options select, as models for a model class."""
+        items = await self._list_objects(gvk_for(kind), ListQuery(**options))
         if isinstance(kind, GroupVersionKind):
             return items
         return cast("builtins.list[M]", [objects.like(kind, item) for item in items])
@@ -195,28 +175,12 @@ class Writer(Protocol):
         """Server-side apply ``obj`` as the full intent of ``field_owner``."""
         ...
 
-    async def delete(
-        self,
-        obj: object,
-        *,
-        propagation_policy: PropagationPolicy | None = None,
-        preconditions: Preconditions | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> None:
+    async def delete(self, obj: object, **options: Unpack[DeleteOptions]) -> None:
         """``NotFound`` if absent, ``Conflict`` if a precondition no longer holds."""
         ...
 
     async def delete_by_name(
-        self,
-        kind: KindRef,
-        name: str,
-        namespace: str = "",
-        *,
-        propagation_policy: PropagationPolicy | None = None,
-        preconditions: Preconditions | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
+        self, kind: KindRef, name: str, namespace: str = "", **options: Unpack[DeleteOptions]
     ) -> None:
         """``delete`` by kind and name, without the object at hand."""
         ...

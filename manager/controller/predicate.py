@@ -9,7 +9,7 @@ filter updates; create, delete and generic events pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -133,20 +133,21 @@ def label_selector(selector: Object) -> Predicate:
 
 
 def and_(*predicates: Predicate) -> Predicate:
-    return Funcs(
-        on_create=lambda e: all(p.create(e) for p in predicates),
-        on_update=lambda e: all(p.update(e) for p in predicates),
-        on_delete=lambda e: all(p.delete(e) for p in predicates),
-        on_generic=lambda e: all(p.generic(e) for p in predicates),
-    )
+    """Passes an event that every one of ``predicates`` passes."""
+    return _combined(all, predicates)
 
 
 def or_(*predicates: Predicate) -> Predicate:
+    """Passes an event that any one of ``predicates`` passes."""
+    return _combined(any, predicates)
+
+
+def _combined(reduce: Callable[[Iterable[bool]], bool], predicates: tuple[Predicate, ...]) -> Predicate:
     return Funcs(
-        on_create=lambda e: any(p.create(e) for p in predicates),
-        on_update=lambda e: any(p.update(e) for p in predicates),
-        on_delete=lambda e: any(p.delete(e) for p in predicates),
-        on_generic=lambda e: any(p.generic(e) for p in predicates),
+        on_create=lambda e: reduce(p.create(e) for p in predicates),
+        on_update=lambda e: reduce(p.update(e) for p in predicates),
+        on_delete=lambda e: reduce(p.delete(e) for p in predicates),
+        on_generic=lambda e: reduce(p.generic(e) for p in predicates),
     )
 
 

@@ -111,6 +111,21 @@ def _build_lock(directory: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _run_build(
+    command: list[str], *, env: dict[str, str], quiet: bool, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a build step; its output goes to stderr as it runs, or is kept for the error when quiet."""
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE if quiet else sys.stderr,
+        stderr=subprocess.STDOUT,
+        text=True,
+        check=False,
+    )
+
+
 def build(
     pieces: Iterable[str],
     *,
@@ -131,14 +146,7 @@ def build(
         **(extra_env or {}),
     }
     started = time.monotonic()
-    proc = subprocess.run(
-        ["bash", str(_BUILD_SCRIPT), str(out), *pieces],
-        env=env,
-        stdout=subprocess.PIPE if quiet else sys.stderr,
-        stderr=subprocess.STDOUT,
-        text=True,
-        check=False,
-    )
+    proc = _run_build(["bash", str(_BUILD_SCRIPT), str(out), *pieces], env=env, quiet=quiet)
     if proc.returncode != 0:
         output = proc.stdout or ""
         failed = re.findall(r"envtest build FAILED at step: (.*)", output)
@@ -259,14 +267,11 @@ def ensure_go_source(directory: Path, name: str, *, quiet: bool = False) -> tupl
             "CGO_ENABLED": "0",
         }
         started = time.monotonic()
-        proc = subprocess.run(
+        proc = _run_build(
             ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / f"{name}.tmp"), "."],
-            cwd=directory,
             env=env,
-            stdout=subprocess.PIPE if quiet else sys.stderr,
-            stderr=subprocess.STDOUT,
-            text=True,
-            check=False,
+            quiet=quiet,
+            cwd=directory,
         )
         if proc.returncode != 0:
             raise AssetBuildError(f"go build {directory}", (proc.stdout or "see the output above")[-4000:])

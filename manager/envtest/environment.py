@@ -387,27 +387,33 @@ class Environment:
 
     # -- controller-manager, scheduler, KWOK -------------------------------------------------
 
+    def _serving_flags(self, port: int, cert_dir: str) -> list[str]:
+        """How the controller-manager and the scheduler serve /healthz and /metrics: on
+        127.0.0.1:``port`` with self-signed certificates, checking requests against this API
+        server, health paths open to all."""
+        certs = self._file(cert_dir)
+        certs.mkdir(exist_ok=True)
+        return [
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={certs}",
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        ]
+
     async def _start_cluster_components(self, binaries: Mapping[str, Path]) -> None:
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE
-        allow = "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"
-
         kcm_port = free_port()
-        kcm_dir = self._file("kcm-certs")
-        kcm_dir.mkdir(exist_ok=True)
         kcm = self._spawn(
             "kube-controller-manager",
             [
                 str(binaries["kube-controller-manager"]),
                 f"--kubeconfig={self.kubeconfig}",
-                f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}",
                 "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={kcm_port}",
-                f"--cert-dir={kcm_dir}",
-                allow,
+                *self._serving_flags(kcm_port, "kcm-certs"),
                 f"--root-ca-file={self.dir / 'serving-ca.crt'}",
                 f"--service-account-private-key-file={self.dir / 'sa.key'}",
                 "--controllers=*",
@@ -419,8 +425,6 @@ class Environment:
         )
 
         sched_port = free_port()
-        sched_dir = self._file("scheduler-certs")
-        sched_dir.mkdir(exist_ok=True)
         sched_config = self._file("scheduler-config.yaml")
         sched_config.write_text(
             yaml.safe_dump(
@@ -441,12 +445,7 @@ class Environment:
             [
                 str(binaries["kube-scheduler"]),
                 f"--config={sched_config}",
-                f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={sched_port}",
-                f"--cert-dir={sched_dir}",
-                allow,
+                *self._serving_flags(sched_port, "scheduler-certs"),
             ],
         )
 

@@ -39,7 +39,9 @@ from manager.errors import Error
 from manager.meta.object import Json
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+"""An HTTP endpoint of the metrics server."""
 Filter = Callable[[Handler], Handler]
+"""Wrapped around ``/metrics`` and every extra handler (``with_authentication_and_authorization``)."""
 """Wraps a handler of the metrics server (Go's ``metricsserver.Filter``)."""
 
 AUTHN_CACHE_TTL = 60.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -10,11 +10,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from manager._http import HTTPServer
 from manager._tls import server_ssl_context
 from manager.client.interfaces import ClientProtocol
+from manager.metrics.filters import Filter, Handler
 from manager.metrics.registry import REGISTRY
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Filter = Callable[[Handler], Handler]
-"""Wrapped around ``/metrics`` and every extra handler (e.g. ``filters.with_authentication_and_authorization``)."""
 FilterProvider = Callable[[ClientProtocol], Filter]
 """Builds the filter from the manager's client (Go's ``FilterProvider(config, httpClient)``)."""
 

@@ -73,12 +73,7 @@ class FakeClock:
         """Move time forward by ``seconds``, firing due timers in order and settling between them."""
         target = self._now + seconds
         await self.settle()
-        while True:
-            self._drop_cancelled()
-            if not self._timers or self._timers[0].when > target:
-                break
-            timer = heapq.heappop(self._timers)
-            self._now = max(self._now, timer.when)
+        while (timer := self._next_due(target)) is not None:
             timer.callback()
             await self.settle()
         self._now = max(self._now, target)
@@ -108,14 +103,18 @@ class FakeClock:
     def advance_nowait(self, seconds: float) -> None:
         """Move time forward and fire due timers without yielding to the loop (sync tests)."""
         target = self._now + seconds
-        while True:
-            self._drop_cancelled()
-            if not self._timers or self._timers[0].when > target:
-                break
-            timer = heapq.heappop(self._timers)
-            self._now = max(self._now, timer.when)
+        while (timer := self._next_due(target)) is not None:
             timer.callback()
         self._now = max(self._now, target)
+
+    def _next_due(self, target: float) -> _Timer | None:
+        """The earliest live timer due by ``target``, taken off the heap, with the time moved to it."""
+        self._drop_cancelled()
+        if not self._timers or self._timers[0].when > target:
+            return None
+        timer = heapq.heappop(self._timers)
+        self._now = max(self._now, timer.when)
+        return timer
 
     def _drop_cancelled(self) -> None:
         while self._timers and self._timers[0].cancelled:

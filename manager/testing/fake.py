@@ -29,17 +29,16 @@ import itertools
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast, overload
 
 from manager.cache import selectors
 from manager.client import objects
 from manager.client.errors import AlreadyExists, ApiError, BadRequest, Conflict, NotFound
 from manager.client.interfaces import (
     ClientProtocol,
+    DeleteOptions,
     FieldIndexer,
     ListQuery,
-    Preconditions,
-    PropagationPolicy,
     TypedReader,
 )
 from manager.client.patch import Patch
@@ -295,12 +294,17 @@ class FakeClient(TypedReader):
         data = objects.to_dict(obj)
         current = self._current(self._key(data))
         self._check_rv(current, data)
-        if self._key(data)[0] in self._status_kinds:
-            if "status" in current:
-                data["status"] = copy.deepcopy(current["status"])
-            else:
-                data.pop("status", None)
+        self._keep_status(current, data)
         return cast(O, objects.like(obj, copy.deepcopy(self._store_update(current, data))))
+
+    def _keep_status(self, current: Object, new: Object) -> None:
+        """A kind with a status subresource keeps its stored status on a write to the object."""
+        if self._key(current)[0] not in self._status_kinds:
+            return
+        if "status" in current:
+            new["status"] = copy.deepcopy(current["status"])
+        else:
+            new.pop("status", None)
 
     @staticmethod
     def _check_rv(current: Object, new: Object) -> None:
@@ -337,11 +341,7 @@ class FakeClient(TypedReader):
         current = self._current(self._key(data))
         new = self._patched(current, patch)
         self._check_rv(current, new)  # a patch carrying a resourceVersion is an optimistic lock
-        if self._key(data)[0] in self._status_kinds:
-            if "status" in current:
-                new["status"] = copy.deepcopy(current["status"])
-            else:
-                new.pop("status", None)
+        self._keep_status(current, new)
         return cast(O, objects.like(obj, copy.deepcopy(self._store_update(current, new))))
 
     async def apply(
@@ -387,35 +387,20 @@ class FakeClient(TypedReader):
         self._objects[key] = new
         return cast(O, objects.like(obj, copy.deepcopy(new)))
 
-    async def delete(
-        self,
-        obj: object,
-        *,
-        propagation_policy: PropagationPolicy | None = None,
-        preconditions: Preconditions | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> None:
-        data = objects.to_dict(obj)
-        gvk, namespace, name = self._key(data)
-        await self.delete_by_name(gvk, name, namespace, preconditions=preconditions, dry_run=dry_run)
+    async def delete(self, obj: object, **options: Unpack[DeleteOptions]) -> None:
+        gvk, namespace, name = self._key(objects.to_dict(obj))
+        await self.delete_by_name(gvk, name, namespace, **options)
 
     async def delete_by_name(
-        self,
-        kind: KindRef,
-        name: str,
-        namespace: str = "",
-        *,
-        propagation_policy: PropagationPolicy | None = None,
-        preconditions: Preconditions | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
+        self, kind: KindRef, name: str, namespace: str = "", **options: Unpack[DeleteOptions]
     ) -> None:
+        """Only ``preconditions`` and ``dry_run`` are honoured: there is no garbage collector."""
         self._enter("delete")
         gvk = gvk_for(kind)
         key = (gvk, "" if gvk in self._cluster_scoped else namespace, name)
         current = self._current(key)
         meta = current["metadata"]
+        preconditions = options.get("preconditions")
         if preconditions is not None:
             if preconditions.uid and preconditions.uid != meta.get("uid"):
                 raise Conflict(f"Precondition failed: UID in precondition: {preconditions.uid}", code=409)
@@ -423,7 +408,7 @@ class FakeClient(TypedReader):
                 "resourceVersion"
             ):
                 raise Conflict("Precondition failed: ResourceVersion in precondition", code=409)
-        if dry_run:
+        if options.get("dry_run"):
             return
         if meta.get("finalizers"):
             if not meta.get("deletionTimestamp"):

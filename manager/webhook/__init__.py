@@ -6,6 +6,7 @@ from manager.webhook.admission import (
     AdmissionResponse,
     DecodeError,
     Denied,
+    Handler,
     allowed,
     denied,
     errored,
@@ -14,7 +15,6 @@ from manager.webhook.admission import (
 from manager.webhook.custom import (
     CustomDefaulter,
     CustomValidator,
-    Handler,
     defaulting_handler,
     mutate_path,
     validate_path,

@@ -7,7 +7,7 @@ the request ``uid`` and the review's apiVersion, and encodes patches as a base64
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,10 @@ class AdmissionResponse:
     def with_warnings(self, *warnings: str) -> AdmissionResponse:
         self.warnings.extend(warnings)
         return self
+
+
+Handler = Callable[[AdmissionRequest], Awaitable[AdmissionResponse]]
+"""What the webhook server calls for one path: a request in, the answer out."""
 
 
 def allowed(message: str = "") -> AdmissionResponse:

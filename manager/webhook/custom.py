@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Protocol, TypeVar, cast
 
 from manager import _json
@@ -35,13 +35,13 @@ from manager.webhook.admission import (
     AdmissionResponse,
     DecodeError,
     Denied,
+    Handler,
     allowed,
     denied,
     errored,
 )
 
 log = logging.getLogger(__name__)
-Handler = Callable[[AdmissionRequest], Awaitable[AdmissionResponse]]
 Warnings = list[str]
 T = TypeVar("T")
 """What a handler's defaulter or validator is given: the object dict, a ``model`` or ``decode``'s result."""

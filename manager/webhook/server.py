@@ -26,8 +26,7 @@ from manager.webhook import metrics
 from manager.webhook.admission import (
     INTERNAL_ERROR_MESSAGE,
     AdmissionDecodeError,
-    AdmissionRequest,
-    AdmissionResponse,
+    Handler,
     decode_review,
     encode_review,
     errored,
@@ -35,7 +34,6 @@ from manager.webhook.admission import (
 from manager.webhook.certwatcher import CertWatcher
 
 log = logging.getLogger(__name__)
-Handler = Callable[[AdmissionRequest], Awaitable[AdmissionResponse]]
 MAX_BODY = 7 * 1024 * 1024
 # A body may nest as deep as the JSON decoder allows (orjson: 1024 levels; Go's decoder 10,000) and
 # handlers copy, check and diff objects recursively (a few frames a level): the interpreter's

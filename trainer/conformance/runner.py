@@ -87,6 +87,18 @@ def namespace_for(path: Path, run_id: str) -> str:
     return f"c-{slug}-{run_id}"
 
 
+RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
+RUNTIME_WAIT_SECONDS = 15.0
+# the end of both runtime-lookup denials (registry's TrainingRuntime and ClusterTrainingRuntime)
+_RUNTIME_MISSING = "must be created before the TrainJob is created"
+
+
+def _runtime_of(trainjob: dict[str, Any]) -> tuple[str, str]:
+    """(kind, name) of the runtime a TrainJob names; kind defaults as the API does."""
+    ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
+    return ref.get("kind") or "ClusterTrainingRuntime", ref.get("name") or ""
+
+
 def _answer(code: int, body: Any) -> dict[str, Any]:
     """What a user sees of an API answer: allowed or not, the HTTP code, the message."""
     allowed = code < 400
@@ -148,6 +160,7 @@ class Scenario:
         if code >= 300:
             raise RuntimeError(f"{side.name}: creating namespace {self.namespace} answered {code}: {body}")
         snapshot = 0
+        runtimes: set[tuple[str, str]] = set()  # the runtimes this scenario has created
         for i, doc in enumerate(self.docs):
             kind = doc.get("kind")
             if doc.get("apiVersion") == CONFORMANCE_API and kind == "Step":
@@ -181,13 +194,33 @@ class Scenario:
                 namespaced = resource[1] if resource else True
                 if namespaced:
                     meta["namespace"] = self.namespace
+                if kind == "TrainJob" and _runtime_of(obj) in runtimes:
+                    await self._await_runtime_admitted(side, obj)
                 code, body = await side.kube.create(obj, self.namespace if namespaced else None)
                 name = meta.get("name") or meta.get("generateName", "")
                 out.records[f"answer/{i}/create {kind}/{name}"] = _answer(code, body)
+                if kind in RUNTIME_KINDS and code < 300:
+                    runtimes.add((kind, name))
         await self._settle(side, norm, out, "final")
         for key, value in list(out.records.items()):
             out.records[key] = _normalise_answer(value, norm)
         return out
+
+    async def _await_runtime_admitted(self, side: Side, trainjob: dict[str, Any]) -> None:
+        """Hold a TrainJob back until this side's webhook finds the runtime it names.
+
+        The scenario has just created that runtime. The Go manager's webhook reads runtimes from
+        its informer cache, which may not have seen it yet; it then denies the TrainJob with
+        "must be created before the TrainJob is created". Ours confirms a miss live
+        (docs/divergences.md T-3). The comparison is of what the managers make, not of that
+        race, so both sides wait (a dry-run create, at most ``RUNTIME_WAIT_SECONDS``)."""
+        path = await side.kube.collection_path(trainjob["apiVersion"], "TrainJob", self.namespace)
+        deadline = time.monotonic() + RUNTIME_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            code, body = await side.kube.request("POST", f"{path}?dryRun=All", trainjob)
+            if code < 300 or _RUNTIME_MISSING not in _answer(code, body)["message"]:
+                return
+            await asyncio.sleep(0.2)
 
     async def cleanup(self, side: Side) -> None:
         await side.kube.request("DELETE", f"/api/v1/namespaces/{self.namespace}")

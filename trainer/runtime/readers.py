@@ -21,11 +21,7 @@ import builtins
 
 from manager.cache.cache import ResourceNotCached, not_found
 from manager.client.errors import ApiError, NotFound
-from manager.client.interfaces import (
-    ListQuery,
-    Reader,
-    TypedReader,
-)
+from manager.client.interfaces import ListQuery, Reader, TypedReader
 from manager.client.restmapper import NoKindMatch
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
@@ -67,19 +63,9 @@ class CacheReader(TypedReader):
     async def _list_objects(self, gvk: GroupVersionKind, query: ListQuery) -> builtins.list[Json]:
         # only the selection is passed on: copies, every match (the plugins' reads are small)
         try:
-            return await self._cache.list(
-                gvk,
-                namespace=query.namespace,
-                label_selector=query.label_selector,
-                field_selector=query.field_selector,
-            )
+            return await self._cache.list(gvk, **query.selection())
         except ResourceNotCached:
             try:
-                return await self._live.list(
-                    gvk,
-                    namespace=query.namespace,
-                    label_selector=query.label_selector,
-                    field_selector=query.field_selector,
-                )
+                return await self._live.list(gvk, **query.selection())
             except NoKindMatch:
                 raise no_kind_match_error(gvk) from None

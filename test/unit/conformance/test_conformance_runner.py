@@ -15,8 +15,16 @@ from trainer.conformance.diff import (
     compare,
     load_divergences,
 )
+from trainer.conformance.harness import Side
 from trainer.conformance.normalize import Normaliser
-from trainer.conformance.runner import CONFORMANCE_API, ScenarioResult, _apply_json_patch, load_scenario
+from trainer.conformance.runner import (
+    CONFORMANCE_API,
+    Scenario,
+    ScenarioResult,
+    Settings,
+    _apply_json_patch,
+    load_scenario,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -179,3 +187,77 @@ def test_every_scenario_parses_and_uses_known_step_fields() -> None:
                     assert {"path", "requestKind", "resource", "object"} <= set(doc), file
             else:
                 assert doc.get("metadata", {}).get("name"), f"{file}: every object is named"
+
+
+class _LaggingKube:
+    """A cluster whose manager's webhook denies TrainJobs on a new runtime for ``lag`` dry runs
+    (a stand-in for the Go manager's informer cache catching up), recording every request."""
+
+    def __init__(self, lag: int) -> None:
+        self.lag = lag
+        self.requests: list[tuple[str, str]] = []
+
+    async def list(self, api_version: str, kind: str, namespace: str | None) -> list[dict[str, object]]:
+        return []
+
+    async def resource(self, api_version: str, kind: str) -> tuple[str, bool]:
+        return kind.lower() + "s", kind != "ClusterTrainingRuntime"
+
+    async def collection_path(self, api_version: str, kind: str, namespace: str | None) -> str:
+        return f"/apis/{api_version}/namespaces/{namespace}/{kind.lower()}s"
+
+    async def create(self, obj: dict[str, object], namespace: str | None) -> tuple[int, object]:
+        self.requests.append(("create", str(obj["kind"])))
+        return 201, obj
+
+    async def request(self, method: str, path: str, body: object = None) -> tuple[int, object]:
+        self.requests.append((method, path))
+        if self.lag > 0:
+            self.lag -= 1
+            message = (
+                'admission webhook "validate.trainjob.trainer.kubeflow.org" denied the request: '
+                'spec.RuntimeRef: Invalid value: ...: ClusterTrainingRuntime.trainer.kubeflow.org "rt" '
+                "not found: specified clusterTrainingRuntime must be created before the TrainJob is created"
+            )
+            return 403, {"message": message}
+        return 201, body
+
+
+def _scenario(tmp_path: Path, text: str) -> Scenario:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return Scenario(path, "c-ns", Settings(quiet_seconds=0.0, max_seconds=1.0, poll_seconds=0.0))
+
+
+_RUNTIME_THEN_TRAINJOB = """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: rt}
+spec: {template: {spec: {replicatedJobs: []}}}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: tj}
+spec: {runtimeRef: {name: rt}}
+"""
+
+
+async def test_a_trainjob_on_a_runtime_just_created_waits_until_the_webhook_finds_it(tmp_path: Path) -> None:
+    kube = _LaggingKube(lag=2)
+    scenario = _scenario(tmp_path, _RUNTIME_THEN_TRAINJOB)
+
+    out = await scenario.run(Side("go", kube))  # type: ignore[arg-type]
+
+    dry_runs = [path for method, path in kube.requests if method == "POST"]
+    assert dry_runs == ["/apis/trainer.kubeflow.org/v1alpha1/namespaces/c-ns/trainjobs?dryRun=All"] * 3
+    assert kube.requests[-1] == ("create", "TrainJob")  # created only after the third probe passed
+    assert out.records["answer/1/create TrainJob/tj"] == {"allowed": True, "code": 201, "message": ""}
+
+
+async def test_a_trainjob_on_a_runtime_the_scenario_did_not_create_is_not_held_back(tmp_path: Path) -> None:
+    kube = _LaggingKube(lag=5)
+    scenario = _scenario(tmp_path, _RUNTIME_THEN_TRAINJOB.split("---", 1)[1])
+
+    await scenario.run(Side("go", kube))  # type: ignore[arg-type]
+
+    assert [m for m, _ in kube.requests if m == "POST"] == []  # a negative scenario keeps its denial

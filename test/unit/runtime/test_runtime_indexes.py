@@ -40,8 +40,11 @@ def test_index_names_are_upstream_strings() -> None:
 @pytest.mark.parametrize(
     ("index", "kind"),
     [
-        (indexes.index_trainjob_training_runtime, "TrainingRuntime"),  # spec: trainer H1-H7
-        (indexes.index_trainjob_cluster_training_runtime, "ClusterTrainingRuntime"),  # spec: trainer H8-H14
+        (indexes.index_trainjob_training_runtime, "TrainingRuntime"),  # spec: trainer H1 H2 H3 H4 H5 H6 H7
+        (
+            indexes.index_trainjob_cluster_training_runtime,
+            "ClusterTrainingRuntime",
+        ),  # spec: trainer H8 H9 H10 H11 H12 H13 H14
     ],
 )
 def test_h1_to_h14_trainjob_runtime_ref_indexes(index: Any, kind: str) -> None:
@@ -64,8 +67,8 @@ def runtime_with_classes(classes: list[str | None] | None, cluster: bool) -> Jso
 @pytest.mark.parametrize(
     ("index", "cluster"),
     [
-        (indexes.index_training_runtime_runtime_class, False),  # spec: trainer H15-H20
-        (indexes.index_cluster_training_runtime_runtime_class, True),  # spec: trainer H21-H26
+        (indexes.index_training_runtime_runtime_class, False),  # spec: trainer H15 H16 H17 H18 H19 H20
+        (indexes.index_cluster_training_runtime_runtime_class, True),  # spec: trainer H21 H22 H23 H24 H25 H26
     ],
 )
 def test_h15_to_h26_runtime_class_indexes(index: Any, cluster: bool) -> None:
