@@ -49,14 +49,14 @@ test-integration: $(STAMP)
 test-e2e: $(STAMP)
 	$(PY) -m pytest test -m e2e $(PYTEST_ARGS)
 
-# The full chaos run (issue 13, docs/reliability.md): 500 TrainJobs under kube-apiserver kills,
+# The full chaos run (docs/reliability.md): 500 TrainJobs under kube-apiserver kills,
 # etcd compaction, leader SIGKILLs and proxy faults; figures to $(CHAOS_OUT). CHAOS_<PARAM>
 # overrides a parameter of test/chaos/harness.py Params (e.g. CHAOS_TRAINJOBS=200, CHAOS_SEED=7).
 CHAOS_OUT ?= chaos-results/chaos.json
 test-chaos: $(STAMP) build-assets
 	CHAOS_OUT=$(CHAOS_OUT) $(PY) -m pytest test/chaos -m chaos -s $(PYTEST_ARGS)
 
-# Admission and reconciler fuzzing in full (issue 13): FUZZ_EXAMPLES generated AdmissionReviews
+# Admission and reconciler fuzzing in full: FUZZ_EXAMPLES generated AdmissionReviews
 # against the running manager's webhook server (`make test` runs a reduced count), then the
 # admitted objects written to a real API server. FUZZ_SEED=<n> draws a different sequence.
 FUZZ_EXAMPLES ?= 10000
@@ -194,12 +194,12 @@ FLOOR_ARGS ?=
 bench-floor: $(STAMP) build-assets
 	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BURST_OUT) $(FLOOR_ARGS)
 
-# Scale side by side (issues 16 and 12): one KWOK cluster with SCALE_NODES nodes, SCALE_PODS
+# Scale side by side (docs/scale.md): one KWOK cluster with SCALE_NODES nodes, SCALE_PODS
 # pre-bound Running Pods (SCALE_ARGS --relevant, default 10 %, of JobSets/PodGroups; the rest
 # labelled like Deployments' Pods) and SCALE_TRAINJOBS suspended TrainJobs; each side started
 # fresh after each filling step: time to sync, steady RSS, RSS per relevant/unrelated Pod, API
 # requests at start, one TrainJob's latency. Writes $(BURST_OUT)/scale-<pods>.json and .md.
-# The issue-12 scenario: `make bench-scale SCALE_PODS=10000 SCALE_NODES=500`.
+# The smaller scenario `make bench` runs: `make bench-scale SCALE_PODS=10000 SCALE_NODES=500`.
 SCALE_PODS ?= 100000
 SCALE_NODES ?= 5000
 SCALE_TRAINJOBS ?= 1000

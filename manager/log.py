@@ -33,7 +33,7 @@ from typing import Any, Literal, TextIO
 
 import orjson
 import structlog
-from structlog.typing import EventDict, Processor
+from structlog.typing import EventDict, Processor, WrappedLogger
 
 SENSITIVE_KEYS = frozenset({"token", "password", "secret", "authorization", "bearer", "tls.key", "key_data"})
 REDACTED = "[REDACTED]"
@@ -143,7 +143,7 @@ def _second(seconds: int, tz: _dt.tzinfo) -> tuple[str, str, str]:
     return moment.strftime("%Y-%m-%dT%H:%M:%S"), _go_zone(moment, colon=True), _go_zone(moment, colon=False)
 
 
-def redact(_logger: Any, _method: str, event_dict: EventDict) -> EventDict:
+def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
     """Mask values whose key names a credential."""
     for key in list(event_dict):
         if key.lower() in SENSITIVE_KEYS:
@@ -175,7 +175,7 @@ def _short_path(pathname: str) -> str:
 
 
 def _stamp(settings: _Settings) -> Processor:
-    def stamp(_logger: Any, _method: str, event_dict: EventDict) -> EventDict:
+    def stamp(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
         record = event_dict.get("_record")
         if "ts" not in event_dict:
             ns = int(record.created * 1e9) if record is not None else time.time_ns()
@@ -188,7 +188,7 @@ def _stamp(settings: _Settings) -> Processor:
 def _zap_fields(settings: _Settings) -> Processor:
     """Reorder into zap's keys and decide about the traceback; returns the dict the renderer writes."""
 
-    def fields(_logger: Any, method: str, event_dict: EventDict) -> EventDict:
+    def fields(_logger: WrappedLogger, method: str, event_dict: EventDict) -> EventDict:
         record: logging.LogRecord | None = event_dict.pop("_record", None)
         event_dict.pop("_from_structlog", None)
         level = record.levelno if record is not None else _METHOD_LEVEL.get(method, logging.INFO)
@@ -236,11 +236,11 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def _render_json(_logger: Any, _method: str, event_dict: EventDict) -> str:
+def _render_json(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> str:
     return orjson.dumps(event_dict, default=_json_default, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
-def _render_console(_logger: Any, _method: str, event_dict: EventDict) -> str:
+def _render_console(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> str:
     """zap's console encoder: time, LEVEL, logger, caller, message, then the fields as JSON."""
     event_dict = dict(event_dict)
     stack = event_dict.pop("stacktrace", None)

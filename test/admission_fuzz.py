@@ -1,4 +1,4 @@
-"""Hypothesis strategies for admission fuzzing (issue 13): AdmissionReviews for every webhook path.
+"""Hypothesis strategies for admission fuzzing: AdmissionReviews for every webhook path.
 
 Objects start from valid TrainJobs, TrainingRuntimes, ClusterTrainingRuntimes, JobSets and Pods
 and are then left valid, made near-valid (a value of the right type but out of range or badly

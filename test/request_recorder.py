@@ -1,4 +1,4 @@
-"""A recording proxy on loopback between a manager and the API server (issue 13's RBAC test).
+"""A recording proxy on loopback between a manager and the API server (the RBAC test).
 
 The manager talks plain HTTP to the proxy; the proxy forwards every request over TLS and records
 method, path, query and the answer's status. By default the request's own credentials go

@@ -1,4 +1,4 @@
-"""Searching text (a manager's log, a dump of Events) for secret material (issue 13's leak check).
+"""Searching text (a manager's log, a dump of Events) for secret material (the leak check).
 
 The secret is searched as its material, not by its name: a PEM private key as its PEM body
 (the DER in base64), the DER in hex, the PEM in base64 (how a Secret stores it) and its

@@ -528,6 +528,31 @@ class Environment:
         ):
             return await decoded_response(response)
 
+    async def service_account_token(
+        self, namespace: str, name: str, *, expiration_seconds: int = 3600
+    ) -> str:
+        """A bearer token of the ServiceAccount ``namespace/name`` (created if absent), from a
+        TokenRequest, as the kubelet projects one into a Pod."""
+        status, body = await self.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+        )
+        if status not in (201, 409):
+            raise EnvtestError(f"creating ServiceAccount {namespace}/{name} answered {status}: {body}")
+        status, body = await self.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": expiration_seconds},
+            },
+        )
+        if status != 201:
+            raise EnvtestError(f"a TokenRequest for {namespace}/{name} answered {status}: {body}")
+        return str(body["status"]["token"])
+
     async def install_crds(self, paths: Iterable[Path | str]) -> list[str]:
         """Apply every CRD found in the files or directories and wait until each is served."""
         crds = [doc for doc in _load_documents(paths) if doc.get("kind") == "CustomResourceDefinition"]

@@ -1,4 +1,4 @@
-"""Floor scenario (issue 12): the API server's own write rate for the burst's JobSets and Jobs.
+"""Floor scenario: the API server's own write rate for the burst's JobSets and Jobs.
 
 On the same full local control plane as the burst (etcd, kube-apiserver, kube-controller-manager,
 scheduler, KWOK nodes; ``trainer.conformance.harness``), our manager first turns one TrainJob on

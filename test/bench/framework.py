@@ -1,4 +1,4 @@
-"""Framework scenario (issue 12): one trivial reconciler on three frameworks, side by side.
+"""Framework scenario: one trivial reconciler on three frameworks, side by side.
 
 Every ConfigMap of namespace ``bench`` is mirrored into a Secret of the same name by
 

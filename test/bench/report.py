@@ -1,4 +1,4 @@
-"""Assemble one ``make bench`` run (issue 12): one JSON file, one markdown table, one PNG.
+"""Assemble one ``make bench`` run: one JSON file, one markdown table, one PNG.
 
 Reads what the scenario scripts wrote into ``--in`` (``burst.json``, ``burst-running.json``,
 ``scale-*.json``, ``framework.json``, ``floor.json``, ``floor-running.json``; a missing one is

@@ -1,4 +1,4 @@
-"""``make test-chaos``: the full chaos run (issue 13) -- 500 TrainJobs on mixed runtimes plus
+"""``make test-chaos``: the full chaos run -- 500 TrainJobs on mixed runtimes plus
 plain JobSets and PodGroups in flight, kube-apiserver SIGKILLed 5 times, etcd compacted with
 every watch expired twice, the leader SIGKILLed twice, 45 s of proxy faults; then every object
 in the state it must be in, no orphan, no duplicate, no event storm, the figures printed and

@@ -1,4 +1,4 @@
-"""Security (issue 13): the shipped ClusterRoles grant nothing by wildcard."""
+"""Security: the shipped ClusterRoles grant nothing by wildcard."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_the_jobset_controller_may_delete_expired_jobsets() -> None:
     """The JobSet controller deletes a finished JobSet once ``ttlSecondsAfterFinished`` expired
     (trainer/controllers/jobset/reconciler.py); without the grant that delete was refused with
     403 under the shipped RBAC and the JobSet stayed (found by the live security test's audit of
-    unused grants, issue 13)."""
+    unused grants)."""
     assert any(
         "jobset.x-k8s.io" in (rule.get("apiGroups") or [])
         and "jobsets" in (rule.get("resources") or [])

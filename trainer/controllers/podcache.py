@@ -39,12 +39,12 @@ from manager.cache.transform import (
     strip_last_applied,
     strip_managed_fields,
 )
-from manager.client.restmapper import NoKindMatch
 from manager.meta.quantity import Quantity, QuantityError
 from manager.scheme import GroupVersionKind
 from trainer.api import jobset_constants as jc
 from trainer.api import scheduling_constants as sc
 from trainer.controllers.elasticquota import pod_request
+from trainer.runtime.context import require_kinds
 
 log = structlog.get_logger("trainer.controllers.podcache")
 
@@ -152,14 +152,6 @@ def by_object(mode: str, *, all_pods: bool, pod_groups: bool) -> ByObject | None
     return ByObject(label_selectors=selectors, transform=full_pod, compact=True)
 
 
-async def _served(mapper: Any, gvk: GroupVersionKind) -> bool:
-    try:
-        await mapper.mapping(gvk)
-    except NoKindMatch:
-        return False
-    return True
-
-
 async def configure(mgr: Any, mode: str | None, components: Iterable[str]) -> str:
     """Set the Pod cache of ``mgr`` before any component creates the Pod informer.
 
@@ -172,8 +164,8 @@ async def configure(mgr: Any, mode: str | None, components: Iterable[str]) -> st
     if "scheduling" in enabled:
         mapper = mgr.client.mapper
         version = sc.API_VERSION
-        pod_groups = await _served(mapper, GroupVersionKind.from_api_version(version, sc.PodGroupKind))
-        elastic_quotas = await _served(
+        pod_groups = await require_kinds(mapper, GroupVersionKind.from_api_version(version, sc.PodGroupKind))
+        elastic_quotas = await require_kinds(
             mapper, GroupVersionKind.from_api_version(version, sc.ElasticQuotaKind)
         )
     settings = by_object(mode, all_pods=elastic_quotas, pod_groups=pod_groups)

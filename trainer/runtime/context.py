@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from manager import Manager
-from manager.client.restmapper import NoKindMatch
+from manager.client.restmapper import NoKindMatch, RESTMapper
 from manager.events import EventRecorder
 from manager.scheme import GroupVersionKind
 from manager.webhook.server import WebhookServer
@@ -31,7 +31,7 @@ from trainer.runtime.registry import Runtime, new_runtimes
 __all__ = ["Setup", "SetupContext", "require_kinds"]
 
 
-async def require_kinds(mapper: object | None, *gvks: GroupVersionKind) -> bool:
+async def require_kinds(mapper: RESTMapper | None, *gvks: GroupVersionKind) -> bool:
     """Whether the API server serves every one of ``gvks`` (their CRDs are installed).
 
     Asked through the REST mapper (``Manager.mapper``); only "no such kind" answers False, any
@@ -40,10 +40,9 @@ async def require_kinds(mapper: object | None, *gvks: GroupVersionKind) -> bool:
     """
     if mapper is None:
         return True
-    mapping = getattr(mapper, "mapping")  # noqa: B009 -- RESTMapper or a test double
     for gvk in gvks:
         try:
-            await mapping(gvk)
+            await mapper.mapping(gvk)
         except NoKindMatch:
             return False
     return True

@@ -4,7 +4,7 @@ What this proves end to end: the manager process serves its webhooks to a real A
 builds the JobSet for a TrainJob on the shipped ``torch-distributed`` ClusterTrainingRuntime,
 keeps the never-suspended TrainJob free of a Suspended condition, and kube-controller-manager's
 garbage collector removes the JobSet with its TrainJob (owner reference with
-``blockOwnerDeletion``, spec §3.5); with the JobSet controller of the same process, TrainJobs on
+``blockOwnerDeletion``, docs/behaviour/trainer.md §3.5); with the JobSet controller of the same process, TrainJobs on
 the shipped torch and deepspeed runtimes run to ``Complete`` (KWOK completes the pods).
 """
 

@@ -38,26 +38,6 @@ async def _ok(env: Environment, method: str, path: str, body: Any = None) -> Any
     return answer
 
 
-async def _service_account_token(env: Environment, namespace: str, name: str) -> str:
-    status, _ = await env.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts",
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
-    )
-    assert status in (201, 409)
-    answer = await _ok(
-        env,
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )
-    return str(answer["status"]["token"])
-
-
 async def _allowed(env: Environment, user: str, group: str, resource: str) -> bool:
     review = {
         "apiVersion": "authorization.k8s.io/v1",
@@ -98,7 +78,7 @@ async def shipped_metrics_rbac(control_plane: Environment) -> AsyncIterator[None
 async def manager_as_shipped_sa(
     control_plane: Environment, shipped_metrics_rbac: None
 ) -> AsyncIterator[tuple[Manager, list[AuthFilter]]]:
-    token = await _service_account_token(control_plane, MANAGER_NS, MANAGER_SA)
+    token = await control_plane.service_account_token(MANAGER_NS, MANAGER_SA)
 
     async def bearer() -> str:
         return f"Bearer {token}"
@@ -137,8 +117,8 @@ async def manager_as_shipped_sa(
 @pytest.fixture
 async def scrapers(control_plane: Environment, namespace: str) -> AsyncIterator[dict[str, str]]:
     """Tokens of two ServiceAccounts: ``reader`` bound to the shipped metrics-reader role, ``other`` not."""
-    reader = await _service_account_token(control_plane, namespace, "prometheus")
-    other = await _service_account_token(control_plane, namespace, "nosy")
+    reader = await control_plane.service_account_token(namespace, "prometheus")
+    other = await control_plane.service_account_token(namespace, "nosy")
     binding = f"metrics-reader-{uuid.uuid4().hex[:8]}"
     await _ok(
         control_plane,

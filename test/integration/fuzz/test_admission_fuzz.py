@@ -1,4 +1,4 @@
-"""Admission fuzzing (issue 13): generated AdmissionReviews POSTed over HTTPS to the product's webhook server.
+"""Admission fuzzing: generated AdmissionReviews POSTed over HTTPS to the product's webhook server.
 
 The manager runs as the product does (``python -m trainer``, every component, debug logging) on
 a real API server holding the shipped torch-distributed runtime. Hypothesis draws reviews for

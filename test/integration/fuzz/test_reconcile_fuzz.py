@@ -1,4 +1,4 @@
-"""Reconciler fuzzing (issue 13): generated objects the API server admits never crash a reconcile.
+"""Reconciler fuzzing: generated objects the API server admits never crash a reconcile.
 
 Hypothesis draws TrainJobs, TrainingRuntimes and JobSets (valid, near-valid, hostile:
 ``admission_fuzz.mutated``); each is created through a real API server with the product's

@@ -1,4 +1,4 @@
-"""Security (issue 13): the manager works with the shipped RBAC only, and no secret reaches its logs or events.
+"""Security: the manager works with the shipped RBAC only, and no secret reaches its logs or events.
 
 The product (``python -m trainer``: every controller, the webhooks, the cert rotator, leader
 election, secure metrics) runs with the token of the ServiceAccount the shipped
@@ -130,27 +130,6 @@ def grants_of(files: list[str]) -> set[Grant]:
 def shipped_grants() -> set[Grant]:
     """What config/rbac binds to the manager's ServiceAccount."""
     return grants_of(["role.yaml", "role_extra.yaml", "metrics_auth_role.yaml"])
-
-
-async def token_for(env: Environment, namespace: str, name: str) -> str:
-    """A TokenRequest token of the ServiceAccount (created if absent), as the kubelet projects it."""
-    status, _ = await env.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts",
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
-    )
-    assert status in (201, 409), status
-    answer = await ok(
-        env,
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )
-    return str(answer["status"]["token"])
 
 
 @contextlib.asynccontextmanager
@@ -302,8 +281,8 @@ async def test_mpi_run_at_debug_level_uses_only_the_shipped_rbac_and_leaks_no_se
     metrics_port = free_port()
     ns_api = f"/api/v1/namespaces/{namespace}"
     async with system_objects(env, namespace):
-        token = await token_for(env, SYSTEM_NS, MANAGER_SA)
-        scraper_token = await token_for(env, namespace, "prometheus")
+        token = await env.service_account_token(SYSTEM_NS, MANAGER_SA)
+        scraper_token = await env.service_account_token(namespace, "prometheus")
         async with (
             RecordingProxy(env, tmp_path) as proxy,
             running_manager(

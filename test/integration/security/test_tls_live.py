@@ -1,4 +1,4 @@
-"""Security (issue 13): the product's webhook and metrics servers speak TLS 1.2+ and HTTP/1.1 only.
+"""Security: the product's webhook and metrics servers speak TLS 1.2+ and HTTP/1.1 only.
 
 ``python -m trainer`` with secure metrics on a free port: a client limited to TLS 1.1 fails the
 handshake on both servers, TLS 1.2 and 1.3 clients are served, and ALPN offering ``h2`` first

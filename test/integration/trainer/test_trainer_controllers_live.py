@@ -1,4 +1,4 @@
-"""Trainer controllers on a real API server with the webhooks installed (spec §10 L)."""
+"""Trainer controllers on a real API server with the webhooks installed (docs/behaviour/trainer.md §10 L)."""
 
 from __future__ import annotations
 

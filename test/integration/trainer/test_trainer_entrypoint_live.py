@@ -1,4 +1,4 @@
-"""`python -m trainer` with certManagement on (spec §6.3, §6.4): readiness waits for the certificates.
+"""`python -m trainer` with certManagement on (docs/behaviour/trainer.md §6.3, §6.4): readiness waits for the certificates.
 
 The rotator's namespace is ``kubeflow-system`` (no service-account mount here); the test
 pre-creates the Secret and the three webhook configurations as the shipped manifests do, and

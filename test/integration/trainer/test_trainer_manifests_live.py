@@ -1,5 +1,5 @@
 """The shipped deployment manifests (config/rbac, config/manager) are accepted by a real API server,
-and the ServiceAccount may do exactly what the controllers, webhooks and cert rotator need (spec §7)."""
+and the ServiceAccount may do exactly what the controllers, webhooks and cert rotator need (docs/behaviour/trainer.md §7)."""
 
 from __future__ import annotations
 

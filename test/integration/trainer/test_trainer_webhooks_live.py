@@ -1,4 +1,4 @@
-"""The Trainer's validating webhooks called by a real API server (spec §10 B4-B13, §5.1, §5.2)."""
+"""The Trainer's validating webhooks called by a real API server (docs/behaviour/trainer.md §10 B4-B13, §5.1, §5.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Upstream's integration-test wrappers (spec §10 preamble) as plain dicts."""
+"""Upstream's integration-test wrappers (docs/behaviour/trainer.md §10 preamble) as plain dicts."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Informers over the union of several label selectors, per-kind compact stores, projections
-(issue 16: memory in proportion to the objects the controllers read)."""
+(memory in proportion to the objects the controllers read)."""
 
 from __future__ import annotations
 

@@ -415,7 +415,7 @@ def test_update_edge_cases() -> None:
 
 
 def test_update_with_a_deeply_nested_value_is_linear() -> None:
-    """Found by the admission fuzzer (issue 13): an UPDATE whose old JobSet held a 500-level
+    """Found by the admission fuzzer: an UPDATE whose old JobSet held a 500-level
     nested value under a replicated job kept the webhook busy for minutes (the semantic
     comparison normalised every value twice per level: 2^depth calls), blocking the server."""
     limit = sys.getrecursionlimit()

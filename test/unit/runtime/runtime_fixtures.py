@@ -1,7 +1,7 @@
 """Test doubles and object builders for the runtime tests.
 
 ``FakeReader`` is the in-memory cache reader the plugins are handed; the builders write the
-upstream test "wrappers" (spec §10 preamble) as plain dicts so every expectation is literal.
+upstream test "wrappers" (docs/behaviour/trainer.md §10 preamble) as plain dicts so every expectation is literal.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Apply helpers (spec §10 I): keyed upserts, env conversion and field extraction."""
+"""Apply helpers (docs/behaviour/trainer.md §10 I): keyed upserts, env conversion and field extraction."""
 
 from __future__ import annotations
 

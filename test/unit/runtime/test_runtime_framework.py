@@ -1,4 +1,4 @@
-"""The plugin framework: extension points, phases, watches and status (spec §10 E)."""
+"""The plugin framework: extension points, phases, watches and status (docs/behaviour/trainer.md §10 E)."""
 
 from __future__ import annotations
 

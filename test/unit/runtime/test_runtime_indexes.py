@@ -1,4 +1,4 @@
-"""Field indexes and runtime-ref helpers (spec §10 H and J, §2.2)."""
+"""Field indexes and runtime-ref helpers (docs/behaviour/trainer.md §10 H and J, §2.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The runtime ``Info`` and ``newRuntimeInfo`` (spec §10 G, §2.3, §2.4)."""
+"""The runtime ``Info`` and ``newRuntimeInfo`` (docs/behaviour/trainer.md §10 G, §2.3, §2.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Runtime ``NewObjects`` for TrainingRuntime and ClusterTrainingRuntime (spec §10 D).
+"""Runtime ``NewObjects`` for TrainingRuntime and ClusterTrainingRuntime (docs/behaviour/trainer.md §10 D).
 
 Inputs mirror the upstream table tests; every expected object is written out below and
 compared after sorting by apiVersion, kind and name. The generated SSH key pair is checked for

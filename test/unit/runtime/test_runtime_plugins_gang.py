@@ -1,4 +1,4 @@
-"""CoScheduling and Volcano plugins (spec §10 F80-F99): pod metadata, PodGroups, validation."""
+"""CoScheduling and Volcano plugins (docs/behaviour/trainer.md §10 F80-F99): pod metadata, PodGroups, validation."""
 
 from __future__ import annotations
 
@@ -304,7 +304,7 @@ async def test_f99_existing_priority_class() -> None:
 
 
 async def test_system_priority_class_stops_validation() -> None:
-    """Spec §9 quirk 16: validation stops at the first system-* priority class."""
+    """docs/behaviour/trainer.md §9 quirk 16: validation stops at the first system-* priority class."""
     info = gang_info({"volcano": {}})
     info.template_spec.obj_apply = {
         "replicatedJobs": [

@@ -1,4 +1,4 @@
-"""JobSet plugin (spec §10 F56-F79): pod network endpoints and TrainJob validation."""
+"""JobSet plugin (docs/behaviour/trainer.md §10 F56-F79): pod network endpoints and TrainJob validation."""
 
 from __future__ import annotations
 

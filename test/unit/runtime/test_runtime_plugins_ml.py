@@ -1,4 +1,4 @@
-"""PlainML and Torch plugins (spec §10 F1-F37): counts, PET_* env, ports, numProcPerNode, validation."""
+"""PlainML and Torch plugins (docs/behaviour/trainer.md §10 F1-F37): counts, PET_* env, ports, numProcPerNode, validation."""
 
 from __future__ import annotations
 
@@ -196,7 +196,7 @@ def test_f23_to_f25_torchtune_env_has_no_master(
 
 
 def test_torch_without_trainer_section_adds_nothing() -> None:
-    """Spec §9 quirk 8: a TrainJob without ``spec.trainer`` gets no PET_* env and no port."""
+    """docs/behaviour/trainer.md §9 quirk 8: a TrainJob without ``spec.trainer`` gets no PET_* env and no port."""
     info = trainer_info({"torch": {"numProcPerNode": "auto"}})
     Torch().enforce_ml_policy(info, tj_model())
     assert info.template_spec.pod_sets[0].containers[0] == ContainerInfo(name="node")
@@ -326,7 +326,7 @@ async def test_f37_qlora_needs_one_gpu_for_small_llama() -> None:
 
 
 async def test_torchtune_without_num_nodes_is_denied_not_crashed() -> None:
-    """Spec §9 quirk 7: upstream panics (HTTP 500); we deny with a Required error."""
+    """docs/behaviour/trainer.md §9 quirk 7: upstream panics (HTTP 500); we deny with a Required error."""
     errors = await torch_validate({"torch": {}}, runtime="torchtune-llama3.2-1b", trainer=tune())
     assert [str(e) for e in errors] == [
         "spec.trainer.numNodes: Required value: must be set for a torchtune TrainJob"

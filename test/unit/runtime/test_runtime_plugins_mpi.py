@@ -1,4 +1,4 @@
-"""MPI plugin (spec §10 F38-F55): node counts, slots, SSH/hostfile volumes, Secret, ConfigMap, validation."""
+"""MPI plugin (docs/behaviour/trainer.md §10 F38-F55): node counts, slots, SSH/hostfile volumes, Secret, ConfigMap, validation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Upstream quirks we copy on purpose (spec §9), pinned so nobody "fixes" an observable contract."""
+"""Upstream quirks we copy on purpose (docs/behaviour/trainer.md §9), pinned so nobody "fixes" an observable contract."""
 
 from __future__ import annotations
 

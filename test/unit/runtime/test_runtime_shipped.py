@@ -1,4 +1,4 @@
-"""The shipped runtimes (config/runtimes, spec §8): for each, a TrainJob gives upstream's objects.
+"""The shipped runtimes (config/runtimes, docs/behaviour/trainer.md §8): for each, a TrainJob gives upstream's objects.
 
 Each runtime file is loaded as the API server would store it (CRD defaults filled in), a
 TrainJob is run through ``NewObjects`` and the result compared with the objects written out

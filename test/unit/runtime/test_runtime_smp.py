@@ -1,4 +1,4 @@
-"""The strategic-merge subset against known Kubernetes results on pod templates (spec §2.4 step 2)."""
+"""The strategic-merge subset against known Kubernetes results on pod templates (docs/behaviour/trainer.md §2.4 step 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Admission fuzzing in the fast tier (issue 13): the fuzzer's reviews against the webhook server in process.
+"""Admission fuzzing in the fast tier: the fuzzer's reviews against the webhook server in process.
 
 The same strategies as the live fuzz test (``admission_fuzz``: valid, near-valid and hostile
 TrainJobs, TrainingRuntimes, ClusterTrainingRuntimes, JobSets and Pods on all seven paths, with

@@ -1,4 +1,4 @@
-"""The Pod cache policy (issue 16): which Pods are kept whole, what is kept of the others, and
+"""The Pod cache policy: which Pods are kept whole, what is kept of the others, and
 that every Pod reader still gets what it reads."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Webhook certificate rotation (spec §6.4): key material, renewal decisions, injection, rotator steps."""
+"""Webhook certificate rotation (docs/behaviour/trainer.md §6.4): key material, renewal decisions, injection, rotator steps."""
 
 from __future__ import annotations
 

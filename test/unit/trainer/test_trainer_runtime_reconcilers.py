@@ -1,4 +1,4 @@
-"""TrainingRuntime / ClusterTrainingRuntime reconcilers and their TrainJob notifications (spec §4, §10 K)."""
+"""TrainingRuntime / ClusterTrainingRuntime reconcilers and their TrainJob notifications (docs/behaviour/trainer.md §4, §10 K)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TrainJob reconciler steps on a fake API (spec §3.2-§3.4)."""
+"""TrainJob reconciler steps on a fake API (docs/behaviour/trainer.md §3.2-§3.4)."""
 
 from __future__ import annotations
 

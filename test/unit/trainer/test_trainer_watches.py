@@ -1,4 +1,4 @@
-"""The TrainJob controller's extra watches: async mappers become queue additions (spec §3.1)."""
+"""The TrainJob controller's extra watches: async mappers become queue additions (docs/behaviour/trainer.md §3.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Validating webhooks for TrainJob, TrainingRuntime and ClusterTrainingRuntime (spec §5, §10 B1-B3, C)."""
+"""Validating webhooks for TrainJob, TrainingRuntime and ClusterTrainingRuntime (docs/behaviour/trainer.md §5, §10 B1-B3, C)."""
 
 from __future__ import annotations
 

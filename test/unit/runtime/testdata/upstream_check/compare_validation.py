@@ -2,7 +2,7 @@
 
 Each error is compared as its rendered text (``<path>: <Type>: <value>: <detail>``); upstream
 aggregates plugins in Go map order, so both lists are compared sorted. Cases where we diverge on
-purpose (spec §9 quirk 7) are marked and skipped. Usage as in ``compare.py``:
+purpose (docs/behaviour/trainer.md §9 quirk 7) are marked and skipped. Usage as in ``compare.py``:
 
     .venv/bin/python test/unit/runtime/testdata/upstream_check/compare_validation.py /tmp/trainer-upstream
 """

@@ -211,7 +211,7 @@ def update_of(rng: random.Random, tj: Json) -> tuple[Json | None, list[Json]]:
 
 
 def validation_differences(cases: list[tuple[Json, Json]], binary: str) -> int:
-    """Compare ValidateObjects on the same scenarios; upstream panics (spec §9 quirk 7) are skipped."""
+    """Compare ValidateObjects on the same scenarios; upstream panics (docs/behaviour/trainer.md §9 quirk 7) are skipped."""
     import asyncio
 
     from compare_validation import ours as validate_ours
