@@ -526,12 +526,7 @@ class Environment:
                 timeout=aiohttp.ClientTimeout(total=120),
             ) as response,
         ):
-            text = await response.text()
-            try:
-                decoded = json.loads(text) if text else None
-            except json.JSONDecodeError:
-                decoded = text
-            return response.status, decoded
+            return await decoded_response(response)
 
     async def service_account_token(
         self, namespace: str, name: str, *, expiration_seconds: int = 3600
@@ -677,6 +672,17 @@ class Environment:
 
 NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}
 """Capacity (and allocatable) of each fake node of a full ``Environment``."""
+
+
+async def decoded_response(response: aiohttp.ClientResponse) -> tuple[int, Any]:
+    """The status and the body of an API server answer: its JSON, or the raw text when it is not
+    JSON (``/readyz`` and pod logs answer plain text), None when empty."""
+    text = await response.text()
+    try:
+        decoded = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        decoded = text
+    return response.status, decoded
 
 
 def kwok_node(name: str, resources: Mapping[str, str], labels: Mapping[str, str] | None = None) -> Json:

@@ -335,9 +335,6 @@ class Run:
         self.metrics: list[burst.Manager] = []
         self.started_at = 0.0
 
-    def _certs(self, ca: TinyCA, directory: Path) -> None:
-        harness._serving_pair(ca, directory)
-
     async def start(self, kube: Kube) -> None:
         base = self.workdir / f"{self.side}-{int(time.time())}"
         base.mkdir(parents=True)
@@ -345,39 +342,11 @@ class Run:
         env = {"KUBECONFIG": str(self.kubeconfig)}
         readiness: list[tuple[Process, int]] = []
         if self.side == "ours":
-            certs = base / "certs"
-            self._certs(ca, certs)
-            hook, health, metrics = free_port(), free_port(), free_port()
-            config = {
-                "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
-                "kind": "Configuration",
-                "webhook": {"host": "127.0.0.1", "port": hook},
-                "metrics": {"bindAddress": f"127.0.0.1:{metrics}", "secureServing": False},
-                "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
-                "leaderElection": {"leaderElect": False},
-                "certManagement": {"enable": False},
-            }
-            (base / "config.yaml").write_text(yaml.safe_dump(config))
-            argv = [
-                sys.executable,
-                "-m",
-                "trainer",
-                f"--config={base / 'config.yaml'}",
-                f"--webhook-cert-dir={certs}",
-            ]
-            proc = Process(
-                name="trainer-py",
-                argv=[*argv, "--log-format=console"],
-                log=base / "trainer-py.log",
-                extra_env=env,
-            )
-            self.processes.append(proc)
-            self.metrics.append(burst.Manager("trainer-py", 0, f"http://127.0.0.1:{metrics}/metrics"))
-            readiness.append((proc, health))
-            self.hooks = {
-                harness.WEBHOOK_DIR / "jobset.yaml": hook,
-                harness.WEBHOOK_DIR / "trainer.yaml": hook,
-            }
+            ours = harness.our_manager(ca, base, self.kubeconfig)  # every component
+            self.processes.append(ours.process)
+            self.metrics.append(burst.Manager("trainer-py", 0, f"http://127.0.0.1:{ours.metrics}/metrics"))
+            readiness.append((ours.process, ours.health))
+            self.hooks = ours.webhook_ports()
         else:
             # the Go defaults for client QPS/burst, as the scale figures were measured
             go = harness.go_managers(

@@ -177,34 +177,32 @@ def _go_number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+def _port_errors(path: str, port: int | None) -> list[str]:
+    if port is not None and not 1 <= port <= 65535:
+        return [f"{path}: Invalid value: {port}: must be between 1 and 65535"]
+    return []
+
+
+def _rate_limit_errors(path: str, qps: float | None, burst: int | None) -> list[str]:
+    """A client rate limit's ``qps`` and ``burst``: neither may be negative."""
+    errors: list[str] = []
+    if qps is not None and qps < 0:
+        errors.append(f"{path}.qps: Invalid value: {_go_number(qps)}: must be greater than or equal to 0")
+    if burst is not None and burst < 0:
+        errors.append(f"{path}.burst: Invalid value: {burst}: must be greater than or equal to 0")
+    return errors
+
+
 def validate(cfg: Configuration) -> list[str]:
     """Upstream's field errors, in its order."""
-    errors: list[str] = []
-    port = cfg.webhook.port if cfg.webhook else None
-    if port is not None and not 1 <= port <= 65535:
-        errors.append(f"webhook.port: Invalid value: {port}: must be between 1 and 65535")
-    conn = cfg.client_connection
-    if conn is not None and conn.qps is not None and conn.qps < 0:
-        errors.append(
-            f"clientConnection.qps: Invalid value: {_go_number(conn.qps)}: must be greater than or equal to 0"
-        )
-    if conn is not None and conn.burst is not None and conn.burst < 0:
-        errors.append(
-            f"clientConnection.burst: Invalid value: {conn.burst}: must be greater than or equal to 0"
-        )
+    errors = _port_errors("webhook.port", cfg.webhook.port if cfg.webhook else None)
+    if (conn := cfg.client_connection) is not None:
+        errors += _rate_limit_errors("clientConnection", conn.qps, conn.burst)
     if cfg.pod_cache is not None and cfg.pod_cache not in ("Full", "Minimal"):
         errors.append(f'podCache: Unsupported value: "{cfg.pod_cache}": supported values: "Full", "Minimal"')
-    status = cfg.status_server
-    if status is not None and status.port is not None and not 1 <= status.port <= 65535:
-        errors.append(f"statusServer.port: Invalid value: {status.port}: must be between 1 and 65535")
-    if status is not None and status.qps is not None and status.qps < 0:
-        errors.append(
-            f"statusServer.qps: Invalid value: {_go_number(status.qps)}: must be greater than or equal to 0"
-        )
-    if status is not None and status.burst is not None and status.burst < 0:
-        errors.append(
-            f"statusServer.burst: Invalid value: {status.burst}: must be greater than or equal to 0"
-        )
+    if (status := cfg.status_server) is not None:
+        errors += _port_errors("statusServer.port", status.port)
+        errors += _rate_limit_errors("statusServer", status.qps, status.burst)
     errors.extend(features.validate(cfg.feature_gates or {}))
     concurrency = (cfg.controller.group_kind_concurrency if cfg.controller else None) or {}
     for group_kind in sorted(concurrency):

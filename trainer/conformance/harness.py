@@ -274,6 +274,66 @@ async def start_theirs(
     return side
 
 
+@dataclass(frozen=True)
+class OurManager:
+    """This repository's manager process (not started yet) and its loopback ports."""
+
+    process: Process
+    webhook: int
+    health: int
+    metrics: int
+
+    def webhook_ports(self) -> dict[Path, int]:
+        """Each ``config/webhook`` file with the port of the server that answers it (one for all)."""
+        return {WEBHOOK_DIR / "jobset.yaml": self.webhook, WEBHOOK_DIR / "trainer.yaml": self.webhook}
+
+
+def our_manager(
+    ca: TinyCA,
+    base: Path,
+    kubeconfig: Path,
+    *,
+    controllers: str | None = None,
+    config_overrides: dict[str, Any] | None = None,
+) -> OurManager:
+    """This repository's manager (``python -m trainer``) configured under ``base``: a serving
+    certificate from ``ca``, leader election and certificate management off, webhooks, metrics
+    (plain HTTP) and probes on free loopback ports. ``controllers``: its ``--controllers`` value
+    (None: every component); ``config_overrides``: top-level Configuration fields added to these."""
+    base.mkdir(parents=True, exist_ok=True)
+    certs = base / "webhook-certs"
+    _serving_pair(ca, certs)
+    hook, health, metrics = free_port(), free_port(), free_port()
+    config: dict[str, Any] = {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "kind": "Configuration",
+        "webhook": {"host": "127.0.0.1", "port": hook},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics}", "secureServing": False},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+        "leaderElection": {"leaderElect": False},
+        "certManagement": {"enable": False},
+        **(config_overrides or {}),
+    }
+    (base / "config.yaml").write_text(yaml.safe_dump(config))
+    argv = [
+        sys.executable,
+        "-m",
+        "trainer",
+        f"--config={base / 'config.yaml'}",
+        f"--webhook-cert-dir={certs}",
+        "--log-format=console",
+    ]
+    if controllers is not None:
+        argv.append(f"--controllers={controllers}")
+    process = Process(
+        name="trainer-py",
+        argv=argv,
+        log=base / "trainer-py.log",
+        extra_env={"KUBECONFIG": str(kubeconfig)},
+    )
+    return OurManager(process, hook, health, metrics)
+
+
 async def start_ours(
     workdir: Path,
     nodes: int = 2,
@@ -291,41 +351,19 @@ async def start_ours(
     try:
         ca = TinyCA("conformance-ours-webhook-ca")
         side.ca_pem = ca.cert_pem
-        base = workdir / "ours-manager"
-        certs = base / "webhook-certs"
-        _serving_pair(ca, certs)
-        hook, health, metrics = free_port(), free_port(), free_port()
-        config: dict[str, Any] = {
-            "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
-            "kind": "Configuration",
-            "webhook": {"host": "127.0.0.1", "port": hook},
-            "metrics": {"bindAddress": f"127.0.0.1:{metrics}", "secureServing": False},
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
-            "leaderElection": {"leaderElect": False},
-            "certManagement": {"enable": False},
-            **(config_overrides or {}),
-        }
-        (base / "config.yaml").write_text(yaml.safe_dump(config))
-        proc = Process(
-            name="trainer-py",
-            argv=[
-                sys.executable,
-                "-m",
-                "trainer",
-                f"--config={base / 'config.yaml'}",
-                f"--webhook-cert-dir={certs}",
-                "--log-format=console",
-                # The Go side runs no scheduler-plugins controller: PodGroup status is not compared
-                # against one that nobody writes there.
-                "--controllers=*,-scheduling",
-            ],
-            log=base / "trainer-py.log",
-            extra_env={"KUBECONFIG": str(env.kubeconfig)},
+        ours = our_manager(
+            ca,
+            workdir / "ours-manager",
+            env.kubeconfig,
+            # The Go side runs no scheduler-plugins controller: PodGroup status is not compared
+            # against one that nobody writes there.
+            controllers="*,-scheduling",
+            config_overrides=config_overrides,
         )
-        proc.start(detached=False)
-        side.processes.append(proc)
-        await _wait_ready(proc, health)
-        await _finish(side, env, {WEBHOOK_DIR / "jobset.yaml": hook, WEBHOOK_DIR / "trainer.yaml": hook})
+        ours.process.start(detached=False)
+        side.processes.append(ours.process)
+        await _wait_ready(ours.process, ours.health)
+        await _finish(side, env, ours.webhook_ports())
     except BaseException:
         await side.stop()
         raise

@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 
 from manager.config import RestConfig, load_kubeconfig
+from manager.envtest.environment import decoded_response
 
 
 class KubeError(Exception):
@@ -59,12 +60,7 @@ class Kube:
             headers=headers,
             timeout=aiohttp.ClientTimeout(total=60),
         ) as response:
-            text = await response.text()
-            try:
-                decoded = json.loads(text) if text else None
-            except json.JSONDecodeError:
-                decoded = text
-            return response.status, decoded
+            return await decoded_response(response)
 
     @staticmethod
     def _base(api_version: str) -> str:

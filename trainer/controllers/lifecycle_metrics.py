@@ -27,6 +27,7 @@ the leader, so replicas do not count the same TrainJob twice.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -219,12 +220,8 @@ class TrainJobLifecycleMetrics:
                 self.run_time.labels(**labels, result=state).observe(max(0.0, ended - seen.started_at))
 
 
-_DEFAULT: TrainJobLifecycleMetrics | None = None
-
-
+# Cached: the manager's registry refuses a second registration of the same names.
+@functools.cache
 def default_lifecycle_metrics() -> TrainJobLifecycleMetrics:
     """The metrics on the manager's registry, registered once per process."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = TrainJobLifecycleMetrics()
-    return _DEFAULT
+    return TrainJobLifecycleMetrics()

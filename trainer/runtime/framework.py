@@ -125,18 +125,19 @@ class Framework:
         return PluginFailure(f"runtime plugin {name} failed: {detail}", plugin=name)
 
     def _add(self, plugin: Any) -> None:
-        if isinstance(plugin, EnforceMLPolicyPlugin):
-            self.enforce_ml_policy_plugins.append(plugin)
-        if isinstance(plugin, EnforcePodGroupPolicyPlugin):
-            self.enforce_pod_group_policy_plugins.append(plugin)
-        if isinstance(plugin, PodNetworkPlugin):
-            self.pod_network_plugins.append(plugin)
-        if isinstance(plugin, ComponentBuilderPlugin):
-            self.component_builder_plugins.append(plugin)
-        if isinstance(plugin, CustomValidationPlugin):
-            self.custom_validation_plugins.append(plugin)
-        if isinstance(plugin, WatchExtensionPlugin):
-            self.watch_extension_plugins.append(plugin)
+        """Append ``plugin`` to the list of every extension point it implements."""
+        extension_points: tuple[tuple[type, list[Any]], ...] = (
+            (EnforceMLPolicyPlugin, self.enforce_ml_policy_plugins),
+            (EnforcePodGroupPolicyPlugin, self.enforce_pod_group_policy_plugins),
+            (PodNetworkPlugin, self.pod_network_plugins),
+            (ComponentBuilderPlugin, self.component_builder_plugins),
+            (CustomValidationPlugin, self.custom_validation_plugins),
+            (WatchExtensionPlugin, self.watch_extension_plugins),
+        )
+        for protocol, plugins in extension_points:
+            if isinstance(plugin, protocol):
+                plugins.append(plugin)
+        # At most one: the TrainJob's status comes from a single plugin.
         if isinstance(plugin, TrainJobStatusPlugin):
             if self.trainjob_status_plugin is not None:
                 raise RuntimeFailure("too many TrainJobStatus plugins are registered")

@@ -112,6 +112,14 @@ class _BaseRuntime(abc.ABC):
 
     kind_model: type[TrainingRuntime] | type[ClusterTrainingRuntime]
     gvk: GroupVersionKind
+    # Upstream's wording for a runtime of this kind that cannot be read, per kind (the two
+    # kinds word them differently, and name the field differently: copied as a contract).
+    not_found_message: str
+    """Why the TrainJob cannot be built, ``{err}`` the read error."""
+    lookup_error_path: str
+    """The field a failed lookup is reported on at admission."""
+    lookup_error_detail: str
+    """The admission error's detail, ``{err}`` the read error."""
 
     def __init__(self, framework: Framework, reader: Reader) -> None:
         self.framework = framework
@@ -120,10 +128,6 @@ class _BaseRuntime(abc.ABC):
     @abc.abstractmethod
     def _key(self, trainjob: TrainJob) -> ObjectKey:
         """Where this kind of runtime lives for ``trainjob``."""
-
-    @abc.abstractmethod
-    def _not_found(self, err: Exception) -> str:
-        """Upstream's text for a missing runtime of this kind."""
 
     async def _fetch(self, trainjob: TrainJob) -> TrainingRuntime | ClusterTrainingRuntime:
         key = self._key(trainjob)
@@ -177,9 +181,13 @@ class _BaseRuntime(abc.ABC):
     def event_handler_registrars(self) -> list[Watch]:
         return self.framework.watches()
 
-    @abc.abstractmethod
+    def _not_found(self, err: Exception) -> str:
+        return self.not_found_message.format(err=err)
+
     def _lookup_error(self, trainjob: TrainJob, err: Exception) -> FieldError:
         """The validation error for a runtime lookup that failed."""
+        ref = trainjob.spec.runtime_ref if trainjob.spec else None
+        return FieldError.invalid(self.lookup_error_path, ref, self.lookup_error_detail.format(err=err))
 
     def _warnings(self, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
         return []
@@ -220,21 +228,13 @@ class TrainingRuntimeRuntime(_BaseRuntime):
 
     kind_model = TrainingRuntime
     gvk = TRAINING_RUNTIME_GVK
+    not_found_message = "TrainingRuntime specified in TrainJob is not found: {err}"
+    lookup_error_path = "spec.runtimeRef"
+    lookup_error_detail = "{err}: specified trainingRuntime must be created before the TrainJob is created"
 
     def _key(self, trainjob: TrainJob) -> ObjectKey:
         namespace = (trainjob.metadata.namespace if trainjob.metadata else None) or ""
         return ObjectKey(namespace, trainjob.spec.runtime_ref.name if trainjob.spec else "")
-
-    def _not_found(self, err: Exception) -> str:
-        return f"TrainingRuntime specified in TrainJob is not found: {err}"
-
-    def _lookup_error(self, trainjob: TrainJob, err: Exception) -> FieldError:
-        ref = trainjob.spec.runtime_ref if trainjob.spec else None
-        return FieldError.invalid(
-            "spec.runtimeRef",
-            ref,
-            f"{err}: specified trainingRuntime must be created before the TrainJob is created",
-        )
 
 
 class ClusterTrainingRuntimeRuntime(_BaseRuntime):
@@ -242,22 +242,15 @@ class ClusterTrainingRuntimeRuntime(_BaseRuntime):
 
     kind_model = ClusterTrainingRuntime
     gvk = CLUSTER_TRAINING_RUNTIME_GVK
+    not_found_message = "not found ClusterTrainingRuntime specified in TrainJob: {err}"
+    # Capital R: upstream's path for this error (docs/behaviour/trainer.md §9 quirk 14).
+    lookup_error_path = "spec.RuntimeRef"
+    lookup_error_detail = (
+        "{err}: specified clusterTrainingRuntime must be created before the TrainJob is created"
+    )
 
     def _key(self, trainjob: TrainJob) -> ObjectKey:
         return ObjectKey("", trainjob.spec.runtime_ref.name if trainjob.spec else "")
-
-    def _not_found(self, err: Exception) -> str:
-        return f"not found ClusterTrainingRuntime specified in TrainJob: {err}"
-
-    def _lookup_error(self, trainjob: TrainJob, err: Exception) -> FieldError:
-        ref = trainjob.spec.runtime_ref if trainjob.spec else None
-        # Capital R: upstream's path for this error (docs/behaviour/trainer.md §9 quirk 14), copied as a
-        # contract.
-        return FieldError.invalid(
-            "spec.RuntimeRef",
-            ref,
-            f"{err}: specified clusterTrainingRuntime must be created before the TrainJob is created",
-        )
 
     def _warnings(self, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
         labels = (runtime.metadata.labels if runtime.metadata else None) or {}

@@ -117,6 +117,18 @@ def test_several_errors_are_aggregated() -> None:
         load(cfg.to_dict())
 
 
+def test_status_server_errors_follow_the_pod_cache_error_in_upstream_order() -> None:
+    cfg = Configuration.from_dict(
+        {"podCache": "Some", "statusServer": {"port": 70000, "qps": -1.5, "burst": -1}}
+    )
+    assert validate(cfg) == [
+        'podCache: Unsupported value: "Some": supported values: "Full", "Minimal"',
+        "statusServer.port: Invalid value: 70000: must be between 1 and 65535",
+        "statusServer.qps: Invalid value: -1.5: must be greater than or equal to 0",
+        "statusServer.burst: Invalid value: -1: must be greater than or equal to 0",
+    ]
+
+
 def test_feature_gates_decode_and_unknown_gate_is_an_error_naming_it():
     cfg = load({"featureGates": {"TrainJobStatus": True}})
     assert cfg.feature_gates == {"TrainJobStatus": True}

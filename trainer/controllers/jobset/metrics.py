@@ -3,9 +3,16 @@ them."""
 
 from __future__ import annotations
 
+import functools
+
 from prometheus_client import CollectorRegistry, Counter
 
 from manager.metrics.registry import REGISTRY
+
+
+def _jobset_counter(name: str, documentation: str, registry: CollectorRegistry) -> Counter:
+    """A ``jobset_<name>`` counter by ``jobset_name`` and ``namespace``."""
+    return Counter(name, documentation, ["jobset_name", "namespace"], subsystem="jobset", registry=registry)
 
 
 class JobSetMetrics:
@@ -15,20 +22,8 @@ class JobSetMetrics:
     """
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
-        self.failed = Counter(
-            "failed_total",
-            "The total number of failed JobSets",
-            ["jobset_name", "namespace"],
-            subsystem="jobset",
-            registry=registry,
-        )
-        self.completed = Counter(
-            "completed_total",
-            "The total number of completed JobSets",
-            ["jobset_name", "namespace"],
-            subsystem="jobset",
-            registry=registry,
-        )
+        self.failed = _jobset_counter("failed_total", "The total number of failed JobSets", registry)
+        self.completed = _jobset_counter("completed_total", "The total number of completed JobSets", registry)
 
     def jobset_failed(self, name: str, namespace: str) -> None:
         self.failed.labels(jobset_name=name, namespace=namespace).inc()
@@ -37,12 +32,8 @@ class JobSetMetrics:
         self.completed.labels(jobset_name=name, namespace=namespace).inc()
 
 
-_DEFAULT: JobSetMetrics | None = None
-
-
+# Cached: the manager's registry refuses a second registration of the same names.
+@functools.cache
 def default_metrics() -> JobSetMetrics:
     """The counters on the manager's registry, registered once per process."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = JobSetMetrics()
-    return _DEFAULT
+    return JobSetMetrics()

@@ -291,19 +291,19 @@ class JobSet:
     @staticmethod
     def _validate_override_targets(new: TrainJob, containers_by_job: dict[str, set[str]]) -> list[FieldError]:
         overrides = (new.spec.pod_template_overrides if new.spec else None) or []
-        path = "spec.podTemplateOverrides"
         bad_value = [o.to_dict() for o in overrides]
+
+        def invalid(detail: str) -> FieldError:
+            # Upstream reports every override error on the whole list.
+            return FieldError.invalid("spec.podTemplateOverrides", bad_value, detail)
+
         errors: list[FieldError] = []
         for override in overrides:
             for target in override.target_jobs:
                 known = containers_by_job.get(target.name)
                 if known is None:
                     errors.append(
-                        FieldError.invalid(
-                            path,
-                            bad_value,
-                            "must not have targetJob that doesn't exist in the runtime job template",
-                        )
+                        invalid("must not have targetJob that doesn't exist in the runtime job template")
                     )
                     known = set()
                 if override.spec is None:
@@ -311,19 +311,15 @@ class JobSet:
                 for container in override.spec.init_containers or ():
                     if container.name not in known:
                         errors.append(
-                            FieldError.invalid(
-                                path,
-                                bad_value,
-                                f"must not have initContainer that doesn't exist in the runtime job {target.name}",
+                            invalid(
+                                f"must not have initContainer that doesn't exist in the runtime job {target.name}"
                             )
                         )
                 for container in override.spec.containers or ():
                     if container.name not in known:
                         errors.append(
-                            FieldError.invalid(
-                                path,
-                                bad_value,
-                                f"must not have container that doesn't exist in the runtime job {target.name}",
+                            invalid(
+                                f"must not have container that doesn't exist in the runtime job {target.name}"
                             )
                         )
                     elif container.env and container.name in (
@@ -332,10 +328,8 @@ class JobSet:
                         tc.Node,
                     ):
                         errors.append(
-                            FieldError.invalid(
-                                path,
-                                bad_value,
-                                "must not have envs for the dataset-initializer, model-initializer, node containers",
+                            invalid(
+                                "must not have envs for the dataset-initializer, model-initializer, node containers"
                             )
                         )
         return errors

@@ -17,6 +17,7 @@ from trainer.runtime.apply import env_vars, upsert_env_vars, upsert_ports
 from trainer.runtime.info import Info
 from trainer.runtime.objects import name_of
 from trainer.runtime.plugins import torchtune
+from trainer.runtime.plugins.plainml import set_trainer_num_nodes
 from trainer.runtime.resources import (
     cpu_count,
     gpu_count,
@@ -69,9 +70,7 @@ class Torch:
         if policy is None or policy.torch is None:
             return
         trainer = trainjob.spec.trainer
-        pod_set = info.find_pod_set_by_ancestor(tc.AncestorTrainer)
-        if pod_set is not None and trainer is not None and trainer.num_nodes is not None:
-            pod_set.count = trainer.num_nodes
+        pod_set = set_trainer_num_nodes(info, trainer)
 
         nproc: int | str = tc.NumProcPerNodeAuto
         if trainer is not None and trainer.num_proc_per_node is not None:
