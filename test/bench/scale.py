@@ -39,7 +39,7 @@ scheduler-plugins v0.34.7 controller when ``--scheduler-plugins`` is given and i
 Each side's admission webhooks are registered while it runs and removed when it stops (a
 stopped manager's webhooks would refuse every write to the shared cluster).
 
-    python test/bench/scale.py                          # 5,000 nodes, 100,000 Pods (issue 16)
+    python test/bench/scale.py                          # 5,000 nodes, 100,000 Pods
     python test/bench/scale.py --pods 10000 --nodes 500 # the issue-12 scale scenario
     python test/bench/scale.py --pods 2000 --nodes 50 --trainjobs 50 --sides ours  # a quick look
 

@@ -87,6 +87,10 @@ class Normaliser:
         text = TIME.sub("<time>", text)
         return text.replace(self.namespace, "<ns>") if self.namespace else text
 
+    def strings(self, value: Any) -> Any:
+        """``value`` with every string in it normalised (``scalar``), at any depth."""
+        return _strings(value, self.scalar)
+
     def _metadata(self, meta: dict[str, Any]) -> dict[str, Any]:
         out = {k: v for k, v in meta.items() if k not in METADATA_DROP}
         if "deletionTimestamp" in out:
@@ -155,7 +159,7 @@ class Normaliser:
                 obj = self._service(obj)
             elif kind == "Secret":
                 obj = self._secret(obj)
-            obj = _strings(obj, self.scalar)
+            obj = self.strings(obj)
             base = f"{kind}/{obj['metadata']['name']}"
             key, n = base, 1
             while key in out:

@@ -203,7 +203,7 @@ class Scenario:
                     runtimes.add((kind, name))
         await self._settle(side, norm, out, "final")
         for key, value in list(out.records.items()):
-            out.records[key] = _normalise_answer(value, norm)
+            out.records[key] = norm.strings(value)
         return out
 
     async def _await_runtime_admitted(self, side: Side, trainjob: dict[str, Any]) -> None:
@@ -326,16 +326,6 @@ class Scenario:
             except (KeyError, IndexError, ValueError, TypeError) as err:
                 record["patched"] = f"<patch does not apply: {err}>"
         return record
-
-
-def _normalise_answer(value: Any, norm: Normaliser) -> Any:
-    if isinstance(value, dict):
-        return {k: _normalise_answer(v, norm) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_normalise_answer(v, norm) for v in value]
-    if isinstance(value, str):
-        return norm.scalar(value)
-    return value
 
 
 async def run_scenario(
