@@ -8,27 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
 from manager.meta.object import Json
+from manager.meta.times import format_micro_time, parse_time
 from manager.scheme import GroupVersionKind
 
 LEASE = GroupVersionKind("coordination.k8s.io", "v1", "Lease")
-
-_MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
-
-
-def format_micro_time(value: datetime) -> str:
-    """metav1.MicroTime: RFC 3339 in UTC with microseconds."""
-    return value.astimezone(UTC).strftime(_MICRO_TIME)
-
-
-def parse_micro_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    text = value.replace("Z", "+00:00")
-    return datetime.fromisoformat(text)
 
 
 @dataclass(frozen=True)
@@ -56,8 +43,8 @@ class LeaderElectionRecord:
         return cls(
             holder_identity=spec.get("holderIdentity") or "",
             lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
-            acquire_time=parse_micro_time(spec.get("acquireTime")),
-            renew_time=parse_micro_time(spec.get("renewTime")),
+            acquire_time=parse_time(spec.get("acquireTime")),
+            renew_time=parse_time(spec.get("renewTime")),
             leader_transitions=int(spec.get("leaseTransitions") or 0),
         )
 

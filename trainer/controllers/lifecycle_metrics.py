@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,11 +38,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from manager.controller.predicate import Funcs, Predicate
 from manager.meta import times
 from manager.meta.conditions import find_condition
+from manager.meta.object import Json
 from manager.metrics.registry import REGISTRY
 from trainer.api import trainer_constants as tc
 from trainer.controllers.state import COMPLETE, FAILED, RUNNING, derive_state
-
-Json = Mapping[str, Any]
 
 __all__ = ["DURATION_BUCKETS", "TrainJobLifecycleMetrics", "default_lifecycle_metrics"]
 

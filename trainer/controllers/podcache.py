@@ -39,6 +39,7 @@ from manager.cache.transform import (
     strip_last_applied,
     strip_managed_fields,
 )
+from manager.meta.gvk import POD
 from manager.meta.quantity import Quantity, QuantityError
 from manager.scheme import GroupVersionKind
 from trainer.api import jobset_constants as jc
@@ -48,7 +49,6 @@ from trainer.runtime.context import require_kinds
 
 log = structlog.get_logger("trainer.controllers.podcache")
 
-POD = GroupVersionKind("", "v1", "Pod")
 MINIMAL = "Minimal"
 FULL = "Full"
 MODES = (FULL, MINIMAL)
