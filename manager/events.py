@@ -15,7 +15,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from manager.client.errors import NotFound, RequestError
 from manager.client.interfaces import Writer
@@ -40,6 +40,19 @@ class _Seen:
 
 def _now() -> str:
     return times.now()
+
+
+class Recorder(Protocol):
+    """What code that records Events needs (client-go's ``record.EventRecorder``):
+    ``EventRecorder`` implements it; a test may pass its own."""
+
+    async def event(self, obj: object, event_type: EventType, reason: str, message: str) -> Json | None:
+        """Record now; returns the Event as stored (None when it could not be written)."""
+        ...
+
+    def emit(self, obj: object, event_type: EventType, reason: str, message: str) -> None:
+        """Record in the background: the caller does not wait for the Event's POST."""
+        ...
 
 
 class EventRecorder:

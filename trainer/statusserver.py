@@ -51,6 +51,7 @@ from manager.meta.gvk import POD
 from manager.meta.object import Json
 from manager.meta.times import format_time
 from manager.metrics.filters import DelegatingAuth, ReviewError
+from manager.tokenbucket import TokenBucket
 from manager.webhook.certwatcher import CertWatcher
 from trainer.api import jobset_constants as jc
 from trainer.api.trainjob_progress_v1alpha1 import METRIC_FIELD_MAX_LENGTH, METRICS_MAX_ITEMS
@@ -61,8 +62,8 @@ __all__ = [
     "MAX_BODY",
     "BodyError",
     "ProgressHandler",
-    "RateLimiter",
     "StatusServer",
+    "UpdateRateLimiter",
     "parse_update",
 ]
 
@@ -95,29 +96,25 @@ def status_body(code: int, reason: str, message: str) -> Json:
 
 
 @dataclass
-class RateLimiter:
-    """A token bucket per key; the least recently used key goes when ``size`` are tracked."""
+class UpdateRateLimiter:
+    """A token bucket per key (namespace, TrainJob); the least recently used key goes when
+    ``size`` are tracked."""
 
     rate: float = DEFAULT_RATE
     burst: int = DEFAULT_BURST
     clock: Clock = REAL_CLOCK
     size: int = LIMITER_SIZE
-    _buckets: OrderedDict[tuple[str, str], tuple[float, float]] = field(default_factory=OrderedDict)
+    _buckets: OrderedDict[tuple[str, str], TokenBucket] = field(default_factory=OrderedDict)
 
     def allow(self, key: tuple[str, str]) -> float:
         """0 if the update may go now (and takes a token), else the seconds until one is free."""
-        now = self.clock.now()
-        tokens, last = self._buckets.get(key, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - last) * self.rate)
-        if tokens >= 1.0:
-            self._buckets[key] = (tokens - 1.0, now)
-            self._buckets.move_to_end(key)
-            while len(self._buckets) > self.size:
-                self._buckets.popitem(last=False)
-            return 0.0
-        self._buckets[key] = (tokens, now)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = TokenBucket(self.rate, self.burst, self.clock.now)
         self._buckets.move_to_end(key)
-        return (1.0 - tokens) / self.rate if self.rate > 0 else math.inf
+        while len(self._buckets) > self.size:
+            self._buckets.popitem(last=False)
+        return bucket.take()
 
     def __len__(self) -> int:
         return len(self._buckets)
@@ -256,12 +253,12 @@ class ProgressHandler:
         auth: DelegatingAuth,
         get_pod: PodGetter,
         apply: Callable[[str, str, Json], Awaitable[Json]],
-        limiter: RateLimiter | None = None,
+        limiter: UpdateRateLimiter | None = None,
     ) -> None:
         self.auth = auth
         self.get_pod = get_pod
         self.apply = apply
-        self.limiter = limiter if limiter is not None else RateLimiter()
+        self.limiter = limiter if limiter is not None else UpdateRateLimiter()
 
     async def _authorize(self, token: str, namespace: str, name: str) -> tuple[int, str] | None:
         try:
@@ -475,7 +472,7 @@ def setup_status_server(
         DelegatingAuth(client),
         pod_getter(mgr.client, client),
         StatusApplier(client),
-        RateLimiter(rate=rate, burst=update_burst),
+        UpdateRateLimiter(rate=rate, burst=update_burst),
     )
     server = _ClosingServer(handler, host=host, port=port, cert_dir=cert_dir)
     server.transport = transport

@@ -25,7 +25,7 @@ def decoder(api_version: str, kind: str, *, typed_view: bool = False) -> Callabl
     def decode(raw: Object | None) -> Object:
         try:
             codec.check(raw)
-        except gocodec.DecodeError as err:
+        except gocodec.GoDecodeError as err:
             raise DecodeError(str(err)) from None
         assert raw is not None
         obj = codec.nulls_to_zero(json_copy(raw))

@@ -1,7 +1,7 @@
 """Talking to one API server: the HTTP transport, discovery (the REST mapper), the request error
 tree, patches, the ``Client`` and the ``Reader``/``Writer``/``ClientProtocol`` seams it implements."""
 
-from manager.client.client import Client, Preconditions, StatusWriter, ignore_not_found
+from manager.client.client import Client, Preconditions, StatusSubresourceWriter, ignore_not_found
 from manager.client.errors import (
     AlreadyExists,
     ApiError,
@@ -18,7 +18,15 @@ from manager.client.errors import (
     TooManyRequests,
     TransportError,
 )
-from manager.client.interfaces import ClientProtocol, FieldIndexer, Reader, Writer
+from manager.client.interfaces import (
+    ClientProtocol,
+    DeleteOptions,
+    FieldIndexer,
+    ListOptions,
+    Reader,
+    StatusWriter,
+    Writer,
+)
 from manager.client.patch import Patch, merge_from
 from manager.client.rest import RestTransport
 
@@ -30,11 +38,13 @@ __all__ = [
     "ClientError",
     "ClientProtocol",
     "Conflict",
+    "DeleteOptions",
     "FieldIndexer",
     "Forbidden",
     "Gone",
     "InternalError",
     "Invalid",
+    "ListOptions",
     "NotFound",
     "Patch",
     "Preconditions",
@@ -42,6 +52,7 @@ __all__ = [
     "RequestError",
     "RestTransport",
     "ServerError",
+    "StatusSubresourceWriter",
     "StatusWriter",
     "TooManyRequests",
     "TransportError",

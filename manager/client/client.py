@@ -37,7 +37,7 @@ __all__ = [
     "LabelSelector",
     "Preconditions",
     "PropagationPolicy",
-    "StatusWriter",
+    "StatusSubresourceWriter",
     "encode_field_selector",
     "encode_label_selector",
     "ignore_not_found",
@@ -144,7 +144,7 @@ class _Writes:
         return cast(O, objects.like(obj, result))
 
 
-class StatusWriter(_Writes):
+class StatusSubresourceWriter(_Writes):
     """Writes to the ``status`` subresource only (``client.status``)."""
 
     subresource = "status"
@@ -170,7 +170,7 @@ class Client(_Writes, TypedReader):
         super().__init__(transport, mapper, field_owner)
         self.cache = cache
         self.uncached = set(uncached or ())
-        self.status = StatusWriter(transport, mapper, field_owner)
+        self.status = StatusSubresourceWriter(transport, mapper, field_owner)
 
     @property
     def api_reader(self) -> Client:

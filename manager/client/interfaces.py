@@ -1,4 +1,4 @@
-"""The client seams, as Protocols: ``Reader``, ``Writer``, ``StatusClient`` and ``ClientProtocol``.
+"""The client seams, as Protocols: ``Reader``, ``Writer``, ``StatusWriter`` and ``ClientProtocol``.
 
 controller-runtime's ``client.Reader``/``client.Writer``/``client.Client`` in Python form. Three
 implementations share them: ``manager.client.Client`` (cache-backed reads when built with a cache,

@@ -1,4 +1,4 @@
-"""Client-side token bucket (QPS/burst), client-go's ``flowcontrol`` limiter for asyncio.
+"""Client-side QPS limit (client-go's ``flowcontrol`` token-bucket limiter) for asyncio.
 
 Off by default (API Priority and Fairness protects the server); turned on when the config
 sets ``qps``, which upstream ignores and this port honours.
@@ -10,34 +10,27 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from manager.tokenbucket import TokenBucket
 
-class TokenBucket:
-    """``qps`` tokens per second, at most ``burst`` saved up; ``acquire`` waits for one."""
+__all__ = ["QPSLimiter"]
+
+
+class QPSLimiter:
+    """``qps`` requests per second, at most ``burst`` at once; ``acquire`` waits for a turn."""
 
     def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         if qps <= 0 or burst < 1:
             raise ValueError("qps must be > 0 and burst >= 1")
         self.qps = qps
         self.burst = burst
-        self._clock = clock
-        self._tokens = float(burst)
-        self._last = clock()
+        self._bucket = TokenBucket(qps, burst, clock)
         self._lock = asyncio.Lock()
 
-    def _refill(self) -> None:
-        now = self._clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
-        self._last = now
-
     def try_acquire(self) -> bool:
-        self._refill()
-        if self._tokens >= 1:
-            self._tokens -= 1
-            return True
-        return False
+        return self._bucket.take() == 0.0
 
     async def acquire(self) -> None:
         # The lock keeps waiters first-come-first-served.
         async with self._lock:
-            while not self.try_acquire():  # noqa: ASYNC110 - the wait is computed, not signalled
-                await asyncio.sleep((1 - self._tokens) / self.qps)
+            while (wait := self._bucket.take()) > 0:  # noqa: ASYNC110 - the wait is computed, not signalled
+                await asyncio.sleep(wait)

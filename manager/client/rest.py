@@ -17,7 +17,7 @@ import aiohttp
 from manager import _json
 from manager.client import metrics
 from manager.client.errors import ApiError, TooManyRequests, TransportError
-from manager.client.ratelimit import TokenBucket
+from manager.client.ratelimit import QPSLimiter
 from manager.config import RestConfig
 from manager.meta.object import Json, json_kind
 
@@ -67,7 +67,7 @@ class RestTransport:
         self.host = urlsplit(config.host).netloc
         self.max_429_retries = max_429_retries
         self.max_retry_after = max_retry_after
-        self._limiter = TokenBucket(config.qps, config.burst) if config.qps else None
+        self._limiter = QPSLimiter(config.qps, config.burst) if config.qps else None
         self._session: aiohttp.ClientSession | None = None
 
     @property

@@ -12,6 +12,7 @@ from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
 from manager.clock import REAL_CLOCK, Clock
+from manager.tokenbucket import TokenBucket
 
 T = TypeVar("T", bound=Hashable)
 T_contra = TypeVar("T_contra", bound=Hashable, contravariant=True)
@@ -87,17 +88,10 @@ class BucketRateLimiter(Generic[T]):
         self.qps = qps
         self.burst = burst
         self.clock: Clock = clock or REAL_CLOCK
-        self._tokens = float(burst)
-        self._last: float | None = None
+        self._bucket = TokenBucket(qps, burst, self.clock.now)
 
     def when(self, item: T) -> float:
-        now = self.clock.now()
-        last = now if self._last is None or now < self._last else self._last
-        tokens = min(float(self.burst), self._tokens + (now - last) * self.qps)
-        tokens -= 1.0
-        self._tokens = tokens
-        self._last = now
-        return -tokens / self.qps if tokens < 0 else 0.0
+        return self._bucket.reserve()
 
     def forget(self, item: T) -> None:
         pass

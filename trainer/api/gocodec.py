@@ -35,7 +35,7 @@ from manager.meta.object import json_kind
 from manager.meta.quantity import Quantity, QuantityError
 from manager.meta.times import format_time
 
-__all__ = ["Codec", "DecodeError", "GoStruct", "GoType", "codec", "codec_for", "marshal"]
+__all__ = ["Codec", "GoDecodeError", "GoStruct", "GoType", "codec", "codec_for", "marshal"]
 
 TYPES_FILE = "go-types.json"
 QUANTITY = "k8s.io/apimachinery/pkg/api/resource.Quantity"
@@ -82,7 +82,7 @@ _RFC3339 = re.compile(
 _GO_RFC3339 = "2006-01-02T15:04:05Z07:00"
 
 
-class DecodeError(ValueError):
+class GoDecodeError(ValueError):
     """The object does not decode into the Go struct; the message is Go's, word for word."""
 
 
@@ -498,32 +498,32 @@ class Codec:
     struct: GoStruct
 
     def check(self, obj: Any) -> None:
-        """Raise ``DecodeError`` with Go's message if ``obj`` does not decode into the struct."""
+        """Raise ``GoDecodeError`` with Go's message if ``obj`` does not decode into the struct."""
         if obj is None:
-            raise DecodeError("there is no content to decode")
+            raise GoDecodeError("there is no content to decode")
         if not isinstance(obj, dict):
-            raise DecodeError(
+            raise GoDecodeError(
                 "couldn't get version/kind; json parse error: "
                 + _type_error(json_kind(obj), _TYPE_META_GO, "", ())
             )
         for key in obj:  # the first ill-typed one of the two, in document order
             if key in ("apiVersion", "kind") and obj[key] is not None and not isinstance(obj[key], str):
-                raise DecodeError(
+                raise GoDecodeError(
                     "couldn't get version/kind; json parse error: "
                     + _type_error(json_kind(obj[key]), "string", "", (key,))
                 )
         api_version, kind = obj.get("apiVersion") or self.api_version, obj.get("kind") or self.kind
         if (api_version, kind) != (self.api_version, self.kind):
-            raise DecodeError(
+            raise GoDecodeError(
                 f'no kind "{kind}" is registered for version "{api_version}" in scheme "pkg/runtime/scheme.go:110"'
             )
         decoder = _Decoder()
         try:
             decoder.struct(obj, self.struct, ())
         except _Abort as err:
-            raise DecodeError(err.message) from None
+            raise GoDecodeError(err.message) from None
         if decoder.saved is not None:
-            raise DecodeError(decoder.saved)
+            raise GoDecodeError(decoder.saved)
 
     def encode(self, obj: dict[str, Any]) -> dict[str, Any]:
         """What ``json.Marshal`` of the decoded struct writes (in place; unknown fields kept)."""

@@ -30,7 +30,7 @@ from manager.client.objects import gvk_of
 from manager.client.restmapper import NoKindMatch
 from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import ReconcileError, Request, Result
-from manager.events import EventType
+from manager.events import Recorder
 from manager.meta.conditions import find_condition, set_status_condition
 from manager.meta.object import Json, json_copy
 from manager.meta.times import now as now_rfc3339
@@ -78,10 +78,6 @@ RUNTIME_PLUGIN_FAILED_REASON = "RuntimePluginFailed"
 
 
 _TRAINJOB_CODEC = gocodec.codec_for("trainer.kubeflow.org/v1alpha1", "TrainJob")
-
-
-class Recorder(Protocol):
-    async def event(self, obj: Any, event_type: EventType, reason: str, message: str) -> Any: ...
 
 
 class TrainJobWatcher(Protocol):

@@ -260,7 +260,7 @@ CASES: list[tuple[str, Any, str]] = [
 
 @pytest.mark.parametrize(("obj", "message"), [(c[1], c[2]) for c in CASES], ids=[c[0] for c in CASES])
 def test_decode_errors_are_go_words(obj: Any, message: str) -> None:
-    with pytest.raises(gocodec.DecodeError) as raised:
+    with pytest.raises(gocodec.GoDecodeError) as raised:
         JOBSET.check(obj)
     assert str(raised.value) == message
 
@@ -286,14 +286,14 @@ def test_what_go_decodes_passes(obj: Any) -> None:
 
 def test_trainjob_and_pod_messages_name_their_structs() -> None:
     with pytest.raises(
-        gocodec.DecodeError,
+        gocodec.GoDecodeError,
         match=r"Go struct field TrainJobSpec\.spec\.runtimeRef of type v1alpha1\.RuntimeRef$",
     ):
         TRAINJOB.check(
             {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "spec": {"runtimeRef": 1}}
         )
     with pytest.raises(
-        gocodec.DecodeError, match=r"Go struct field Container\.spec\.containers\.name of type string$"
+        gocodec.GoDecodeError, match=r"Go struct field Container\.spec\.containers\.name of type string$"
     ):
         POD.check({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": 1}]}})
 

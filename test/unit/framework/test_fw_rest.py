@@ -25,7 +25,7 @@ from manager.client import (
 )
 from manager.client.errors import Forbidden, InternalError
 from manager.client.metrics import requests_count
-from manager.client.ratelimit import TokenBucket
+from manager.client.ratelimit import QPSLimiter
 from manager.client.restmapper import NoKindMatch, RESTMapper
 from manager.config import RestConfig
 from manager.metrics.registry import REGISTRY
@@ -236,22 +236,22 @@ async def test_paged_list_and_watch_stream(server: tuple[FakeServer, RestTranspo
     assert watch_query["allowWatchBookmarks"] == "true" and watch_query["timeoutSeconds"] == "7"
 
 
-async def test_token_bucket() -> None:
+async def test_qps_limiter() -> None:
     now = [0.0]
-    bucket = TokenBucket(qps=2, burst=3, clock=lambda: now[0])
+    bucket = QPSLimiter(qps=2, burst=3, clock=lambda: now[0])
     assert [bucket.try_acquire() for _ in range(4)] == [True, True, True, False]
     now[0] += 0.5
     assert bucket.try_acquire() and not bucket.try_acquire()
     now[0] += 100
     assert sum(bucket.try_acquire() for _ in range(10)) == 3
-    real = TokenBucket(qps=200, burst=1)
+    real = QPSLimiter(qps=200, burst=1)
     loop = asyncio.get_running_loop()
     start = loop.time()
     for _ in range(5):
         await real.acquire()
     assert loop.time() - start >= 4 / 200 * 0.9
     with pytest.raises(ValueError):
-        TokenBucket(qps=0, burst=1)
+        QPSLimiter(qps=0, burst=1)
 
 
 async def test_client_side_qps_limit_spaces_requests(server: tuple[FakeServer, RestTransport]) -> None:

@@ -31,7 +31,7 @@ from trainer.runtime.plugins.trainjobstatus import (
     status_path,
     token_audience,
 )
-from trainer.statusserver import ProgressHandler, RateLimiter, StatusServer, parse_update
+from trainer.statusserver import ProgressHandler, StatusServer, UpdateRateLimiter, parse_update
 
 NS = "team-a"
 
@@ -114,7 +114,7 @@ def make(api: FakeAPI, clock: FakeClock | None = None, rate: float = 1.0, burst:
         DelegatingAuth(api, clock=clock, retry_delays=()),
         api.get_pod,
         api.apply,
-        RateLimiter(rate=rate, burst=burst, clock=clock),
+        UpdateRateLimiter(rate=rate, burst=burst, clock=clock),
     )
 
 

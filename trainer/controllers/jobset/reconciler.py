@@ -14,10 +14,11 @@ import contextlib
 import datetime
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from manager import Request, Result
 from manager.client.errors import AlreadyExists, Conflict, Invalid, NotFound, RequestError
+from manager.events import Recorder
 from manager.meta.gvk import JOB as JOB_GVK
 from manager.meta.gvk import SERVICE as SERVICE_GVK
 from manager.meta.object import Json as Object
@@ -40,13 +41,6 @@ JOB_OWNER_KEY = ".metadata.controller"
 
 
 _JOBSET_CODEC = gocodec.codec_for("jobset.x-k8s.io/v1alpha2", "JobSet")
-
-
-class Recorder(Protocol):
-    async def event(self, obj: Any, event_type: S.EventType, reason: str, message: str) -> Any: ...
-
-    def emit(self, obj: Any, event_type: S.EventType, reason: str, message: str) -> None:
-        """Record in the background: the reconcile does not wait for the Event's POST."""
 
 
 def job_owner_index(job: Object) -> list[str]:
