@@ -1,4 +1,4 @@
-"""Scale scenario, side by side (issues 16 and 12): a large simulated cluster already there when
+"""Scale scenario, side by side: a large simulated cluster already there when
 a manager starts.
 
 One full local control plane (etcd, kube-apiserver, kube-controller-manager, scheduler, KWOK) is
