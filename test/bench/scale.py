@@ -40,7 +40,7 @@ Each side's admission webhooks are registered while it runs and removed when it 
 stopped manager's webhooks would refuse every write to the shared cluster).
 
     python test/bench/scale.py                          # 5,000 nodes, 100,000 Pods
-    python test/bench/scale.py --pods 10000 --nodes 500 # the issue-12 scale scenario
+    python test/bench/scale.py --pods 10000 --nodes 500 # the smaller scenario `make bench` runs
     python test/bench/scale.py --pods 2000 --nodes 50 --trainjobs 50 --sides ours  # a quick look
 
 Writes ``scale-<pods>.json`` and ``scale-<pods>.md`` into ``--out``.

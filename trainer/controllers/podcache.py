@@ -20,7 +20,7 @@ So with ``podCache: Minimal`` (the default) the Pod informer is either
   effective requests (:func:`slim_pod`; :data:`SLIM_POD` where those cannot be precomputed).
 
 Either way the store keeps JSON bytes (``compact``), a read decodes a private copy.
-``podCache: Full`` caches every Pod whole (the pre-issue-16 behaviour, and upstream's).
+``podCache: Full`` caches every Pod whole (this manager's earlier behaviour, and upstream's).
 """
 
 from __future__ import annotations
