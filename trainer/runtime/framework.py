@@ -43,6 +43,9 @@ from trainer.runtime.plugins.base import (
 __all__ = ["Framework", "IndexNames"]
 log = structlog.get_logger("trainer.runtime.framework")
 
+PhaseStep = Callable[[Info | None, TrainJob | None], None]
+"""One plugin's step of a synchronous phase (EnforceMLPolicy, EnforcePodGroupPolicy, PodNetwork)."""
+
 
 @dataclass(frozen=True)
 class IndexNames:
@@ -145,13 +148,7 @@ class Framework:
 
     # -- phases -------------------------------------------------------------------------------
 
-    def _run(
-        self,
-        name: str,
-        step: Callable[[Info | None, TrainJob | None], None],
-        info: Info | None,
-        trainjob: TrainJob | None,
-    ) -> None:
+    def _run(self, name: str, step: PhaseStep, info: Info | None, trainjob: TrainJob | None) -> None:
         try:
             _guard(name, step, info, trainjob)
         except Exception as err:
@@ -233,12 +230,7 @@ class Framework:
         return out
 
 
-def _guard(
-    name: str,
-    step: Callable[[Info | None, TrainJob | None], None],
-    info: Info | None,
-    trainjob: TrainJob | None,
-) -> None:
+def _guard(name: str, step: PhaseStep, info: Info | None, trainjob: TrainJob | None) -> None:
     try:
         step(info, trainjob)
     except RuntimeFailure:
