@@ -17,6 +17,7 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
 
 from faultproxy import FaultPlan, FaultProxy
+from local_http import serving
 from workload import Snapshot, build, problems
 
 Json = dict[str, Any]
@@ -37,13 +38,8 @@ async def upstream() -> Any:
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", get)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield f"http://127.0.0.1:{port}"
-    await runner.cleanup()
+    async with serving(app) as url:
+        yield url
 
 
 async def test_proxy_forwards_then_injects_429_with_retry_after_and_500(upstream: str) -> None:

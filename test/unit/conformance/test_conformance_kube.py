@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+from local_http import serving
 
 from manager.config import RestConfig
 from trainer.conformance.kube import Kube
@@ -26,13 +27,8 @@ async def server() -> AsyncIterator[str]:
     app.router.add_get("/api/v1/namespaces/x", status)
     app.router.add_get("/readyz", readyz)
     app.router.add_delete("/empty", empty)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield f"http://127.0.0.1:{port}"
-    await runner.cleanup()
+    async with serving(app) as url:
+        yield url
 
 
 async def test_request_returns_status_and_decoded_json_text_or_none(server: str) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from local_http import serving
 
 from manager.cache import Cache, CacheNotStarted, CacheOptions, CacheSyncTimeout, ResourceNotCached
 from manager.cache.informer import SharedInformer
@@ -47,19 +48,14 @@ async def api() -> AsyncIterator[tuple[Api, Client]]:
     fake = Api()
     app = web.Application()
     app.router.add_get("/{tail:.*}", fake.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    transport = RestTransport(RestConfig(host=f"http://127.0.0.1:{port}"))
-    mapper = RESTMapper(transport)
-    mapper.add(MAPPING)
-    try:
-        yield fake, Client(transport, mapper)
-    finally:
-        await transport.aclose()
-        await runner.cleanup()
+    async with serving(app, shutdown_timeout=0.1) as url:
+        transport = RestTransport(RestConfig(host=url))
+        mapper = RESTMapper(transport)
+        mapper.add(MAPPING)
+        try:
+            yield fake, Client(transport, mapper)
+        finally:
+            await transport.aclose()
 
 
 async def test_reads_need_an_informer_and_a_started_cache(api: tuple[Api, Client]) -> None:

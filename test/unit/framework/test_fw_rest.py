@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from local_http import serving
 
 import manager.metrics.client  # noqa: F401  (registers the client metrics on REGISTRY)
 from manager.client import (
@@ -135,17 +136,12 @@ class FakeServer:
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[FakeServer, RestTransport]]:
     fake = FakeServer()
-    runner = web.AppRunner(fake.app())
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    transport = RestTransport(RestConfig(host=f"http://127.0.0.1:{port}"))
-    try:
-        yield fake, transport
-    finally:
-        await transport.aclose()
-        await runner.cleanup()
+    async with serving(fake.app()) as url:
+        transport = RestTransport(RestConfig(host=url))
+        try:
+            yield fake, transport
+        finally:
+            await transport.aclose()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,26 @@
+"""A stand-in HTTP server for unit tests: an aiohttp app served on a free loopback port.
+
+Importable by its module name from every test (``test/`` is on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+
+@contextlib.asynccontextmanager
+async def serving(app: web.Application, *, shutdown_timeout: float = 60.0) -> AsyncIterator[str]:
+    """Serve ``app`` on 127.0.0.1 (a port the OS picks) and yield its ``http://`` base URL; the
+    server is stopped when the block ends."""
+    runner = web.AppRunner(app, shutdown_timeout=shutdown_timeout)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
