@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from manager.meta.object import Json
 from manager.meta.quantity import Quantity
+from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import MLPolicy, PodGroupPolicy
 
 __all__ = ["ContainerInfo", "Endpoints", "Info", "PodSet", "RuntimePolicy", "Scheduler", "TemplateSpec"]
@@ -104,6 +105,14 @@ class Info:
     def find_pod_set_by_ancestor(self, ancestor: str) -> PodSet | None:
         """The first PodSet whose ancestor label equals ``ancestor``."""
         return next((ps for ps in self.template_spec.pod_sets if ps.ancestor == ancestor), None)
+
+    def count_trainer_nodes(self, num_nodes: int | None) -> PodSet | None:
+        """The trainer PodSet, its count set to the TrainJob's ``numNodes`` when that is given
+        (the PlainML and Torch plugins' first step; MPI counts its ``node`` job differently)."""
+        pod_set = self.find_pod_set_by_ancestor(tc.AncestorTrainer)
+        if pod_set is not None and num_nodes is not None:
+            pod_set.count = num_nodes
+        return pod_set
 
     def find_pod_set_by_name(self, name: str) -> PodSet | None:
         """The PodSet of the replicated job called ``name``."""

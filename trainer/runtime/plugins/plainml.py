@@ -7,22 +7,11 @@ trainer node, without any framework-specific environment.
 from __future__ import annotations
 
 from trainer.api import trainer_constants as tc
-from trainer.api.trainer_v1alpha1 import Trainer, TrainJob
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.apply import env_vars, upsert_env_vars
-from trainer.runtime.info import Info, PodSet
+from trainer.runtime.info import Info
 
-__all__ = ["PlainML", "set_trainer_num_nodes"]
-
-
-def set_trainer_num_nodes(info: Info, trainer: Trainer | None) -> PodSet | None:
-    """The trainer PodSet, its count set to the TrainJob's ``numNodes`` when that is given.
-
-    The Torch plugin takes this step too (MPI counts its ``node`` job differently).
-    """
-    pod_set = info.find_pod_set_by_ancestor(tc.AncestorTrainer)
-    if pod_set is not None and trainer is not None and trainer.num_nodes is not None:
-        pod_set.count = trainer.num_nodes
-    return pod_set
+__all__ = ["PlainML"]
 
 
 class PlainML:
@@ -36,7 +25,7 @@ class PlainML:
         if policy is not None and (policy.torch is not None or policy.mpi is not None):
             return
         trainer = trainjob.spec.trainer
-        set_trainer_num_nodes(info, trainer)
+        info.count_trainer_nodes(trainer.num_nodes if trainer is not None else None)
         if trainer is None:
             return
         container = info.find_container_by_pod_set_ancestor_container_name(tc.AncestorTrainer, tc.Node)

@@ -17,7 +17,6 @@ from trainer.runtime.apply import env_vars, upsert_env_vars, upsert_ports
 from trainer.runtime.info import Info
 from trainer.runtime.objects import name_of
 from trainer.runtime.plugins import torchtune
-from trainer.runtime.plugins.plainml import set_trainer_num_nodes
 from trainer.runtime.resources import (
     cpu_count,
     gpu_count,
@@ -70,7 +69,7 @@ class Torch:
         if policy is None or policy.torch is None:
             return
         trainer = trainjob.spec.trainer
-        pod_set = set_trainer_num_nodes(info, trainer)
+        pod_set = info.count_trainer_nodes(trainer.num_nodes if trainer is not None else None)
 
         nproc: int | str = tc.NumProcPerNodeAuto
         if trainer is not None and trainer.num_proc_per_node is not None:
