@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import random
 import signal
 import socket
 import ssl
@@ -40,12 +41,58 @@ def _die_with_parent() -> None:
     signal_on_parent_death(signal.SIGKILL)
 
 
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LISTEN_PORTS = (20000, 32767)  # below Linux's default ephemeral range (32768-60999)
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = (int(v) for v in _EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def _listen_ports() -> range:
+    """Ports for our listeners, outside the kernel's ephemeral range.
+
+    A port from ``bind(0)`` lies in the ephemeral range, so once the probe socket closes the
+    kernel may hand it to any outbound connection (a client dialling the API server) before
+    the listener binds it, or while a process restarted on the same port is down; the listener
+    then fails with EADDRINUSE for as long as that connection lives. Outside the range only
+    another listener can take it.
+    """
+    low, high = _ephemeral_range()
+    start, end = _LISTEN_PORTS
+    if start <= high and low <= end:  # a tuned range that overlaps ours: take what lies below it
+        start, end = 10000, max(10000, low - 1)
+    return range(start, end + 1)
+
+
 def free_port() -> int:
-    """A loopback port that was free a moment ago (callers retry on a lost race)."""
+    """A loopback port that was free a moment ago and that no outbound connection can take.
+
+    Picked at random outside the ephemeral range, never twice in one process; other
+    processes picking the same way race only with a small chance (callers retry on a lost
+    race). Falls back to ``bind(0)`` when the whole range is taken.
+    """
+    ports = _listen_ports()
+    for _ in range(200):
+        port = random.choice(ports)
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        fallback: int = sock.getsockname()[1]
+        return fallback
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

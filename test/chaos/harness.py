@@ -442,7 +442,12 @@ class ChaosRun:
             if all(s is not None and time.time() - s >= self.p.lease_duration for s in since):
                 return
             await asyncio.sleep(0.5)
-        raise AssertionError("the standby replica never started watching the lease")
+        last = (
+            f"; last of {len(self.fig.crashes)} crashes: {self.fig.crashes[-1][-800:]}"
+            if self.fig.crashes
+            else ""
+        )
+        raise AssertionError(f"the standby replica never started watching the lease{last}")
 
     async def kill_leader(self) -> None:
         leader = await self.leader()
