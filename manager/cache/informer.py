@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from manager.cache.interfaces import ResourceEventHandler
+from manager.cache.interfaces import HandlerRegistration, ResourceEventHandler
 from manager.cache.reflector import ListWatchOptions, Reflector
 from manager.cache.store import Store, object_key
 from manager.cache.transform import Transform, strip_managed_fields
@@ -23,9 +23,32 @@ from manager.meta.object import Json as Object
 
 log = logging.getLogger(__name__)
 
+REPLAY_GATHER_SECONDS = 0.05
+"""How long a compact store waits before replaying its objects to a newly added handler, so the
+handlers of controllers that start together share one decode of every stored object."""
+
 
 def _rv(obj: Object) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class Registration:
+    """A handler's registration: synced once its replay of the cached objects was delivered."""
+
+    def __init__(self, handler: ResourceEventHandler, *, synced: bool = False) -> None:
+        self.handler = handler
+        self._synced = asyncio.Event()
+        if synced:
+            self._synced.set()
+
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    def mark_synced(self) -> None:
+        self._synced.set()
 
 
 class SharedInformer:
@@ -89,16 +112,52 @@ class SharedInformer:
         ]
         self._synced = asyncio.Event()
         self.events_delivered = 0
+        # handlers added to a filled compact store, waiting for their shared replay
+        self._joining: list[Registration] = []
+        self._replay: asyncio.TimerHandle | None = None
 
     # -- Informer protocol -------------------------------------------------------------------
 
-    def add_event_handler(self, handler: ResourceEventHandler) -> None:
-        self._handlers.append(handler)
-        for obj in self.store.values():
-            self._call(handler.on_add, obj, True)
+    def add_event_handler(self, handler: ResourceEventHandler) -> HandlerRegistration:
+        """Register ``handler``; it first gets ``on_add(obj, True)`` for every cached object.
+
+        A dict store replays at once. A compact store must decode every object it replays, so
+        the handlers added within ``REPLAY_GATHER_SECONDS`` of each other (the controllers of
+        one manager, started together once the caches synced) share one replay: each object is
+        decoded once for all of them, one at a time. Until then such a handler gets no event;
+        its replay is the state at that moment, and the registration is synced after it.
+        """
+        if not self.store.compact or not len(self.store):
+            self._handlers.append(handler)
+            for obj in self.store.values():
+                self._call(handler.on_add, obj, True)
+            return Registration(handler, synced=True)
+        registration = Registration(handler)
+        self._joining.append(registration)
+        if self._replay is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no event loop (a synchronous caller): replay now
+                self._replay_to_joining()
+            else:
+                self._replay = loop.call_later(REPLAY_GATHER_SECONDS, self._replay_to_joining)
+        return registration
 
     def remove_event_handler(self, handler: ResourceEventHandler) -> None:
         self._handlers = [h for h in self._handlers if h is not handler]
+        self._joining = [r for r in self._joining if r.handler is not handler]
+        if not self._joining and self._replay is not None:
+            self._replay.cancel()
+            self._replay = None
+
+    def _replay_to_joining(self) -> None:
+        joining, self._joining, self._replay = self._joining, [], None
+        for obj in self.store.iter_values():
+            for registration in joining:
+                self._call(registration.handler.on_add, obj, True)
+        for registration in joining:
+            self._handlers.append(registration.handler)
+            registration.mark_synced()
 
     def has_synced(self) -> bool:
         return self._synced.is_set()
@@ -124,7 +183,7 @@ class SharedInformer:
         await self._synced.wait()
         while True:
             await asyncio.sleep(self.resync_period * random.uniform(0.9, 1.1))
-            for obj in self.store.values():
+            for obj in self.store.iter_values():
                 self._dispatch_update(obj, obj)
 
     # -- store changes (called by reflectors) ------------------------------------------------

@@ -27,9 +27,20 @@ class ResourceEventHandler(Protocol):
         ...
 
 
+class HandlerRegistration(Protocol):
+    """What ``add_event_handler`` returns (client-go's ``ResourceEventHandlerRegistration``)."""
+
+    def has_synced(self) -> bool:
+        """Whether the handler has been given every object cached when it was added."""
+        ...
+
+    async def wait_synced(self) -> None: ...
+
+
 class Informer(Protocol):
-    def add_event_handler(self, handler: ResourceEventHandler) -> None:
-        """Register a handler; it is first called with ``on_add`` for every object already cached."""
+    def add_event_handler(self, handler: ResourceEventHandler) -> HandlerRegistration:
+        """Register a handler; it is first called with ``on_add`` for every object already cached
+        (at once, or shortly after: the registration says when)."""
         ...
 
     def remove_event_handler(self, handler: ResourceEventHandler) -> None: ...

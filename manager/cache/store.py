@@ -12,7 +12,7 @@ then a private copy for free.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from manager import _json
@@ -95,6 +95,12 @@ class Store:
 
     def values(self) -> list[Object]:
         return [self._decode(v) for v in self._items.values()]
+
+    def iter_values(self) -> Iterator[Object]:
+        """Every object, decoded one at a time (a compact store of 100k objects never holds
+        100k decoded copies at once); the objects stored when the iteration began."""
+        for stored in list(self._items.values()):
+            yield self._decode(stored)
 
     def add_index(self, name: str, func: IndexFunc) -> None:
         """Add an index; existing objects are indexed at once. Re-adding a name is an error."""

@@ -85,9 +85,10 @@ class KindSource:
         mapper = (
             owned.spawn(self.handler.run_in_source()) if isinstance(self.handler, SourceRunHandler) else None
         )
-        informer.add_event_handler(dispatch)
+        registration = informer.add_event_handler(dispatch)
         try:
             await _wait_synced(informer)
+            await registration.wait_synced()  # the handler has every object cached when it was added
             synced.set()
             if mapper is not None:
                 await mapper  # only returns by raising; a failure ends the source (and the controller)

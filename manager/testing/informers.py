@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import copy
 
-from manager.cache.interfaces import ResourceEventHandler
+from manager.cache.informer import Registration
+from manager.cache.interfaces import HandlerRegistration, ResourceEventHandler
 from manager.meta.object import Json as Object
 from manager.scheme import GroupVersionKind, KindRef, ObjectKey, gvk_for, key_of
 
@@ -23,10 +24,11 @@ class FakeInformer:
         self.synced = synced
         self._rv = 0
 
-    def add_event_handler(self, handler: ResourceEventHandler) -> None:
+    def add_event_handler(self, handler: ResourceEventHandler) -> HandlerRegistration:
         self.handlers.append(handler)
         for obj in list(self.objects.values()):
             handler.on_add(obj, True)
+        return Registration(handler, synced=True)
 
     def remove_event_handler(self, handler: ResourceEventHandler) -> None:
         self.handlers.remove(handler)

@@ -69,8 +69,11 @@ async def setup_controllers(context: SetupContext, *, api_version: str = c.API_V
         await indexer.index_field(
             elasticquota.POD, elasticquota.POD_PHASE_INDEX, elasticquota.index_pod_phase
         )
+        running = elasticquota.RunningPodRequests()
         eq_reconciler = elasticquota.ElasticQuotaReconciler(
-            mgr.client, context.event_recorder(elasticquota.EVENT_COMPONENT)
+            mgr.client,
+            context.event_recorder(elasticquota.EVENT_COMPONENT),
+            running_requests=running,
         )
         changed = eq_reconciler.change_tracker()
         (
@@ -79,7 +82,8 @@ async def setup_controllers(context: SetupContext, *, api_version: str = c.API_V
             .watches(
                 elasticquota.POD,
                 enqueue_for_object(),  # upstream: the request names the pod itself
-                predicates=[elasticquota.pod_may_change_used(), changed],
+                # the requests are kept from every event, so they come before the filter
+                predicates=[running.observer(), elasticquota.pod_may_change_used(), changed],
             )
             .with_options(**options)
             .complete(eq_reconciler)
