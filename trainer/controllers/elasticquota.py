@@ -15,7 +15,7 @@ recomputed at most once per ``RECOMPUTE_SPACING`` times that cost.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -159,8 +159,28 @@ class RunningPodRequests:
     sum's order is the order the pods last changed, as the cache's phase index lists them.
     """
 
+    SHARED_MAX = 4096
+    """Distinct request shapes kept for sharing (a Deployment's pods all request the same)."""
+
     def __init__(self) -> None:
         self._by_namespace: dict[str, dict[str, Resources | QuantityError]] = {}
+        # pods that request the same share one parsed result (sums never change an addend):
+        # ~100 bytes a pod instead of ~350 with 100k Running pods
+        self._shared: dict[Hashable, Resources | QuantityError] = {}
+
+    def _request_of(self, pod: Mapping[str, Any]) -> Resources | QuantityError:
+        shape = _request_shape(pod)
+        if shape is not None and (known := self._shared.get(shape)) is not None:
+            return known
+        try:
+            request: Resources | QuantityError = pod_request(pod)
+        except QuantityError as err:  # the sum fails, as it would reading the pod
+            request = err
+        if shape is not None:
+            if len(self._shared) >= self.SHARED_MAX:
+                self._shared.clear()
+            self._shared[shape] = request
+        return request
 
     def observer(self) -> Predicate:
         """The predicate that keeps the requests; place it before any filter of the Pod watch."""
@@ -169,10 +189,7 @@ class RunningPodRequests:
             namespace, name = _namespace_name(pod)
             pods = self._by_namespace.setdefault(namespace, {})
             pods.pop(name, None)  # an update moves the pod to the end, as the cache's index does
-            try:
-                pods[name] = pod_request(pod)
-            except QuantityError as err:  # the sum fails, as it would reading the pod
-                pods[name] = err
+            pods[name] = self._request_of(pod)
             return True
 
         def drop(pod: Mapping[str, Any]) -> bool:
@@ -202,6 +219,25 @@ class RunningPodRequests:
                 raise request
             out.append(request)
         return out
+
+
+def _request_shape(pod: Mapping[str, Any]) -> Hashable | None:
+    """What ``pod_request`` reads of the pod, hashable; None when a value is not (not a string)."""
+    spec = pod.get("spec") or {}
+
+    def requests(container: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+        return tuple(sorted(((container.get("resources") or {}).get("requests") or {}).items()))
+
+    shape = (
+        tuple(requests(c) for c in spec.get("containers") or ()),
+        tuple(requests(c) for c in spec.get("initContainers") or ()),
+        tuple(sorted((spec.get("overhead") or {}).items())),
+    )
+    try:
+        hash(shape)
+    except TypeError:
+        return None
+    return shape
 
 
 def _namespace_name(pod: Mapping[str, Any]) -> tuple[str, str]:
