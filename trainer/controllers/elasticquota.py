@@ -165,7 +165,7 @@ class RunningPodRequests:
     def __init__(self) -> None:
         self._by_namespace: dict[str, dict[str, Resources | QuantityError]] = {}
         # pods that request the same share one parsed result (sums never change an addend):
-        # ~100 bytes a pod instead of ~350 with 100k Running pods
+        # ~90 bytes a pod instead of ~500 (test/bench/eq_requests_cost.py)
         self._shared: dict[Hashable, Resources | QuantityError] = {}
 
     def _request_of(self, pod: Mapping[str, Any]) -> Resources | QuantityError:
