@@ -136,9 +136,9 @@ async def run(pods: int, compact: bool) -> dict[str, float]:
             upsert = informer.upsert
             busy = [0.0]
 
-            def timed_upsert(obj: dict[str, Any]) -> None:
+            def timed_upsert(obj: dict[str, Any], scope: int = 0) -> None:
                 start = time.perf_counter()
-                upsert(obj)
+                upsert(obj, scope)  # the reflector's sink passes its scope
                 busy[0] += time.perf_counter() - start
 
             informer.upsert = timed_upsert  # type: ignore[method-assign]
