@@ -6,9 +6,13 @@ Importable by its module name from every test (``test/`` is on ``sys.path``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
+
+from manager.client import Client, RestTransport
+from manager.client.restmapper import RESTMapper, RESTMapping
+from manager.config import RestConfig
 
 
 @contextlib.asynccontextmanager
@@ -24,3 +28,22 @@ async def serving(app: web.Application, *, shutdown_timeout: float = 60.0) -> As
         yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def serving_client(
+    handle: Callable[[web.Request], Awaitable[web.StreamResponse]], *mappings: RESTMapping
+) -> AsyncIterator[Client]:
+    """A ``Client`` talking to a stand-in API server whose every GET is ``handle``; its mapper
+    knows ``mappings`` without discovery."""
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    async with serving(app, shutdown_timeout=0.1) as url:
+        transport = RestTransport(RestConfig(host=url))
+        mapper = RESTMapper(transport)
+        for mapping in mappings:
+            mapper.add(mapping)
+        try:
+            yield Client(transport, mapper)
+        finally:
+            await transport.aclose()

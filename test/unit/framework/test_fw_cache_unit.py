@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from local_http import serving
+from local_http import serving_client
 
 from manager.cache import Cache, CacheNotStarted, CacheOptions, CacheSyncTimeout, ResourceNotCached
 from manager.cache.informer import SharedInformer
-from manager.client import Client, RestTransport
-from manager.client.restmapper import RESTMapper, RESTMapping
-from manager.config import RestConfig
+from manager.client import Client
+from manager.client.restmapper import RESTMapping
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 
@@ -46,16 +45,8 @@ class Api:
 @pytest.fixture
 async def api() -> AsyncIterator[tuple[Api, Client]]:
     fake = Api()
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", fake.handle)
-    async with serving(app, shutdown_timeout=0.1) as url:
-        transport = RestTransport(RestConfig(host=url))
-        mapper = RESTMapper(transport)
-        mapper.add(MAPPING)
-        try:
-            yield fake, Client(transport, mapper)
-        finally:
-            await transport.aclose()
+    async with serving_client(fake.handle, MAPPING) as client:
+        yield fake, client
 
 
 async def test_reads_need_an_informer_and_a_started_cache(api: tuple[Api, Client]) -> None:

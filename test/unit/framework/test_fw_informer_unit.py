@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from local_http import serving
+from local_http import serving_client
 
 from manager.cache.backoff import ReflectorBackoff
 from manager.cache.informer import SharedInformer
 from manager.cache.store import Store, field_index_func
-from manager.client import Client, RestTransport
-from manager.client.restmapper import RESTMapper, RESTMapping
-from manager.config import RestConfig
+from manager.client import Client
+from manager.client.restmapper import RESTMapping
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 
@@ -173,16 +172,8 @@ class StallingServer:
 @pytest.fixture
 async def stalling() -> AsyncIterator[tuple[StallingServer, Client]]:
     fake = StallingServer()
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", fake.handle)
-    async with serving(app, shutdown_timeout=0.1) as url:
-        transport = RestTransport(RestConfig(host=url))
-        mapper = RESTMapper(transport)
-        mapper.add(MAPPING)
-        try:
-            yield fake, Client(transport, mapper)
-        finally:
-            await transport.aclose()
+    async with serving_client(fake.handle, MAPPING) as client:
+        yield fake, client
 
 
 async def test_inactivity_guard_reconnects_a_silent_watch(stalling: tuple[StallingServer, Client]) -> None:
