@@ -201,12 +201,12 @@ class RunningPodRequests:
                     del self._by_namespace[namespace]
             return True
 
-        def update(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-            return put(new) if _running(new) else drop(new)
+        def keep(pod: Mapping[str, Any]) -> bool:
+            return put(pod) if _running(pod) else drop(pod)
 
         return Funcs(
-            on_create=lambda e: put(e.object) if _running(e.object) else True,
-            on_update=lambda e: update(e.object_old, e.object_new),
+            on_create=lambda e: keep(e.object),
+            on_update=lambda e: keep(e.object_new),
             on_delete=lambda e: drop(e.object),
         )
 

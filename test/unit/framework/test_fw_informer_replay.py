@@ -21,6 +21,7 @@ from manager.controller.handler import enqueue_for_object
 from manager.controller.reconcile import Request
 from manager.controller.source import KindSource
 from manager.scheme import GroupVersionKind
+from manager.workqueue.queue import Queue
 
 pytestmark = pytest.mark.unit
 
@@ -128,25 +129,17 @@ class Informers:
         return True
 
 
-class Queue:
-    def __init__(self) -> None:
-        self.items: list[Request] = []
-
-    def add(self, item: Request) -> None:
-        self.items.append(item)
-
-
 async def test_a_source_is_synced_only_once_its_handler_has_every_cached_object() -> None:
     # a controller's workers start when its sources are synced: before the replay they would
     # find an empty queue and a controller that has not seen the cache yet
     informer = filled(True, "a", "b")
-    queue = Queue()
+    queue: Queue[Request] = Queue()
     synced = asyncio.Event()
     source = KindSource(Informers(informer), GVK, enqueue_for_object())  # type: ignore[arg-type]
     task = asyncio.create_task(source.run(queue, synced))
     try:
         await asyncio.wait_for(synced.wait(), 5)
-        assert sorted(r.name for r in queue.items) == ["a", "b"]
+        assert sorted(queue.get_nowait().name for _ in range(len(queue))) == ["a", "b"]
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
