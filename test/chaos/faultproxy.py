@@ -260,9 +260,14 @@ class FaultProxy:
                     "type": "ERROR",
                     "object": orjson.loads(_status(410, "Expired", "too old resource version (chaos)")),
                 }
+                # then end the response as the API server does: a dropped connection would
+                # lose the event for a client that has not read it yet (aiohttp raises the
+                # drop before the bytes it holds), and its watch would resume without a relist
                 with contextlib.suppress(ConnectionError, RuntimeError):
                     await response.write(orjson.dumps(event) + b"\n")
-            if reason in ("expire", "cut"):
+                    await response.write_eof()
+                return response
+            if reason == "cut":
                 if request.transport is not None:
                     request.transport.close()
                 return response

@@ -92,6 +92,20 @@ async def test_expired_watch_ends_with_an_error_410_event(upstream: str) -> None
         assert (last["type"], last["object"]["code"], last["object"]["reason"]) == ("ERROR", 410, "Expired")
 
 
+async def test_an_expired_watch_reaches_a_busy_client_as_a_complete_response(upstream: str) -> None:
+    # The API server ends the response after its ERROR event. A proxy that drops the connection
+    # instead loses the event for a client still busy with earlier ones: aiohttp then raises the
+    # dropped connection before the bytes it holds, and the watch looks like a normal end.
+    async with FaultProxy(upstream, None) as proxy, aiohttp.ClientSession() as http:
+        async with http.get(proxy.url + "/api/v1/configmaps?watch=true") as r:
+            assert json.loads(await r.content.readline())["type"] == "ADDED"
+            assert proxy.expire_watches() == 1
+            await asyncio.sleep(0.3)  # busy: the event and the end both arrive before the next read
+            rest = await r.content.read()
+        last = json.loads(rest)
+        assert (last["type"], last["object"]["code"]) == ("ERROR", 410)
+
+
 def _converged(items: list[Any]) -> Snapshot:
     """The end state the workload must reach, built by hand for the TrainJobs of ``items``."""
     tjs: dict[str, Json] = {}
