@@ -14,7 +14,10 @@ Mirrors controller-runtime's fake client (docs/behaviour/framework.md A.13) wher
   (the async ``FieldIndexer`` seam) or ``add_index`` (the same, for synchronous test setup),
   plus ``metadata.name``/``metadata.namespace``;
 * ``requests`` counts calls per verb, so a test can assert "no writes" (``writes == 0``);
-* ``inject_error(verb, error, times)`` makes the next calls of a verb fail (fault injection).
+* ``inject_error(verb, error, times)`` makes the next calls of a verb fail (fault injection);
+* ``add_event_handler(kind, handler)`` calls an informer's ``ResourceEventHandler`` for every
+  stored change of a kind, after an ``on_add`` per object already stored, as a watch would: a
+  reconciler that keeps state from events is tested with the writes that cause them.
 
 Not modelled (use the real API server for these): OpenAPI validation and defaulting, garbage
 collection and propagation policies, strategic merge semantics (treated as a JSON merge patch),
@@ -32,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, cast, overload
 
 from manager.cache import selectors
+from manager.cache.interfaces import ResourceEventHandler
 from manager.client import objects
 from manager.client.errors import AlreadyExists, ApiError, BadRequest, Conflict, NotFound
 from manager.client.interfaces import (
@@ -144,6 +148,7 @@ class FakeClient(TypedReader):
         self._cluster_scoped = {gvk_for(k) for k in cluster_scoped}
         self._indexes: dict[tuple[GroupVersionKind, str], Callable[[Object], Iterable[str]]] = {}
         self._errors: dict[str, list[BaseException]] = {}
+        self._handlers: dict[GroupVersionKind, list[ResourceEventHandler]] = {}
         self.requests: Counter[str] = Counter()
         self.status = _FakeStatusWriter(self)
         for obj in objects_:
@@ -170,6 +175,29 @@ class FakeClient(TypedReader):
     def inject_error(self, verb: str, error: BaseException, times: int = 1) -> None:
         """Make the next ``times`` calls of ``verb`` (e.g. "update") raise ``error``."""
         self._errors.setdefault(verb, []).extend([error] * times)
+
+    def add_event_handler(self, kind: KindRef, handler: ResourceEventHandler) -> None:
+        """Call ``handler`` for every stored change of ``kind`` (each object a copy), after an
+        ``on_add(obj, True)`` for each object of the kind already stored."""
+        gvk = gvk_for(kind)
+        self._handlers.setdefault(gvk, []).append(handler)
+        for (item_gvk, _, _), obj in sorted(self._objects.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+            if item_gvk == gvk:
+                handler.on_add(copy.deepcopy(obj), True)
+
+    def _store(self, key: _Key, new: Object) -> None:
+        old = self._objects.get(key)
+        self._objects[key] = new
+        for handler in self._handlers.get(key[0], ()):
+            if old is None:
+                handler.on_add(copy.deepcopy(new), False)
+            else:
+                handler.on_update(copy.deepcopy(old), copy.deepcopy(new))
+
+    def _remove(self, key: _Key) -> None:
+        old = self._objects.pop(key)
+        for handler in self._handlers.get(key[0], ()):
+            handler.on_delete(copy.deepcopy(old))
 
     def add_index(self, kind: KindRef, field: str, extract: Callable[[Object], Iterable[str]]) -> None:
         """Register a field index while setting a test up (what ``index_field`` does, synchronously)."""
@@ -268,7 +296,7 @@ class FakeClient(TypedReader):
             uid=str(uuid.uuid4()), resourceVersion=self._next_rv(), generation=1, creationTimestamp=_now()
         )
         if not dry_run:
-            self._objects[key] = data
+            self._store(key, data)
         return cast(O, objects.like(obj, copy.deepcopy(data)))
 
     def _store_update(self, current: Object, new: Object) -> Object:
@@ -284,9 +312,9 @@ class FakeClient(TypedReader):
         meta["generation"] = old_meta.get("generation", 1) + (_spec_part(current) != _spec_part(new))
         meta["resourceVersion"] = self._next_rv()
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            del self._objects[key]
+            self._remove(key)
         else:
-            self._objects[key] = new
+            self._store(key, new)
         return new
 
     async def update(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
@@ -365,7 +393,7 @@ class FakeClient(TypedReader):
         meta.update(
             uid=str(uuid.uuid4()), resourceVersion=self._next_rv(), generation=1, creationTimestamp=_now()
         )
-        self._objects[key] = data
+        self._store(key, data)
         return copy.deepcopy(data)
 
     async def _write_status(self, verb: str, obj: O, status_of: Callable[[Object, Object], Any]) -> O:
@@ -384,7 +412,7 @@ class FakeClient(TypedReader):
         else:
             new["status"] = status
         new["metadata"]["resourceVersion"] = self._next_rv()
-        self._objects[key] = new
+        self._store(key, new)
         return cast(O, objects.like(obj, copy.deepcopy(new)))
 
     async def delete(self, obj: object, **options: Unpack[DeleteOptions]) -> None:
@@ -412,10 +440,11 @@ class FakeClient(TypedReader):
             return
         if meta.get("finalizers"):
             if not meta.get("deletionTimestamp"):
-                meta["deletionTimestamp"] = _now()
-                meta["resourceVersion"] = self._next_rv()
+                marked = copy.deepcopy(current)  # a new version, so handlers see old and new
+                marked["metadata"].update(deletionTimestamp=_now(), resourceVersion=self._next_rv())
+                self._store(key, marked)
             return
-        del self._objects[key]
+        self._remove(key)
 
 
 if TYPE_CHECKING:  # mypy proves the fake has the client's shape, not a copy of its signatures

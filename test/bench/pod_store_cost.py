@@ -18,7 +18,6 @@ from manager.client import Client
 from manager.client.restmapper import RESTMapping
 from manager.scheme import GroupVersionKind
 from trainer.controllers import podcache
-from trainer.controllers.elasticquota import index_pod_phase
 from trainer.controllers.podgroup import index_pod_group
 from trainer.jobset.placement import pod_job_key_index, pod_name_index
 
@@ -26,10 +25,9 @@ M = RESTMapping(GroupVersionKind("", "v1", "Pod"), "pods", True)
 
 
 def informer(transform, compact):
-    """A Pod informer with the four Pod indexes the controllers register."""
+    """A Pod informer with the three Pod indexes the controllers register."""
     inf = SharedInformer(Client(None, None), M, transform=transform, compact_store=compact)
     for name, f in (
-        ("a", index_pod_phase),
         ("b", index_pod_group),
         ("c", pod_job_key_index),
         ("d", pod_name_index),

@@ -23,7 +23,7 @@ import structlog
 from manager.client.patch import Patch
 from manager.controller.predicate import Funcs, Predicate
 from manager.controller.reconcile import Request, Result, TerminalError
-from manager.meta.gvk import POD as POD  # re-exported: the kind this controller indexes
+from manager.meta.gvk import POD as POD  # re-exported: the kind this controller watches
 from manager.meta.object import Json as Object
 from manager.meta.quantity import Quantity, QuantityError
 from manager.scheme import gvk_for
@@ -49,8 +49,6 @@ duration later (at most ~10 % of the event loop per churning namespace)."""
 SPACED_FROM = 0.01
 """Sums cheaper than this (a namespace of up to a few hundred pods) are never held back."""
 
-POD_PHASE_INDEX = "status.phase"
-"""Field index on pods: a reconcile lists only the Running pods of its namespace."""
 RUNNING = "Running"
 
 
@@ -156,7 +154,8 @@ class RunningPodRequests:
     Running pod of the namespace from the cache and parsing its requests again: that was a
     quarter of the start-up CPU with 100k Pods cached (docs/scale.md). The informer calls
     handlers right after its store changes, so this holds what a cache read would return; the
-    sum's order is the order the pods last changed, as the cache's phase index lists them.
+    sum's order is the order the pods last changed, the order a cache index by phase lists them
+    in (test_elasticquota_running_requests.py compares the two).
     """
 
     SHARED_MAX = 4096
@@ -251,8 +250,9 @@ def _namespace_name(pod: Mapping[str, Any]) -> tuple[str, str]:
 class ElasticQuotaReconciler:
     """Recomputes ``status.used`` of the ElasticQuota in the request's namespace.
 
-    ``client`` reads from the cache (pods indexed by :data:`POD_PHASE_INDEX`) and writes to the
-    API server; ``recorder`` is an ``EventRecorder`` for ``ElasticQuotaController``.
+    ``client`` reads the namespace's quotas from the cache and writes to the API server;
+    ``recorder`` is an ``EventRecorder`` for ``ElasticQuotaController``; ``running_requests``
+    holds the Running pods' requests, fed by its ``observer`` on the Pod watch.
 
     Requests are keyed by pod (upstream's contract: the ``Synced`` message names the request),
     so a namespace with N running pods gets N requests at start-up, and upstream recomputes the
@@ -266,14 +266,13 @@ class ElasticQuotaReconciler:
         self,
         client: Any,
         recorder: Any,
+        running_requests: RunningPodRequests,
         *,
         clock: Callable[[], float] = time.monotonic,
-        running_requests: RunningPodRequests | None = None,
     ) -> None:
         self.client = client
         self.recorder = recorder
         self.clock = clock
-        # None: read the Running pods from the client on each recomputation
         self.running_requests = running_requests
         self._up_to_date: set[str] | None = None  # None: no tracker attached, always recompute
         self._not_before: dict[str, float] = {}  # namespace -> earliest next recomputation
@@ -302,10 +301,10 @@ class ElasticQuotaReconciler:
     async def reconcile(self, req: Request) -> Result | None:
         """Recompute the namespace, unless nothing changed since, or it was recomputed too recently.
 
-        A recomputation reads and sums every Running pod of the namespace: 0.1 to 1.7 s with
-        5,000 pods here, and a cluster's pods churn (status updates), so recomputing on every
-        change let one busy namespace take the whole event loop (100k-Pod scale run,
-        docs/scale.md). After a sum that took ``d >= SPACED_FROM`` seconds, the next one of the
+        A recomputation sums the requests of every Running pod of the namespace (when it read
+        them from the cache, 0.1 to 1.7 s with 5,000 pods here), and a cluster's pods churn
+        (status updates), so recomputing on every change let one busy namespace take the whole
+        event loop (100k-Pod scale run, docs/scale.md). After a sum that took ``d >= SPACED_FROM`` seconds, the next one of the
         same namespace waits until ``RECOMPUTE_SPACING * d`` later: the request is requeued for
         then, and the changes of the meantime are summed together (docs/divergences.md S-10).
         Smaller namespaces are recomputed on every change, as upstream.
@@ -335,13 +334,7 @@ class ElasticQuotaReconciler:
         eq = min(quotas, key=lambda q: (q.get("metadata") or {}).get("name") or "")
         started = self.clock()
         try:
-            if self.running_requests is not None:
-                used = sum_requests(eq, self.running_requests.in_namespace(req.namespace))
-            else:
-                pods = await self.client.list(
-                    POD, namespace=req.namespace, field_selector={POD_PHASE_INDEX: RUNNING}
-                )
-                used = compute_used(eq, pods)
+            used = sum_requests(eq, self.running_requests.in_namespace(req.namespace))
         except QuantityError as err:
             # the API server validated these requests; one that still fails will fail every retry
             raise TerminalError(f"ElasticQuota {req.namespace}: {err}") from err
@@ -363,9 +356,3 @@ class ElasticQuotaReconciler:
             self._not_before[namespace] = now + RECOMPUTE_SPACING * seconds
         else:
             self._not_before.pop(namespace, None)
-
-
-def index_pod_phase(pod: Mapping[str, Any]) -> list[str]:
-    """Index function for :data:`POD_PHASE_INDEX`."""
-    phase = (pod.get("status") or {}).get("phase")
-    return [phase] if isinstance(phase, str) and phase else []

@@ -151,3 +151,70 @@ async def test_inject_error() -> None:
     with pytest.raises(Conflict):
         await c.get(WIDGET, "w", "default")
     assert (await c.get(WIDGET, "w", "default"))["metadata"]["name"] == "w"
+
+
+class Recording:
+    """A ``ResourceEventHandler`` that writes down what it is called with."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def on_add(self, obj: dict[str, Any], is_in_initial_list: bool) -> None:
+        self.calls.append(("add", obj["metadata"]["name"], str(is_in_initial_list)))
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.calls.append(
+            (
+                "update",
+                new["metadata"]["name"],
+                old["metadata"]["resourceVersion"],
+                new["metadata"]["resourceVersion"],
+            )
+        )
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        self.calls.append(("delete", obj["metadata"]["name"]))
+
+
+async def test_event_handlers_see_every_stored_change_as_a_watch_would() -> None:
+    c = FakeClient([widget("seed"), {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}])
+    seen = Recording()
+    c.add_event_handler(WIDGET, seen)
+    assert seen.calls == [("add", "seed", "True")]  # what was stored, then only changes of the kind
+    created = await c.create(widget("w"))
+    rv = created["metadata"]["resourceVersion"]
+    await c.patch(created, Patch.merge({"spec": {"size": 3}}))
+    await c.create(widget("dry"), dry_run=True)  # not stored: no event
+    with pytest.raises(AlreadyExists):
+        await c.create(widget("w"))
+    obj = widget("f")
+    obj["metadata"]["finalizers"] = ["example.com/cleanup"]
+    held = await c.create(obj)
+    await c.delete(held)  # held by its finalizer: an update that sets deletionTimestamp
+    pending = await c.get(WIDGET, "f", "default")
+    pending["metadata"]["finalizers"] = []
+    await c.update(pending)  # the last finalizer gone: deleted
+    await c.delete_by_name(WIDGET, "w", "default")
+    kinds = [call[0] for call in seen.calls[1:]]
+    assert kinds == ["add", "update", "add", "update", "delete", "delete"]
+    assert seen.calls[2][2] == rv and int(seen.calls[2][3]) > int(rv)
+    assert seen.calls[4][1] == "f" and seen.calls[-2:] == [("delete", "f"), ("delete", "w")]
+
+
+async def test_an_event_handler_gets_copies_it_cannot_change_the_store_through() -> None:
+    c = FakeClient([widget("seed")], status_subresource=[WIDGET])
+
+    class Mutating(Recording):
+        def on_add(self, obj: dict[str, Any], is_in_initial_list: bool) -> None:
+            obj["spec"]["size"] = 99
+
+        def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+            self.calls.append(("update", str(new.get("status"))))
+            new["spec"]["size"] = 99
+
+    seen = Mutating()
+    c.add_event_handler(WIDGET, seen)
+    stored = await c.get(WIDGET, "seed", "default")
+    await c.status.patch(stored, Patch.merge({"status": {"ready": True}}))
+    assert seen.calls == [("update", "{'ready': True}")]
+    assert (await c.get(WIDGET, "seed", "default"))["spec"] == {"size": 1}

@@ -1,16 +1,21 @@
 """Object builders and a fake API for the scheduler-plugins controller unit tests.
 
 Mirrors upstream's unit harness: a fake API where PodGroup, ElasticQuota and Pod have a status
-subresource, so re-submitting a pod replaces its spec and keeps its stored phase.
+subresource, so re-submitting a pod replaces its spec and keeps its stored phase. The
+ElasticQuota reconciler's Running-pod requests are fed by the fake's Pod events, as the Pod
+watch feeds them in the manager.
 """
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from manager.client.errors import NotFound
 from manager.client.patch import Patch
+from manager.controller.event import CreateEvent, DeleteEvent, UpdateEvent
+from manager.controller.predicate import Predicate
 from manager.events import EventRecorder
 from manager.testing.fake import FakeClient
 from trainer.api import scheduling_constants as c
@@ -131,18 +136,44 @@ def fake_api(*objects: Object) -> FakeClient:
         objects, status_subresource=[podgroup.PODGROUP, elasticquota.ELASTICQUOTA, podgroup.POD]
     )
     client.add_index(podgroup.POD, podgroup.POD_GROUP_INDEX, podgroup.index_pod_group)
-    client.add_index(elasticquota.POD, elasticquota.POD_PHASE_INDEX, elasticquota.index_pod_phase)
     return client
+
+
+class PredicateFeed:
+    """A ``ResourceEventHandler`` that hands each event to a predicate (as a source does)."""
+
+    def __init__(self, predicate: Predicate) -> None:
+        self.predicate = predicate
+
+    def on_add(self, obj: Object, is_in_initial_list: bool) -> None:
+        self.predicate.create(CreateEvent(obj, is_in_initial_list))
+
+    def on_update(self, old: Object, new: Object) -> None:
+        self.predicate.update(UpdateEvent(old, new))
+
+    def on_delete(self, obj: Object) -> None:
+        self.predicate.delete(DeleteEvent(obj))
+
+
+def running_requests(client: FakeClient) -> elasticquota.RunningPodRequests:
+    """The Running pods' requests, kept from ``client``'s Pod events from now on."""
+    running = elasticquota.RunningPodRequests()
+    client.add_event_handler(elasticquota.POD, PredicateFeed(running.observer()))
+    return running
 
 
 def pg_reconciler(client: FakeClient) -> podgroup.PodGroupReconciler:
     return podgroup.PodGroupReconciler(client, EventRecorder(client, component=podgroup.EVENT_COMPONENT))
 
 
-def eq_reconciler(client: FakeClient) -> elasticquota.ElasticQuotaReconciler:
-    return elasticquota.ElasticQuotaReconciler(
-        client, EventRecorder(client, component=elasticquota.EVENT_COMPONENT)
-    )
+def eq_reconciler(
+    client: FakeClient, *, clock: Callable[[], float] | None = None
+) -> elasticquota.ElasticQuotaReconciler:
+    recorder = EventRecorder(client, component=elasticquota.EVENT_COMPONENT)
+    running = running_requests(client)
+    if clock is None:
+        return elasticquota.ElasticQuotaReconciler(client, recorder, running)
+    return elasticquota.ElasticQuotaReconciler(client, recorder, running, clock=clock)
 
 
 async def set_pod_phase(client: FakeClient, name: str, phase: str, namespace: str = "default") -> bool:

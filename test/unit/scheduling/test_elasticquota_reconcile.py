@@ -11,12 +11,10 @@ from manager.client.errors import NotFound
 from manager.controller.event import CreateEvent, DeleteEvent, UpdateEvent
 from manager.controller.predicate import Predicate
 from manager.controller.reconcile import Request, TerminalError
-from manager.events import EventRecorder
 from manager.meta.quantity import Quantity
 from manager.testing.fake import FakeClient
 from trainer.controllers.elasticquota import (
     ELASTICQUOTA,
-    EVENT_COMPONENT,
     POD,
     RECOMPUTE_SPACING,
     ElasticQuotaReconciler,
@@ -384,7 +382,7 @@ def ticking_quota(step: float) -> tuple[FakeClient, ElasticQuotaReconciler, Pred
         pod("p1", "ns", phase="Running", containers=[container(res(cpu=1))]),
         pod("p2", "ns", phase="Pending", containers=[container(res(cpu=2))]),
     )
-    rec = ElasticQuotaReconciler(client, EventRecorder(client, component=EVENT_COMPONENT), clock=clock)
+    rec = eq_reconciler(client, clock=clock)
     return client, rec, rec.change_tracker(), now
 
 

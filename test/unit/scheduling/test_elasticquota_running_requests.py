@@ -22,11 +22,9 @@ from trainer.api.resources import render_resources
 from trainer.controllers.elasticquota import (
     ELASTICQUOTA,
     EVENT_COMPONENT,
-    POD_PHASE_INDEX,
     ElasticQuotaReconciler,
     RunningPodRequests,
     compute_used,
-    index_pod_phase,
     sum_requests,
 )
 
@@ -34,6 +32,13 @@ pytestmark = pytest.mark.unit
 
 Object = dict[str, Any]
 QUOTA = eq("q", "ns", min=res(cpu=1), max=res(cpu=8, mem="8Gi"))
+PHASE_INDEX = field_index_name("status.phase")
+
+
+def index_pod_phase(pod: Object) -> list[str]:
+    """What the reconciler read before it kept the requests: the cache's pods by phase."""
+    phase = (pod.get("status") or {}).get("phase")
+    return [phase] if isinstance(phase, str) and phase else []
 
 
 class Informer:
@@ -41,7 +46,7 @@ class Informer:
 
     def __init__(self) -> None:
         self.store = Store(compact=True)
-        self.store.add_index(field_index_name(POD_PHASE_INDEX), field_index_func(index_pod_phase))
+        self.store.add_index(PHASE_INDEX, field_index_func(index_pod_phase))
         self.running = RunningPodRequests()
         self.observer = self.running.observer()
 
@@ -58,7 +63,7 @@ class Informer:
             assert self.observer.delete(DeleteEvent(old))
 
     def used_from_cache(self, namespace: str) -> dict[str, str]:
-        pods = self.store.by_index(field_index_name(POD_PHASE_INDEX), f"{namespace}/Running")
+        pods = self.store.by_index(PHASE_INDEX, f"{namespace}/Running")
         return render_resources(compute_used(QUOTA, pods))
 
     def used_from_events(self, namespace: str) -> dict[str, str]:
@@ -126,9 +131,7 @@ async def test_the_reconciler_sums_the_kept_requests_and_patches_as_it_would_rea
     client = fake_api(eq("q", "ns", max=res(cpu=8, mem="8Gi")), running_pod)
     running = RunningPodRequests()
     assert running.observer().create(CreateEvent(running_pod))
-    rec = ElasticQuotaReconciler(
-        client, EventRecorder(client, component=EVENT_COMPONENT), running_requests=running
-    )
+    rec = ElasticQuotaReconciler(client, EventRecorder(client, component=EVENT_COMPONENT), running)
     await rec.reconcile(Request("ns", "p"))
     stored = await client.get(ELASTICQUOTA, "q", "ns")
     assert stored["status"]["used"] == {"cpu": "2", "memory": "1Gi"}
@@ -140,9 +143,7 @@ async def test_a_kept_request_that_does_not_parse_is_a_terminal_error() -> None:
     client = fake_api(eq("q", "ns", max=res(cpu=4)), bad)
     running = RunningPodRequests()
     assert running.observer().create(CreateEvent(bad))
-    rec = ElasticQuotaReconciler(
-        client, EventRecorder(client, component=EVENT_COMPONENT), running_requests=running
-    )
+    rec = ElasticQuotaReconciler(client, EventRecorder(client, component=EVENT_COMPONENT), running)
     with pytest.raises(TerminalError, match="ElasticQuota ns"):
         await rec.reconcile(Request("ns", "q"))
     assert client.writes == 0

@@ -27,7 +27,7 @@ log = structlog.get_logger("trainer.controllers.scheduling")
 
 
 async def setup(context: SetupContext) -> bool:
-    """Register the PodGroup and ElasticQuota controllers and their pod indexes.
+    """Register the PodGroup and ElasticQuota controllers and the PodGroup pod index.
 
     ``context.max_concurrent_reconciles`` overrides the manager's per-controller concurrency
     (upstream's ``--workers``). Returns True when at least one controller was registered.
@@ -66,14 +66,9 @@ async def setup_controllers(context: SetupContext, *, api_version: str = c.API_V
             .complete(reconciler)
         )
     if c.ElasticQuotaKind in available:
-        await indexer.index_field(
-            elasticquota.POD, elasticquota.POD_PHASE_INDEX, elasticquota.index_pod_phase
-        )
         running = elasticquota.RunningPodRequests()
         eq_reconciler = elasticquota.ElasticQuotaReconciler(
-            mgr.client,
-            context.event_recorder(elasticquota.EVENT_COMPONENT),
-            running_requests=running,
+            mgr.client, context.event_recorder(elasticquota.EVENT_COMPONENT), running
         )
         changed = eq_reconciler.change_tracker()
         (
