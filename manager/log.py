@@ -289,6 +289,20 @@ class _ZapFormatter(logging.Formatter):
         return str(ed)
 
 
+class _CurrentStderr:
+    """``sys.stderr`` as it is when a line is written, not when logging was set up (a test
+    runner swaps it per test)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 def configure(
     *,
     level: int | str = logging.INFO,
@@ -305,7 +319,7 @@ def configure(
     production (console on a TTY) and console in development.
     """
     global _handler
-    stream = stream or sys.stderr
+    out: TextIO | _CurrentStderr = stream if stream is not None else _CurrentStderr()
     if isinstance(level, str):
         level = LOG_LEVELS.get(level.lower()) or logging.getLevelNamesMapping()[level.upper()]
     if isinstance(stacktrace_level, str):
@@ -316,7 +330,7 @@ def configure(
     if stacktrace_level is None:
         stacktrace_level = logging.WARNING if development else logging.ERROR
     if fmt is None:
-        is_tty = getattr(stream, "isatty", lambda: False)()
+        is_tty = getattr(out, "isatty", lambda: False)()
         fmt = "console" if development or is_tty else "json"
     settings = _Settings(encoder=fmt, time_encoding=time_encoding, stacktrace_level=stacktrace_level)
 
@@ -334,7 +348,7 @@ def configure(
             _render_json if fmt == "json" else _render_console,
         ],
     )
-    handler = logging.StreamHandler(stream)
+    handler = logging.StreamHandler(out)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     if _handler is not None:
@@ -352,6 +366,25 @@ def configure(
         logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,
     )
+
+
+def ensure_configured() -> bool:
+    """Set up the default pipeline unless the process already configured structlog; True if it did.
+
+    Without it structlog's own defaults apply: every level down to debug, rendered for a
+    terminal, and without ``redact``. controller-runtime drops every line until
+    ``log.SetLogger`` is called; here a program that never calls :func:`configure` gets its
+    production defaults instead (JSON, info, stacktraces at error), told so in one line.
+    ``Manager.run`` calls this, so a controller written on the framework logs as the
+    entry point's does.
+    """
+    if structlog.is_configured():
+        return False
+    configure()
+    structlog.get_logger("manager.log").info(
+        "logging was not configured: using the defaults (JSON, info); call manager.log.configure to choose"
+    )
+    return True
 
 
 def _flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:

@@ -46,6 +46,7 @@ from manager.leaderelection.elector import (
     new_identity,
 )
 from manager.leaderelection.lease import LeaseLock
+from manager.log import ensure_configured
 from manager.memory import HeapTrimmer
 from manager.metrics.server import FilterProvider, metrics_server
 from manager.runnable import GroupedRunnable, Runnable, WebhookServerRunnable, needs_leader_election
@@ -337,6 +338,7 @@ class Manager:
         if self._running:
             raise RuntimeError("manager already started")
         self._running = True
+        ensure_configured()  # structlog's own defaults would print every debug line, unredacted
         self._stop_requested = asyncio.Event()
         self._setup_servers()
         lead_task: asyncio.Task[None] | None = None

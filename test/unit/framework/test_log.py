@@ -251,3 +251,29 @@ def test_kubernetes_asyncio_response_bodies_never_reach_the_log() -> None:
     )
     logging.getLogger("kubernetes_asyncio.client.rest").info("shown")
     assert [e["msg"] for e in lines(out)] == ["shown"]
+
+
+def test_a_program_that_never_configures_gets_the_production_pipeline(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # structlog's own defaults print every debug line, rendered for a terminal and unredacted:
+    # what a controller written on the framework did when its program called no configure
+    structlog.reset_defaults()
+    assert log.ensure_configured()
+    logger = log.get_logger("mine")
+    logger.debug("Reconcile successful")
+    logger.info("connecting", token="s3cr3t")
+    assert not log.ensure_configured()  # once
+    err = capsys.readouterr().err  # the stderr of the moment a line is written
+    said, connecting = (json.loads(line) for line in err.splitlines())
+    assert said["level"] == "info" and "manager.log.configure" in said["msg"]
+    assert (connecting["msg"], connecting["token"]) == ("connecting", log.REDACTED)
+    assert "Reconcile successful" not in err
+
+
+def test_a_configured_program_keeps_its_pipeline() -> None:
+    out = io.StringIO()
+    log.configure(level=logging.DEBUG, stream=out)
+    assert not log.ensure_configured()
+    log.get_logger("mine").debug("kept")
+    assert [line["msg"] for line in lines(out)] == ["kept"]

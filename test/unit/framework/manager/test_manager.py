@@ -523,3 +523,29 @@ async def test_debug_endpoint_lists_tasks_with_stacks() -> None:
         assert status == 200
         assert "leader-election:controller" in body, "runnable tasks are named after their group"
         assert "Rec.start" in body or "in start" in body, "each task shows where it waits"
+
+
+async def test_a_manager_whose_program_configured_no_logging_logs_as_the_entry_point_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # structlog's defaults would print every reconcile's debug line (a third of a trivial
+    # controller's CPU in the framework bench) and skip the redaction
+    import json
+
+    import structlog
+
+    structlog.reset_defaults()
+    try:
+        log: list[str] = []
+        cluster = StubCluster(log)
+        cluster.cache.gate.set()
+        mgr = Manager(cluster, options(metrics_bind_address="0", health_probe_bind_address="0"))  # type: ignore[arg-type]
+        async with running(mgr):
+            await asyncio.wait_for(mgr.elected.wait(), 5)
+            structlog.get_logger("mine").debug("Reconcile successful")
+        assert structlog.is_configured()
+        said = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+        assert said and said[0]["logger"] == "manager.log" and said[0]["level"] == "info"
+        assert all(line["level"] != "debug" for line in said)
+    finally:
+        structlog.reset_defaults()
