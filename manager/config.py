@@ -2,7 +2,8 @@
 
 kubernetes_asyncio's loaders do the parsing (kubeconfig with exec plugins and OIDC, in-cluster
 service account); this module turns the result into a ``RestConfig`` the framework's own HTTP
-client uses. Precedence mirrors controller-runtime's ``GetConfig``: an explicit path, then
+client uses. The loaders are imported without the package's generated API client, which the
+framework never uses (see ``_import_loaders``). Precedence mirrors controller-runtime's ``GetConfig``: an explicit path, then
 ``KUBECONFIG``, then in-cluster, then ``~/.kube/config``.
 
 In-cluster config reads the pod's service-account mount
@@ -16,23 +17,90 @@ and relies on API Priority and Fairness.
 
 from __future__ import annotations
 
+import importlib
+import importlib.machinery
 import os
 import ssl
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from manager.errors import Error
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client as k8s_client
 
 TokenSource = Callable[[], Awaitable[str | None]]
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 SERVICE_ACCOUNT_DIR_ENV = "KUBERNETES_SERVICE_ACCOUNT_DIR"
+
+
+def _api_client(*args: Any, **kwargs: Any) -> Any:
+    """Stands in for ``client.ApiClient`` in the loaders, which only construct one in
+    ``new_client_from_config*`` (never called here): it imports the real one when called."""
+    from kubernetes_asyncio.client import ApiClient
+
+    return ApiClient(*args, **kwargs)
+
+
+def _import_loaders() -> tuple[type[k8s_client.Configuration], ModuleType]:
+    """kubernetes_asyncio's ``Configuration`` and ``config`` loaders, without its API client.
+
+    Importing any part of kubernetes_asyncio runs its package ``__init__``, which imports the
+    generated API client and its 700-odd model classes: 37 MB of RSS in every process
+    (docs/bench.md) for loaders that need one class. Here the two packages are stood in for by
+    empty ones (their real ``__path__``) while the loaders' own modules are imported, and every
+    ``kubernetes_asyncio`` entry is then taken out of ``sys.modules`` again: the loaders are this
+    module's private copy, and a later ``import kubernetes_asyncio`` (a user's code, the tests)
+    runs the real package from the start, as if this had never happened. A process that imported
+    kubernetes_asyncio already just uses it.
+    """
+    if "kubernetes_asyncio" not in sys.modules:
+        try:
+            return _import_loaders_alone()
+        except Exception:  # a layout this does not know: import the package whole
+            pass
+    from kubernetes_asyncio import client as whole_client
+    from kubernetes_asyncio import config as whole_loaders
+
+    return whole_client.Configuration, whole_loaders
+
+
+def _import_loaders_alone() -> tuple[type[k8s_client.Configuration], ModuleType]:
+    root = _empty_package("kubernetes_asyncio", None)
+    client = _empty_package("kubernetes_asyncio.client", root.__path__)
+    setattr(root, "client", client)  # noqa: B010 - attributes of a module made here
+    sys.modules.update({root.__name__: root, client.__name__: client})
+    try:
+        configuration = importlib.import_module("kubernetes_asyncio.client.configuration")
+        setattr(client, "Configuration", configuration.Configuration)  # noqa: B010
+        setattr(client, "ApiClient", _api_client)  # noqa: B010 - the loaders import the name
+        loaders = importlib.import_module("kubernetes_asyncio.config")
+    finally:
+        for name in [n for n in sys.modules if n.partition(".")[0] == "kubernetes_asyncio"]:
+            del sys.modules[name]
+    found: type[k8s_client.Configuration] = configuration.Configuration
+    return found, loaders
+
+
+def _empty_package(name: str, parent_path: Sequence[str] | None) -> ModuleType:
+    # the path finder, not importlib.util.find_spec: that would import the parent package
+    spec = importlib.machinery.PathFinder.find_spec(name, None if parent_path is None else list(parent_path))
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"{name} is not a package here")
+    package = ModuleType(name)
+    package.__spec__ = spec
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__package__ = name
+    return package
+
+
+_Configuration, _loaders = _import_loaders()
 
 
 def service_account_dir() -> Path:
@@ -124,9 +192,9 @@ async def load_kubeconfig(
 
     Exec-plugin and auth-provider credentials are re-obtained every ``refresh_interval`` seconds.
     """
-    cfg = k8s_client.Configuration()
+    cfg = _Configuration()
     try:
-        loader = await k8s_config.load_kube_config(
+        loader = await _loaders.load_kube_config(
             config_file=str(path) if path else None,
             context=context,
             client_configuration=cfg,
@@ -149,15 +217,15 @@ def load_incluster(token_file: str | None = None, cert_file: str | None = None) 
 
     Files default to ``token`` and ``ca.crt`` in :func:`service_account_dir`.
     """
-    cfg = k8s_client.Configuration()
+    cfg = _Configuration()
     directory = service_account_dir()
     kwargs: dict[str, str] = {
         "token_filename": token_file or str(directory / "token"),
         "cert_filename": cert_file or str(directory / "ca.crt"),
     }
     try:
-        k8s_config.load_incluster_config(client_configuration=cfg, **kwargs)  # type: ignore[no-untyped-call]
-    except k8s_config.ConfigException as err:
+        _loaders.load_incluster_config(client_configuration=cfg, **kwargs)
+    except _loaders.ConfigException as err:
         raise RestConfigError(f"not running in a cluster: {err}") from err
     return from_client_configuration(cfg)
 

@@ -114,3 +114,39 @@ current-context: ctx
     assert await config.authorization() == "Bearer one"
     token_file.write_text("two")
     assert await config.authorization() == "Bearer two"
+
+
+def test_the_loaders_come_without_kubernetes_asyncios_generated_client() -> None:
+    # Its 700-odd models cost 37 MB of RSS in every process (docs/bench.md); a later import of
+    # the package by a user's code must still get the whole real thing.
+    import subprocess
+    import sys
+
+    probe = """
+import sys
+
+asked = []
+
+
+class Record:
+    def find_spec(self, name, path=None, target=None):
+        asked.append(name)
+        return None
+
+
+sys.meta_path.insert(0, Record())
+import manager.config
+
+assert not [n for n in sys.modules if n.startswith("kubernetes_asyncio")], "left in sys.modules"
+generated = [n for n in asked if n.startswith(("kubernetes_asyncio.client.api", "kubernetes_asyncio.client.models"))]
+assert not generated, generated[:5]
+assert "kubernetes_asyncio.config.kube_config" in asked
+from kubernetes_asyncio import client, config, watch
+
+assert client.CoreV1Api and client.V1Pod and watch.Watch and config.load_kube_config
+assert client.ApiClient.__module__ == "kubernetes_asyncio.client.api_client"
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"
