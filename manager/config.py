@@ -3,8 +3,8 @@
 kubernetes_asyncio's loaders do the parsing (kubeconfig with exec plugins and OIDC, in-cluster
 service account); this module turns the result into a ``RestConfig`` the framework's own HTTP
 client uses. The loaders are imported without the package's generated API client, which the
-framework never uses (see ``_import_loaders``). Precedence mirrors controller-runtime's ``GetConfig``: an explicit path, then
-``KUBECONFIG``, then in-cluster, then ``~/.kube/config``.
+framework never uses (see ``_import_loaders``). Precedence mirrors controller-runtime's
+``GetConfig``: an explicit path, then ``KUBECONFIG``, then in-cluster, then ``~/.kube/config``.
 
 In-cluster config reads the pod's service-account mount
 (``/var/run/secrets/kubernetes.io/serviceaccount``: ``token``, ``ca.crt``, ``namespace``); the

@@ -304,9 +304,10 @@ class ElasticQuotaReconciler:
         A recomputation sums the requests of every Running pod of the namespace (when it read
         them from the cache, 0.1 to 1.7 s with 5,000 pods here), and a cluster's pods churn
         (status updates), so recomputing on every change let one busy namespace take the whole
-        event loop (100k-Pod scale run, docs/scale.md). After a sum that took ``d >= SPACED_FROM`` seconds, the next one of the
-        same namespace waits until ``RECOMPUTE_SPACING * d`` later: the request is requeued for
-        then, and the changes of the meantime are summed together (docs/divergences.md S-10).
+        event loop (100k-Pod scale run, docs/scale.md). After a sum that took
+        ``d >= SPACED_FROM`` seconds, the next one of the same namespace waits until
+        ``RECOMPUTE_SPACING * d`` later: the request is requeued for then, and the changes of the
+        meantime are summed together (docs/divergences.md S-10).
         Smaller namespaces are recomputed on every change, as upstream.
         """
         log.debug("reconciling", request=str(req))

@@ -12,17 +12,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sched_fixtures import container, eq, fake_api, pod, res
+from sched_fixtures import container, eq, eq_reconciler, fake_api, pod, res
 
 from manager.cache.store import Store, field_index_func, field_index_name, object_key
 from manager.controller.event import CreateEvent, DeleteEvent, UpdateEvent
 from manager.controller.reconcile import Request, TerminalError
-from manager.events import EventRecorder
 from trainer.api.resources import render_resources
 from trainer.controllers.elasticquota import (
     ELASTICQUOTA,
-    EVENT_COMPONENT,
-    ElasticQuotaReconciler,
     RunningPodRequests,
     compute_used,
     sum_requests,
@@ -129,9 +126,7 @@ def test_a_pod_that_stops_running_or_goes_leaves_the_sum() -> None:
 async def test_the_reconciler_sums_the_kept_requests_and_patches_as_it_would_reading_pods() -> None:
     running_pod = pod("p", "ns", phase="Running", containers=[container(res(cpu=2, mem="1Gi"))])
     client = fake_api(eq("q", "ns", max=res(cpu=8, mem="8Gi")), running_pod)
-    running = RunningPodRequests()
-    assert running.observer().create(CreateEvent(running_pod))
-    rec = ElasticQuotaReconciler(client, EventRecorder(client, component=EVENT_COMPONENT), running)
+    rec = eq_reconciler(client)  # its requests fed by the fake's Pod events, as by the watch
     await rec.reconcile(Request("ns", "p"))
     stored = await client.get(ELASTICQUOTA, "q", "ns")
     assert stored["status"]["used"] == {"cpu": "2", "memory": "1Gi"}
@@ -141,9 +136,7 @@ async def test_a_kept_request_that_does_not_parse_is_a_terminal_error() -> None:
     # as reading the pod would (S-9): the quantity is kept as its error, raised by the sum
     bad = pod("p", "ns", phase="Running", containers=[container({"cpu": "1e1.5"})])
     client = fake_api(eq("q", "ns", max=res(cpu=4)), bad)
-    running = RunningPodRequests()
-    assert running.observer().create(CreateEvent(bad))
-    rec = ElasticQuotaReconciler(client, EventRecorder(client, component=EVENT_COMPONENT), running)
+    rec = eq_reconciler(client)
     with pytest.raises(TerminalError, match="ElasticQuota ns"):
         await rec.reconcile(Request("ns", "q"))
     assert client.writes == 0

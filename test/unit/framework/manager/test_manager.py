@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import aiohttp
 import pytest
+import structlog
 
 from manager.controller import Builder, Request
 from manager.manager import Group, LeaderElectionLost, Manager, Options, ShutdownTimeoutError
@@ -530,10 +532,6 @@ async def test_a_manager_whose_program_configured_no_logging_logs_as_the_entry_p
 ) -> None:
     # structlog's defaults would print every reconcile's debug line (a third of a trivial
     # controller's CPU in the framework bench) and skip the redaction
-    import json
-
-    import structlog
-
     structlog.reset_defaults()
     try:
         log: list[str] = []
