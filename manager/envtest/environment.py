@@ -570,10 +570,12 @@ class Environment:
         """Server-side apply every document in the files or directories, whatever its kind.
 
         The resource path is found through discovery, as kubectl does; returns ``Kind/name``s.
+        Returns once every RBAC binding among them is in effect (``wait_binding_effective``).
         """
         applied: list[str] = []
         resources: dict[str, dict[str, tuple[str, bool]]] = {}
-        for doc in _load_documents(paths):
+        docs = _load_documents(paths)
+        for doc in docs:
             api_version, kind, meta = doc["apiVersion"], doc["kind"], doc.get("metadata", {})
             if api_version not in resources:
                 base = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
@@ -590,6 +592,9 @@ class Environment:
             namespace = f"/namespaces/{meta.get('namespace') or 'default'}" if namespaced else ""
             await self.apply(f"{base}{namespace}/{plural}/{meta['name']}", doc, field_manager)
             applied.append(f"{kind}/{meta['name']}")
+        for doc in docs:
+            if doc["apiVersion"] == RBAC_API and doc["kind"] in BINDING_KINDS:
+                await self.wait_binding_effective(doc)
         return applied
 
     async def apply(self, path: str, obj: Mapping[str, object], field_manager: str = "envtest") -> Any:
@@ -603,6 +608,49 @@ class Environment:
         if status >= 300:
             raise EnvtestError(f"applying {path} answered {status}: {body}")
         return body
+
+    async def wait_binding_effective(self, binding: Mapping[str, Any], *, timeout: float = 30.0) -> None:
+        """Wait until the API server authorizes what a RoleBinding or ClusterRoleBinding grants.
+
+        The RBAC authorizer reads bindings and roles from informers, so a request sent right
+        after the write may still be denied. Each subject is asked, by SubjectAccessReview, for
+        the first rule of the bound role; the wait ends when every answer is allowed. A binding
+        whose role does not exist (yet) grants nothing to wait for.
+        """
+        meta = binding.get("metadata", {})
+        namespace = (meta.get("namespace") or "default") if binding["kind"] == "RoleBinding" else None
+        role_ref = binding["roleRef"]
+        role_path = (
+            f"/apis/{RBAC_API}/clusterroles/{role_ref['name']}"
+            if role_ref["kind"] == "ClusterRole"
+            else f"/apis/{RBAC_API}/namespaces/{namespace}/roles/{role_ref['name']}"
+        )
+        status, role = await self.request("GET", role_path)
+        if status == 404 or not (role.get("rules") if status == 200 else None):
+            return
+        if status != 200:
+            raise EnvtestError(f"reading {role_path} answered {status}: {role}")
+        attributes = _review_attributes(role["rules"][0], namespace)
+        deadline = time.monotonic() + timeout
+        for subject in binding.get("subjects") or []:
+            user, groups = _subject_identity(subject, namespace)
+            review = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {"user": user, "groups": groups, **attributes},
+            }
+            while True:
+                status, body = await self.request(
+                    "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review
+                )
+                if status == 201 and body["status"].get("allowed"):
+                    break
+                if time.monotonic() > deadline:
+                    raise EnvtestError(
+                        f"{binding['kind']} {meta.get('name')} not in effect after {timeout:.0f}s: "
+                        f"{user or groups} still denied {attributes} ({status}: {body.get('status', body)})"
+                    )
+                await asyncio.sleep(0.05)
 
     async def _wait_crd_served(self, crd: Mapping[str, Any]) -> None:
         spec = crd["spec"]
@@ -704,6 +752,38 @@ def kwok_node(name: str, resources: Mapping[str, str], labels: Mapping[str, str]
         },
         "status": {"allocatable": dict(resources), "capacity": dict(resources)},
     }
+
+
+RBAC_API = "rbac.authorization.k8s.io/v1"
+BINDING_KINDS = ("RoleBinding", "ClusterRoleBinding")
+
+
+def _review_attributes(rule: Mapping[str, Any], namespace: str | None) -> dict[str, Any]:
+    """A SubjectAccessReview's attributes for one request the RBAC rule allows."""
+    verb = rule["verbs"][0]
+    if urls := rule.get("nonResourceURLs"):
+        return {"nonResourceAttributes": {"path": urls[0].rstrip("*") or "/", "verb": verb}}
+    resource, _, subresource = rule["resources"][0].partition("/")
+    attributes: dict[str, Any] = {"verb": verb, "group": rule.get("apiGroups", [""])[0], "resource": resource}
+    if subresource:
+        attributes["subresource"] = subresource
+    if names := rule.get("resourceNames"):
+        attributes["name"] = names[0]
+    if namespace:
+        attributes["namespace"] = namespace
+    return {"resourceAttributes": attributes}
+
+
+def _subject_identity(subject: Mapping[str, Any], namespace: str | None) -> tuple[str, list[str]]:
+    """The user and groups the API server authenticates a binding's subject as."""
+    kind, name = subject["kind"], subject["name"]
+    if kind == "ServiceAccount":
+        sa_namespace = subject.get("namespace") or namespace or "default"
+        groups = ["system:serviceaccounts", f"system:serviceaccounts:{sa_namespace}", "system:authenticated"]
+        return f"system:serviceaccount:{sa_namespace}:{name}", groups
+    if kind == "Group":
+        return "", [name]
+    return name, ["system:authenticated"]
 
 
 def _load_documents(paths: Iterable[Path | str]) -> list[dict[str, Any]]:

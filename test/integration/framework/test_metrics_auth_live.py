@@ -120,22 +120,20 @@ async def scrapers(control_plane: Environment, namespace: str) -> AsyncIterator[
     reader = await control_plane.service_account_token(namespace, "prometheus")
     other = await control_plane.service_account_token(namespace, "nosy")
     binding = f"metrics-reader-{uuid.uuid4().hex[:8]}"
-    await _ok(
-        control_plane,
-        "POST",
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": binding},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "kubeflow-trainer-metrics-reader",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
+    manifest = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": binding},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "kubeflow-trainer-metrics-reader",
         },
-    )
+        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
+    }
+    await _ok(control_plane, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", manifest)
+    # the RBAC authorizer learns of the binding from its informer: scrape only once it has
+    await control_plane.wait_binding_effective(manifest)
     try:
         yield {"reader": reader, "other": other}
     finally:

@@ -173,20 +173,19 @@ async def system_objects(env: Environment, namespace: str) -> AsyncIterator[None
             await env.apply(path, doc)
             webhook_paths.append(path)
     binding = f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{READER_BINDING}"
-    await env.apply(
-        binding,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": READER_BINDING},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "kubeflow-trainer-metrics-reader",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
+    reader_binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": READER_BINDING},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "kubeflow-trainer-metrics-reader",
         },
-    )
+        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
+    }
+    await env.apply(binding, reader_binding)
+    await env.wait_binding_effective(reader_binding)
     try:
         yield
     finally:
