@@ -4,7 +4,8 @@
 management off, a serving certificate in the temporary directory), starts the manager, waits
 until its ``/readyz`` answers 200 and, on exit, stops it with SIGTERM and asserts it exited 0
 (the log's tail in the message). ``shipped_webhooks`` installs the shipped webhook
-configurations, pointed at that manager and limited to one namespace, and deletes them after.
+configurations, pointed at that manager and limited to one namespace, waits until the API
+server calls them (``webhook_probes``), and deletes them after.
 
 Importable by its module name from every test: ``test/`` is on ``sys.path`` (rootdir conftest).
 """
@@ -27,6 +28,7 @@ from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.envtest.process import free_port
 from manager.testing import eventually
+from trainer.conformance.webhook_probes import wait_webhooks_effective
 
 ROOT = Path(__file__).resolve().parents[1]
 Json = dict[str, Any]
@@ -150,6 +152,7 @@ async def shipped_webhooks(
             port=manager.webhook_port,
             ca_bundle=manager.ca.cert_pem,
         )
+        await wait_webhooks_effective(env, docs, namespace)
         yield
     finally:
         for doc in docs:

@@ -17,7 +17,7 @@ import shutil
 import ssl
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -652,6 +652,46 @@ class Environment:
                     )
                 await asyncio.sleep(0.05)
 
+    async def wait_webhook_effective(
+        self,
+        path: str,
+        probe: Mapping[str, Any],
+        *,
+        denied_by: str | None = None,
+        mutated: Callable[[Any], bool] | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        """Wait until the API server calls an admission webhook whose configuration was just written.
+
+        The API server's admission plugins read Validating and MutatingWebhookConfigurations
+        from informers, so a create sent right after the configuration is applied can pass
+        unchecked (or fail calling a server that is not listening yet). ``probe`` is created at
+        the collection ``path`` with ``dryRun=All`` (nothing is stored: the webhook must say
+        ``sideEffects: None``) until the answer shows the webhook acted: a refusal by the webhook
+        named ``denied_by`` (``admission webhook "<name>" denied the request``), or, with
+        ``mutated``, an admitted object for which ``mutated(object)`` holds. The webhooks of one
+        configuration object take effect together, so one probe per configuration suffices.
+        """
+        if (denied_by is None) == (mutated is None):
+            raise ValueError("wait_webhook_effective needs exactly one of denied_by and mutated")
+        expected = f'refused by webhook "{denied_by}"' if denied_by is not None else "mutated"
+        dry_run = f"{path}{'&' if '?' in path else '?'}dryRun=All"
+        deadline = time.monotonic() + timeout
+        while True:
+            status, body = await self.request("POST", dry_run, probe)
+            if denied_by is not None:
+                message = str(body.get("message", "")) if isinstance(body, dict) else str(body)
+                if status >= 400 and f'admission webhook "{denied_by}" denied the request' in message:
+                    return
+            elif mutated is not None and status in (200, 201) and mutated(body):
+                return
+            if time.monotonic() > deadline:
+                raise EnvtestError(
+                    f"a dry-run create at {path} was not {expected} within {timeout:.0f}s "
+                    f"(last answer {status}: {body})"
+                )
+            await asyncio.sleep(0.1)
+
     async def _wait_crd_served(self, crd: Mapping[str, Any]) -> None:
         spec = crd["spec"]
         plural = spec["names"]["plural"]
@@ -671,7 +711,8 @@ class Environment:
         """Apply admission webhook configurations, pointing every webhook at ``https://host:port``.
 
         As envtest does, each ``clientConfig.service`` becomes a URL with the same path, and the
-        ``caBundle`` is injected.
+        ``caBundle`` is injected. Returns once the configurations are stored, not once the API
+        server calls them: wait for that with ``wait_webhook_effective``.
         """
         names = []
         for doc in _load_documents(paths):

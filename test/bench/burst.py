@@ -107,13 +107,19 @@ def delta(
     return {key: {k: v - before.get(key, {}).get(k, 0.0) for k, v in after[key].items()} for key in after}
 
 
-async def metrics_token(kube: Kube) -> str | None:
-    """A ServiceAccount token allowed to GET /metrics (the Go JobSet manager serves it with authn/authz)."""
+async def metrics_token(side: harness.Side) -> str:
+    """A ServiceAccount token allowed to GET /metrics (the Go JobSet manager serves it with authn/authz),
+    returned once the API server authorizes it (the RBAC authorizer learns of a binding from its
+    informer: a scrape right after the write could be refused)."""
+    assert side.env is not None, "the metrics token is made on a local control plane"
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "bench-metrics"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "bench-metrics"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": "default"}],
+    }
     objs = [
-        (
-            "/api/v1/namespaces/default/serviceaccounts",
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "bench"}},
-        ),
         (
             "/apis/rbac.authorization.k8s.io/v1/clusterroles",
             {
@@ -123,37 +129,15 @@ async def metrics_token(kube: Kube) -> str | None:
                 "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
             },
         ),
-        (
-            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": "bench-metrics"},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "bench-metrics",
-                },
-                "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": "default"}],
-            },
-        ),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding),
     ]
     for path, body in objs:
-        await kube.request("POST", path, body)
-    for _ in range(20):
-        status, body = await kube.request(
-            "POST",
-            "/api/v1/namespaces/default/serviceaccounts/bench/token",
-            {
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenRequest",
-                "spec": {"expirationSeconds": 7200},
-            },
-        )
-        if status == 201:
-            return str(body["status"]["token"])
-        await asyncio.sleep(1)
-    return None
+        status, answer = await side.kube.request("POST", path, body)
+        if status not in (201, 409):
+            raise RuntimeError(f"POST {path}: {status} {answer}")
+    await side.env.wait_binding_effective(binding)
+    # the ServiceAccount is created with its token
+    return await side.env.service_account_token("default", "bench", expiration_seconds=7200)
 
 
 class Manager:
@@ -195,7 +179,7 @@ async def managers_of(side: harness.Side, workdir: Path) -> list[Manager]:
         ]
     js = yaml.safe_load((workdir / "theirs-managers" / "jobset-config.yaml").read_text())
     tr = yaml.safe_load((workdir / "theirs-managers" / "trainer-config.yaml").read_text())
-    token = await metrics_token(side.kube)
+    token = await metrics_token(side)
     return [
         Manager(
             "jobset-go", procs["jobset-go"], f"https://{_bind(js['metrics']['bindAddress'])}/metrics", token

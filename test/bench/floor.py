@@ -123,11 +123,27 @@ async def capture(
     raise RuntimeError("the template TrainJob got no JobSet and Jobs")
 
 
-async def without_webhooks(kube: Kube) -> None:
+async def without_webhooks(kube: Kube, jobset: dict[str, Any], timeout: float = 60.0) -> None:
+    """Delete every webhook configuration and return once the API server no longer calls them:
+    its admission informer drops a deleted configuration a moment later, and until then each
+    JobSet write fails calling the stopped manager (failurePolicy Fail). A dry-run create of the
+    template JobSet is admitted only then."""
     for path in WEBHOOK_CONFIGS:
         _, listed = await kube.request("GET", path)
         for item in (listed or {}).get("items") or []:
-            await kube.request("DELETE", f"{path}/{item['metadata']['name']}")
+            status, body = await kube.request("DELETE", f"{path}/{item['metadata']['name']}")
+            if status not in (200, 202, 404):
+                raise RuntimeError(f"deleting {item['metadata']['name']}: {status} {body}")
+    deadline = time.monotonic() + timeout
+    while True:
+        status, body = await kube.request("POST", f"{JOBSETS}?dryRun=All", renamed(jobset, "floor-probe"))
+        if status == 201:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"JobSet writes still refused {timeout:.0f}s after the webhooks' removal: {status} {body}"
+            )
+        await asyncio.sleep(0.1)
 
 
 async def write(kube: Kube, n: int, jobset: dict[str, Any], jobs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -191,8 +207,7 @@ async def run(n: int, running: bool) -> dict[str, Any]:
         for proc in side.processes:  # from here on, nothing but this client writes
             proc.stop(timeout=15)
         side.processes.clear()
-        await without_webhooks(side.kube)
-        await asyncio.sleep(2)
+        await without_webhooks(side.kube, jobset)
         result = await write(side.kube, n, jobset, jobs)
         result["running"] = running
         say(json.dumps(result))

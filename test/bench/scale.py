@@ -72,7 +72,7 @@ from manager.envtest.assets import GoMain, ensure_go_main, find_go_main
 from manager.envtest.certs import TinyCA
 from manager.envtest.environment import kwok_node
 from manager.envtest.process import Process, free_port, wait_http
-from trainer.conformance import harness, originals
+from trainer.conformance import harness, originals, webhook_probes
 from trainer.conformance.kube import Kube
 
 NS = burst.NAMESPACE  # TrainJobs and the relevant Pods (the burst Watcher watches it)
@@ -296,10 +296,13 @@ async def ensure_namespaces(kube: Kube, names: list[str]) -> None:
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
         )
     for name in names:  # Pods are refused until the namespace's default ServiceAccount exists
-        for _ in range(120):
-            status, _body = await kube.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")
+        deadline = time.monotonic() + 60
+        while True:
+            status, body = await kube.request("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")
             if status == 200:
                 break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"namespace {name}: no default ServiceAccount after 60s ({status} {body})")
             await asyncio.sleep(0.5)
 
 
@@ -393,6 +396,9 @@ class Run:
         await asyncio.gather(
             *(wait_http(p, f"http://127.0.0.1:{port}/readyz", timeout=600) for p, port in readiness)
         )
+        # ... and in effect: the API server calls these configurations, not the stopped side's
+        hooks = webhook_probes.configurations(self.hooks)
+        await webhook_probes.wait_webhooks_effective(self.env, hooks, "default", timeout=120)
 
     async def stop(self, kube: Kube) -> None:
         for doc in yaml.safe_load_all("\n---\n".join(p.read_text() for p in self.hooks)):

@@ -50,6 +50,7 @@ from workload import (
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.envtest.process import free_port
+from trainer.conformance.webhook_probes import wait_webhooks_effective
 
 ROOT = Path(__file__).resolve().parents[2]
 Json = dict[str, Any]
@@ -638,6 +639,8 @@ class ChaosRun:
         path = self.work / "webhooks.yaml"
         path.write_text(yaml.safe_dump_all(docs))
         await env.install_webhooks([path], host="127.0.0.1", port=webhook_port, ca_bundle=ca.cert_pem)
+        # the workload relies on the webhooks (JobSet defaults): create nothing before they answer
+        await wait_webhooks_effective(env, docs, NS, timeout=120)
         for rt in namespaced_runtimes(NS):
             await self.admin(
                 "POST", f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainingruntimes", rt, ok=(409,)

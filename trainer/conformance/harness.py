@@ -25,11 +25,11 @@ import yaml
 
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
-from manager.envtest.errors import EnvtestError
 from manager.envtest.process import Process, free_port, wait_http
 from trainer.api import jobset_config_v1alpha1 as jobset_config
 from trainer.conformance import originals
 from trainer.conformance.kube import Kube
+from trainer.conformance.webhook_probes import configurations, wait_webhooks_effective
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "config" / "crd"
@@ -141,13 +141,9 @@ async def _finish(side: Side, env: Environment, hook_ports: dict[Path, int]) -> 
         await env.install_webhooks([hook_file], host="127.0.0.1", port=port, ca_bundle=side.ca_pem)
         for path in _webhook_paths(hook_file):
             side.routes[path] = f"https://127.0.0.1:{port}{path}"
-    # Runtimes go through the managers' validating webhooks, as in a real deployment.
-    for _ in range(60):
-        try:
-            await env.apply_manifests(_runtime_files(), field_manager="conformance")
-            return
-        except EnvtestError:  # the webhook endpoint may need a moment after readyz
-            await asyncio.sleep(1)
+    # Runtimes go through the managers' validating webhooks, as in a real deployment: apply them
+    # once the API server calls every configuration and its server answers.
+    await wait_webhooks_effective(env, configurations(hook_ports), "default", timeout=READY_TIMEOUT)
     await env.apply_manifests(_runtime_files(), field_manager="conformance")
 
 

@@ -18,6 +18,7 @@ from manager.envtest.certs import TinyCA
 from manager.testing import eventually
 from manager.webhook import WebhookServer
 from trainer.components import component
+from trainer.conformance.webhook_probes import wait_webhooks_effective
 from trainer.runtime.context import SetupContext
 
 
@@ -51,6 +52,7 @@ async def jobset_cluster(
             names = await full_cluster.install_webhooks(
                 [manifest], host="127.0.0.1", port=server.bound_port or 0, ca_bundle=ca.cert_pem
             )
+            await wait_webhooks_effective(full_cluster, docs, full_namespace)
             yield Cluster2(cluster.api_reader, full_namespace)
         finally:
             for name in names:

@@ -13,6 +13,7 @@ from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.testing import eventually
 from manager.webhook import WebhookServer
+from trainer.conformance.webhook_probes import configurations, wait_webhooks_effective
 
 
 @pytest.fixture
@@ -37,6 +38,7 @@ async def with_webhooks(control_plane: Environment, namespace: str, tmp_path: Pa
             [manifest], host="127.0.0.1", port=server.bound_port or 0, ca_bundle=ca.cert_pem
         )
         try:
+            await wait_webhooks_effective(control_plane, configurations([manifest]), namespace)
             yield Harness(
                 cluster.api_reader,
                 namespace,

@@ -42,6 +42,7 @@ from trainer_process import RunningManager, running_manager, webhook_configurati
 from manager.envtest import Environment
 from manager.envtest.process import free_port
 from manager.testing import eventually
+from trainer.conformance.webhook_probes import wait_webhooks_effective
 
 ROOT = Path(__file__).resolve().parents[3]
 RBAC = ROOT / "config" / "rbac"
@@ -214,6 +215,8 @@ async def serving_webhooks(
         ca_bundle=manager.ca.cert_pem,
     )
     try:
+        # the run covers what the webhooks do: create nothing before the API server calls them
+        await wait_webhooks_effective(env, docs, namespace)
         yield
     finally:
         for doc in docs:
