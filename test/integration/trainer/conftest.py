@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+import itertools
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,18 @@ import yaml
 from trainer_wrappers import runtime, wrapper_rjobs
 
 from manager import Manager, Options
-from manager.client import Client, Forbidden
+from manager.client import Client, Forbidden, NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
+from manager.controller.reconcile import Request
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
+from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
 from manager.webhook.server import WebhookServer
 from trainer.controllers import trainer_setup
+from trainer.controllers.trainingruntime import RuntimeReconciler
+from trainer.controllers.trainjob import TrainJobReconciler
 from trainer.runtime.context import SetupContext
 from webhooks import setup_trainer
 
@@ -38,6 +43,119 @@ VWC = "validator.trainer.kubeflow.org"
 VWC_PATH = f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{VWC}"
 
 Json = dict[str, Any]
+
+
+JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
+TRAINJOB = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainJob")
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    """One reconcile that returned without raising, and what the manager's cache held when it
+    started (the reconciler reads the cache right after, so it saw this or newer)."""
+
+    controller: str  # "trainjob" or "runtime"
+    request: Request
+    started: int  # the position of its start among all starts (``Reconciles.mark``)
+    observed: dict[str, int | None]
+
+
+def _resource_version(obj: Json | None) -> int | None:
+    return int(obj["metadata"]["resourceVersion"]) if obj is not None else None
+
+
+async def _cached(client: Any, gvk: GroupVersionKind, name: str, namespace: str) -> Json | None:
+    try:
+        obj: Json = await client.get(gvk, name, namespace)
+    except NotFound:
+        return None
+    return obj
+
+
+@dataclass
+class Reconciles:
+    """The TrainJob and runtime controllers' finished reconciles: the positive proof that a
+    controller has processed a change, for a test to wait for before it checks that the change
+    did *not* lead somewhere (instead of looking again for a while).
+
+    A TrainJob reconcile observes the cached ``trainjob`` and its ``jobset`` (same name) by
+    resourceVersion (None: absent); a runtime reconcile the cached ``runtime`` and how many
+    TrainJobs reference it (``trainjobs``).
+    """
+
+    finished: list[Reconcile] = field(default_factory=list)
+    _starts: itertools.count[int] = field(default_factory=itertools.count)
+    _next: int = 0
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Wrap the reconcilers' ``reconcile`` (before the controllers are built: they keep the method)."""
+        trainjob_reconcile, runtime_reconcile = TrainJobReconciler.reconcile, RuntimeReconciler.reconcile
+
+        async def trainjob_spy(reconciler: TrainJobReconciler, req: Request) -> Any:
+            namespace = req.namespace or ""
+            tj = await _cached(reconciler.client, TRAINJOB, req.name, namespace)
+            js = await _cached(reconciler.client, JOBSET, req.name, namespace)
+            observed = {"trainjob": _resource_version(tj), "jobset": _resource_version(js)}
+            return await self._record("trainjob", req, observed, trainjob_reconcile(reconciler, req))
+
+        async def runtime_spy(reconciler: RuntimeReconciler, req: Request) -> Any:
+            runtime = await _cached(reconciler.client, reconciler.kind.gvk, req.name, req.namespace or "")
+            count = len(await reconciler.list_referencing_trainjobs(runtime)) if runtime is not None else None
+            observed = {"runtime": _resource_version(runtime), "trainjobs": count}
+            return await self._record("runtime", req, observed, runtime_reconcile(reconciler, req))
+
+        monkeypatch.setattr(TrainJobReconciler, "reconcile", trainjob_spy)
+        monkeypatch.setattr(RuntimeReconciler, "reconcile", runtime_spy)
+
+    async def _record(self, controller: str, req: Request, observed: dict[str, int | None], call: Any) -> Any:
+        started = next(self._starts)
+        self._next = started + 1
+        result = await call
+        self.finished.append(Reconcile(controller, req, started, observed))
+        return result
+
+    def mark(self) -> int:
+        """A position: ``processed(since=mark)`` counts only reconciles that start after now."""
+        return self._next
+
+    async def processed(
+        self,
+        controller: str,
+        request: Request,
+        check: Callable[[dict[str, int | None]], bool],
+        *,
+        what: str,
+        since: int = 0,
+        timeout: float = 30.0,
+    ) -> Reconcile:
+        """Until a reconcile of ``request`` by ``controller`` that started at or after ``since``
+        with an ``observed`` cache for which ``check`` holds has finished; returns it."""
+
+        def found() -> Reconcile:
+            for r in self.finished:
+                if (
+                    r.controller == controller
+                    and r.request == request
+                    and r.started >= since
+                    and check(r.observed)
+                ):
+                    return r
+            seen = [r.observed for r in self.finished if r.controller == controller and r.request == request]
+            raise AssertionError(f"reconciles of {request} so far observed {seen[-5:]}")
+
+        return await eventually(
+            found, timeout=timeout, message=f"the {controller} controller processed {what}"
+        )
+
+    async def trainjob_read(self, namespace: str, name: str, resource_version: str) -> Reconcile:
+        """Until a TrainJob reconcile that read the TrainJob at ``resource_version`` or later finished."""
+        rv = int(resource_version)
+        return await self.processed(
+            "trainjob",
+            Request(namespace, name),
+            lambda o: (o["trainjob"] or 0) >= rv,
+            what=f"TrainJob {namespace}/{name} at resourceVersion {rv}",
+        )
 
 
 @dataclass
@@ -51,6 +169,7 @@ class TrainerEnv:
     # The webhook server's address and CA, for AdmissionReviews POSTed straight to it.
     webhook_url: str = ""
     webhook_ca: bytes = b""
+    reconciles: Reconciles = field(default_factory=Reconciles)
 
 
 def scoped_webhooks(namespace: str) -> Json:
@@ -81,7 +200,11 @@ async def _webhooks_in_effect(client: Client, namespace: str) -> None:
 
 
 @pytest.fixture
-async def trainer(control_plane: Environment, namespace: str, tmp_path: Path) -> AsyncIterator[TrainerEnv]:
+async def trainer(
+    control_plane: Environment, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[TrainerEnv]:
+    reconciles = Reconciles()
+    reconciles.install(monkeypatch)
     ca = TinyCA("trainer-test-webhook-ca")
     ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
         tmp_path / "tls.crt", tmp_path / "tls.key"
@@ -113,6 +236,7 @@ async def trainer(control_plane: Environment, namespace: str, tmp_path: Path) ->
                     controllers,
                     webhook_url=f"https://127.0.0.1:{server.bound_port}",
                     webhook_ca=ca.cert_pem,
+                    reconciles=reconciles,
                 )
             finally:
                 await control_plane.request("DELETE", VWC_PATH)

@@ -74,8 +74,12 @@ async def test_a_burst_of_trainjobs_reconciles_without_errors(
             assert [c["reason"] for c in conditions] == ["Suspended"], tj["metadata"]["name"]
 
     await eventually(all_built, timeout=120)
-    await asyncio.sleep(1)  # the JobSets' own watch events reconcile every TrainJob once more
-    assert _reconciles() - successes_before >= COUNT
+
+    def counted() -> None:
+        # a reconcile is counted when it returns, a moment after its status write is visible
+        assert _reconciles() - successes_before >= COUNT, _reconciles() - successes_before
+
+    await eventually(counted, timeout=30, message=f"{COUNT} successful TrainJob reconciles counted")
     # the spy saw this test's reconciles (it can see a failure), and none of them failed
     assert sum(1 for req in seen if req.namespace == ns) >= COUNT
     errors = [req for req in failed_requests if req.namespace == ns]

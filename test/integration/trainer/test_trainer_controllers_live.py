@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 from trainer_wrappers import RES4, containers_of, rjob, rjob_of, runtime, trainjob, wrapper_rjobs
 
 from manager.client import NotFound
+from manager.controller.reconcile import Request
 from manager.controller_util import retry_on_conflict
 from manager.scheme import GroupVersionKind
 from manager.testing.eventually import eventually
@@ -162,10 +162,10 @@ async def test_suspended_edits_propagate_running_edits_do_not(trainer: Any) -> N
     await edit(suspend=False)
     await eventually(lambda: jobset_is(suspend=False, image="updated-trainer-image"), timeout=30)
 
-    await edit(image="test:trainjob")
-    for _ in range(10):  # consistently, for a second: a running JobSet is never re-applied
-        await jobset_is(suspend=False, image="updated-trainer-image")
-        await asyncio.sleep(0.1)
+    edited = await edit(image="test:trainjob")
+    # a running JobSet is never re-applied: not once the controller has reconciled the edit
+    await trainer.reconciles.trainjob_read(ns, "alpha", edited["metadata"]["resourceVersion"])
+    await jobset_is(suspend=False, image="updated-trainer-image")
 
     await edit(suspend=True, image="test:trainjob")
     await eventually(lambda: jobset_is(suspend=True, image="test:trainjob"), timeout=30)
@@ -209,10 +209,10 @@ async def test_podgroup_is_reapplied_only_while_suspended(trainer: Any) -> None:
     await edit(suspend=False)
     await eventually(lambda: _jobset_suspend_is(client, ns, False), timeout=30)
     await tamper()
-    await edit(image="test:trainjob")
-    for _ in range(10):  # consistently, for a second
-        await timeout_is(5)
-        await asyncio.sleep(0.1)
+    edited = await edit(image="test:trainjob")
+    # not re-applied: not once the controller has reconciled the edit (and the PodGroup event)
+    await trainer.reconciles.trainjob_read(ns, "alpha", edited["metadata"]["resourceVersion"])
+    await timeout_is(5)
 
 
 async def _jobset_suspend_is(client: Any, ns: str, suspend: bool) -> None:
@@ -522,16 +522,22 @@ async def _runtime_finalizer_lifecycle(trainer: Any, gvk: GroupVersionKind, name
     client, ns = trainer.client, trainer.namespace
     name = "alpha" if namespaced else f"alpha-{ns}"
     runtime_ns = ns if namespaced else ""
-    await client.create(runtime(name, ns if namespaced else None))
-    for _ in range(10):  # consistently, for a second: no TrainJob, no finalizer
-        assert await _finalizers(client, gvk, name, runtime_ns) == []
-        await asyncio.sleep(0.1)
+    created = await client.create(runtime(name, ns if namespaced else None))
+    request = Request(runtime_ns, name)
+    # no TrainJob, no finalizer: not once the runtime controller has reconciled the new runtime
+    rv = int(created["metadata"]["resourceVersion"])
+    await trainer.reconciles.processed(
+        "runtime", request, lambda o: (o["runtime"] or 0) >= rv, what=f"the new {gvk.kind} {name}"
+    )
+    assert await _finalizers(client, gvk, name, runtime_ns) == []
     await client.create(trainjob("alpha", ns, name, kind=gvk.kind))
 
     async def has_finalizer() -> None:
         assert await _finalizers(client, gvk, name, runtime_ns) == [FINALIZER]
 
     await eventually(has_finalizer, timeout=30)
+    # From here on every reconcile of the runtime sees the TrainJob until its delete is cached.
+    with_trainjob = trainer.reconciles.mark()
     # The finalizer write is upstream's typed Update of the whole runtime: the stored runtime
     # now has Go's zero fields (the JobSet template's metadata) and, its spec changed, generation 2.
     stored = await _get(client, gvk, name, runtime_ns)
@@ -548,7 +554,15 @@ async def _runtime_finalizer_lifecycle(trainer: Any, gvk: GroupVersionKind, name
         raise AssertionError("TrainJob still exists")
 
     await eventually(trainjob_gone, timeout=30)
-    await asyncio.sleep(1.5)  # past the notification delay: the finalizer must stay on a live runtime
+    # the TrainJob's delete notifies the runtime controller (after NOTIFY_DELAY): once it has
+    # reconciled the runtime without TrainJobs, the finalizer must still be on the live runtime
+    await trainer.reconciles.processed(
+        "runtime",
+        request,
+        lambda o: o["trainjobs"] == 0,
+        since=with_trainjob,
+        what=f"{gvk.kind} {name} after its TrainJob's delete",
+    )
     await has_finalizer()
 
     await client.delete_by_name(gvk, name, runtime_ns)
@@ -657,8 +671,6 @@ async def test_group_kind_concurrency_applies_to_the_trainer_controllers(control
 async def test_steady_trainjob_changes_nothing_on_the_server(trainer: Any) -> None:
     # Re-reconciling a settled TrainJob (suspended: the JobSet and PodGroup are re-applied; running:
     # nothing is applied) leaves every object's resourceVersion as it was.
-    from manager.controller.reconcile import Request
-
     client, ns = trainer.client, trainer.namespace
     await client.create(l1_runtime(ns))
     await client.create(l1_trainjob(ns))
@@ -675,7 +687,8 @@ async def test_steady_trainjob_changes_nothing_on_the_server(trainer: Any) -> No
         if not suspended:
             await _edit_trainjob(client, ns, suspend=False)
         before = await eventually(lambda s=suspended: settled(s), timeout=30)
-        await asyncio.sleep(0.5)  # let the controller's own reconciles of the last change finish
+        # the controller's own reconciles of the last change are done: one read this TrainJob
+        await trainer.reconciles.trainjob_read(ns, "alpha", before["TrainJob"])
         before = await settled(suspended)
         for _ in range(3):
             await trainer.controllers.trainjob.reconcile(Request(ns, "alpha"))
@@ -712,9 +725,17 @@ async def test_finished_trainjob_keeps_no_jobset_and_a_running_one_gets_it_back(
         )
 
     await eventually(is_failed, timeout=30)
+    # the controller has read the failed JobSet from its cache: a later reconcile that finds no
+    # JobSet there has seen the delete
+    deleted = trainer.reconciles.mark()
     await client.delete(await _get(client, JOBSET, "alpha", ns))
-    for _ in range(30):  # 3 s: the JobSet's delete event is reconciled well within that
-        await asyncio.sleep(0.1)
-        with pytest.raises(NotFound):
-            await _get(client, JOBSET, "alpha", ns)
+    await trainer.reconciles.processed(
+        "trainjob",
+        Request(ns, "alpha"),
+        lambda o: o["trainjob"] is not None and o["jobset"] is None,
+        since=deleted,
+        what="the JobSet's delete",
+    )
+    with pytest.raises(NotFound):
+        await _get(client, JOBSET, "alpha", ns)
     await is_failed()
