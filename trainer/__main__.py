@@ -16,7 +16,7 @@ from typing import Any
 
 from manager import Manager, Options
 from manager import log as mlog
-from manager.client.errors import RequestError
+from manager.client.errors import Forbidden, RequestError
 from manager.cluster import Cluster
 from manager.config import RestConfigError, get_config
 from manager.health.checks import CheckFailedError, flag_checker, ping
@@ -26,6 +26,10 @@ from trainer import features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError
 from trainer.components import COMPONENTS, select
 from trainer.controllers import podcache
+from trainer.levels import DEFAULT as DEFAULT_LEVEL
+from trainer.levels import LEVELS, CrdLevelMismatch
+from trainer.levels import get as api_level
+from trainer.levels.check import check_trainjob_crd
 from trainer.options import apply_client_connection, manager_options, read_configuration, webhook_address
 from trainer.runtime.context import SetupContext
 from trainer.runtime.plugins import BUILTIN as BUILTIN_PLUGINS
@@ -56,6 +60,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--webhook-cert-dir",
         default=str(DEFAULT_CERT_DIR),
         help="directory with tls.crt/tls.key for the webhook server when certManagement is off",
+    )
+    parser.add_argument(
+        "--api-level",
+        default="",
+        help="the upstream line to speak, overriding the Configuration's apiLevel "
+        f"({', '.join(LEVELS)}; default {DEFAULT_LEVEL.name}; docs/levels.md)",
     )
     parser.add_argument(
         "--feature-gates",
@@ -165,6 +175,17 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
     async with Cluster(rest, field_owner=FIELD_OWNER, event_source="trainer-controller-manager") as cluster:
         mgr = Manager(cluster, options)
         mgr.add_healthz_check("healthz", ping)
+        level = api_level(cfg.api_level)  # main() validated a --api-level into cfg.api_level
+        try:
+            await check_trainjob_crd(mgr.api_reader, level)
+        except CrdLevelMismatch as err:
+            log.error("refusing to start: " + str(err))
+            return 1
+        except Forbidden as err:  # RBAC without config/rbac's CRD read: the level stays unchecked
+            log.warning("cannot check the TrainJob CRD's API level", level=level.name, error=str(err))
+        except RequestError as err:
+            log.error("unable to read the TrainJob CRD", error=str(err))
+            return 1
         webhooks: WebhookServer | None = None
         if components:
             host, port = webhook_address(cfg)
@@ -213,6 +234,15 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigurationError as err:
         log.error("unable to load the configuration", error=str(err))
         return 1
+    if args.api_level:
+        if args.api_level not in LEVELS:
+            log.error(
+                "invalid flags",
+                error=f'--api-level: Unsupported value: "{args.api_level}": supported values: '
+                + ", ".join(f'"{name}"' for name in LEVELS),
+            )
+            return 1
+        cfg.api_level = args.api_level
     try:
         features.reset()
         features.set_from_map(cfg.feature_gates or {})

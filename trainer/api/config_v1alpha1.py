@@ -89,6 +89,9 @@ class Configuration(KindModel):
     # How Pods are cached (trainer.controllers.podcache, docs/scale.md): "Minimal" (default)
     # keeps only the Pods and fields the controllers read; "Full" every Pod whole. Not in upstream.
     pod_cache: Str | None = None
+    # The upstream line whose API and behaviour the manager has (trainer/levels, docs/levels.md):
+    # "v2.1" (Trainer v2.1.0 + JobSet v0.10.1, the default) or "v2.3". Not in upstream.
+    api_level: Str | None = None
 
 
 class ConfigurationError(ValueError):
@@ -200,6 +203,9 @@ def validate(cfg: Configuration) -> list[str]:
         errors += _rate_limit_errors("clientConnection", conn.qps, conn.burst)
     if cfg.pod_cache is not None and cfg.pod_cache not in ("Full", "Minimal"):
         errors.append(f'podCache: Unsupported value: "{cfg.pod_cache}": supported values: "Full", "Minimal"')
+    if cfg.api_level is not None and cfg.api_level not in c.ApiLevels:
+        supported = ", ".join(f'"{name}"' for name in c.ApiLevels)
+        errors.append(f'apiLevel: Unsupported value: "{cfg.api_level}": supported values: {supported}')
     if (status := cfg.status_server) is not None:
         errors += _port_errors("statusServer.port", status.port)
         errors += _rate_limit_errors("statusServer", status.qps, status.burst)

@@ -88,3 +88,28 @@ async def test_unknown_controller_name_is_rejected(control_plane: Environment) -
     output = (await proc.stdout.read()).decode()
     assert code == 1
     assert "unknown controller 'nosuch'" in output
+
+
+async def test_a_manager_of_another_api_level_than_the_installed_crds_refuses_in_one_line(
+    control_plane: Environment,
+) -> None:
+    # the session's control plane has config/crd installed: the v2.1 level's TrainJob CRD
+    proc = await start_manager("--api-level=v2.3", f"--kubeconfig={control_plane.kubeconfig}")
+    code = await asyncio.wait_for(proc.wait(), 60)
+    assert proc.stdout is not None
+    output = (await proc.stdout.read()).decode()
+    assert code == 1, output
+    refusals = [line for line in output.splitlines() if "refusing to start" in line]
+    assert len(refusals) == 1, output
+    assert "is of API level v2.1 (trainer v2.1.0, jobset v0.10.1)" in refusals[0]
+    assert "this manager runs API level v2.3 (trainer v2.3.0, jobset v0.12.0)" in refusals[0]
+    assert "Traceback" not in output
+
+
+async def test_an_unknown_api_level_flag_is_rejected_naming_the_choices(control_plane: Environment) -> None:
+    proc = await start_manager("--api-level=v3", f"--kubeconfig={control_plane.kubeconfig}")
+    code = await asyncio.wait_for(proc.wait(), 60)
+    assert proc.stdout is not None
+    output = (await proc.stdout.read()).decode()
+    assert code == 1
+    assert '--api-level: Unsupported value: \\"v3\\": supported values: \\"v2.1\\", \\"v2.3\\"' in output

@@ -35,11 +35,13 @@ async def installed(control_plane: Environment) -> object:
 
 
 async def _allowed(
-    env: Environment, verb: str, group: str, resource: str, sub: str = "", ns: str = ""
+    env: Environment, verb: str, group: str, resource: str, sub: str = "", ns: str = "", *, name: str = ""
 ) -> bool:
     attributes = {"verb": verb, "group": group, "resource": resource}
     if sub:
         attributes["subresource"] = sub
+    if name:
+        attributes["name"] = name
     if ns:
         attributes["namespace"] = ns
     review = {
@@ -112,3 +114,7 @@ async def test_manifests_apply_and_rbac_covers_the_manager(
     assert missing == []
     granted = [d for d in DENIED if await _allowed(control_plane, d[0], d[1], d[2], d[3], NS)]
     assert granted == []
+    # the start-up apiLevel check reads the TrainJob CRD, and no other
+    crds = ("get", "apiextensions.k8s.io", "customresourcedefinitions")
+    assert await _allowed(control_plane, *crds, name="trainjobs.trainer.kubeflow.org")
+    assert not await _allowed(control_plane, *crds, name="jobsets.jobset.x-k8s.io")

@@ -1,0 +1,43 @@
+"""The start-up check: the TrainJob CRD in the cluster is the one of the manager's level.
+
+Why: a v2.3 manager over v2.1 CRDs (or the reverse) would have the API server prune the fields
+its clients write (``runtimePatches``, ``activeDeadlineSeconds``) or keep the ones it no
+longer reads (``podTemplateOverrides``), silently. Refusing to start says so at once.
+"""
+
+from __future__ import annotations
+
+from manager.client.errors import NotFound
+from manager.client.interfaces import Reader
+from manager.scheme import GroupVersionKind
+from trainer.levels import LEVELS, of_trainjob_crd
+from trainer.levels.level import ApiLevel, CrdLevelMismatch
+
+__all__ = ["CRD_GVK", "TRAINJOB_CRD", "check_trainjob_crd"]
+
+CRD_GVK = GroupVersionKind("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
+
+
+async def check_trainjob_crd(reader: Reader, level: ApiLevel) -> None:
+    """Raise ``CrdLevelMismatch`` (one line naming both) when the installed TrainJob CRD is not
+    ``level``'s. No TrainJob CRD at all passes: the trainer component then skips itself."""
+    try:
+        crd = await reader.get(CRD_GVK, TRAINJOB_CRD)
+    except NotFound:
+        return
+    installed = of_trainjob_crd(crd)
+    if installed is level:
+        return
+    found = (
+        f"of API level {installed.describe()}"
+        if installed is not None
+        else f"of no API level this manager knows ({', '.join(LEVELS)})"
+    )
+    fix = f"install the CRDs of config/{level.manifests}"
+    if installed is not None:
+        fix += f" or set apiLevel: {installed.name} in the Configuration"
+    raise CrdLevelMismatch(
+        f"the installed TrainJob CRD ({TRAINJOB_CRD}) is {found}, "
+        f"but this manager runs API level {level.describe()}: {fix}"
+    )

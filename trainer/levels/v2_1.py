@@ -1,0 +1,13 @@
+"""Level v2.1: Kubeflow Trainer v2.1.0 with JobSet v0.10.1 (docs/behaviour/)."""
+
+from __future__ import annotations
+
+from trainer.levels.level import ApiLevel
+
+V2_1 = ApiLevel(
+    name="v2.1",
+    trainer_version="v2.1.0",
+    jobset_version="v0.10.1",
+    trainjob_spec_fields=frozenset({"podTemplateOverrides"}),
+    manifests="default",
+)

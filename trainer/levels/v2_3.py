@@ -1,0 +1,13 @@
+"""Level v2.3: Kubeflow Trainer v2.3.0 with JobSet v0.12.0 (docs/levels.md; being built)."""
+
+from __future__ import annotations
+
+from trainer.levels.level import ApiLevel
+
+V2_3 = ApiLevel(
+    name="v2.3",
+    trainer_version="v2.3.0",
+    jobset_version="v0.12.0",
+    trainjob_spec_fields=frozenset({"runtimePatches"}),
+    manifests="overlays/v2.3",
+)
