@@ -225,6 +225,7 @@ manifests: $(STAMP)
 	$(PY) -m trainer.api.crdgen config/crd/bases
 	$(PY) -m trainer.api.crdgen --feature-gates=TrainJobStatus=true config/progress/crd
 	$(PY) -m trainer.api.crdgen --feature-gates=TrainJobState=true config/state/crd
+	$(PY) -m trainer.api.crdgen --models=trainer.api.v2_3.kinds config/overlays/v2.3/crd
 	$(PY) -m trainer.api.crdgen $(CHART)/crds
 	cp config/runtimes/*.yaml $(CHART)/files/runtimes/ && rm $(CHART)/files/runtimes/kustomization.yaml
 

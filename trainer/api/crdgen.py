@@ -17,11 +17,14 @@ renders them:
 * ``enum`` (from ``+enum``), descriptions and patch-strategy extensions are dropped, as in the
   upstream CRDs.
 
-``python -m trainer.api.crdgen [DIR]`` writes ``<group>_<plural>.yaml`` files (``make manifests``).
+``python -m trainer.api.crdgen [DIR]`` writes ``<group>_<plural>.yaml`` files (``make manifests``)
+from the v2.1 models and the v1.34 snapshot; ``--models=trainer.api.v2_3`` takes another API
+level's models package instead (its ``CRD_KINDS`` with its ``OPENAPI_SNAPSHOT``).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import types
@@ -39,22 +42,11 @@ from pydantic_core import PydanticUndefined
 from trainer.api import trainer_constants as tc
 from trainer.api.base import QUANTITY_PATTERN, CoreRef, Ext, KindModel
 from trainer.api.core import OBJECT_META, EmbeddedObjectMeta, ObjectMeta
-from trainer.api.jobset_v1alpha2 import JobSet
-from trainer.api.openapi import definitions
-from trainer.api.scheduling_v1alpha1 import ElasticQuota, PodGroup
-from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from trainer.api.kinds import CRD_KINDS as CRD_KINDS  # the v2.1 kinds, crdgen's default
+from trainer.api.openapi import SNAPSHOT, definitions
 
 Schema = dict[str, Any]
 
-# Every kind we install, in a stable order.
-CRD_KINDS: tuple[type[KindModel], ...] = (
-    TrainJob,
-    TrainingRuntime,
-    ClusterTrainingRuntime,
-    JobSet,
-    PodGroup,
-    ElasticQuota,
-)
 DEFAULT_DIR = Path("config/crd/bases")
 
 _INT_OR_STRING: Schema = {
@@ -90,10 +82,14 @@ _REF_PREFIX = "#/components/schemas/"
 # Two places where controller-gen renders Go markers the apiserver's OpenAPI cannot show:
 # defaults written as ``+default=ref(...)`` (controller-gen ignores them), and structs that
 # inline the atomic LocalObjectReference (controller-gen makes the parent atomic too).
+# Also ignored: the zero-value default the OpenAPI generator gives a field without
+# ``omitempty`` that is ``+optional`` (no marker, so controller-gen writes none):
+# PodFailurePolicyOnPodConditionsPattern.status turned optional in Kubernetes 1.36.
 _CONTROLLER_GEN_IGNORED_DEFAULTS = frozenset(
     {
         ("io.k8s.api.core.v1.AzureDiskVolumeSource", "cachingMode"),
         ("io.k8s.api.core.v1.AzureDiskVolumeSource", "kind"),
+        ("io.k8s.api.batch.v1.PodFailurePolicyOnPodConditionsPattern", "status"),
     }
 )
 _INLINES_ATOMIC_LOCAL_OBJECT_REFERENCE = frozenset(
@@ -114,17 +110,17 @@ class CrdGenError(TypeError):
 # -- core types from the OpenAPI snapshot -----------------------------------------------------
 
 
-def core_schema(name: str) -> Schema:
-    """The CRD schema of a Kubernetes OpenAPI type, by its OpenAPI name."""
+def core_schema(name: str, snapshot: str = SNAPSHOT) -> Schema:
+    """The CRD schema of a Kubernetes OpenAPI type, by its OpenAPI name, from ``snapshot``."""
     if name in _SPECIAL_CORE:
         return dict(_SPECIAL_CORE[name])
     if name == OBJECT_META:
-        return model_schema(EmbeddedObjectMeta)
+        return model_schema(EmbeddedObjectMeta, snapshot)
     try:
-        source = definitions()[name]
+        source = definitions(snapshot)[name]
     except KeyError:
-        raise CrdGenError(f"{name} is not in the OpenAPI snapshot; add it to snapshot.ROOTS") from None
-    schema = _convert(source, name)
+        raise CrdGenError(f"{name} is not in the OpenAPI snapshot {snapshot}; add it to its roots") from None
+    schema = _convert(source, snapshot, name)
     if name in _INLINES_ATOMIC_LOCAL_OBJECT_REFERENCE:
         schema["x-kubernetes-map-type"] = "atomic"
     return schema
@@ -143,22 +139,22 @@ def _is_kept_default(value: Any) -> bool:
     return not isinstance(value, dict | list)
 
 
-def _convert(node: Schema, owner: str = "") -> Schema:
+def _convert(node: Schema, snapshot: str, owner: str = "") -> Schema:
     """Convert one OpenAPI node; ``owner`` names the type whose properties these are."""
     ref = _ref_name(node)
-    out: Schema = core_schema(ref) if ref else {}
+    out: Schema = core_schema(ref, snapshot) if ref else {}
     for key in _KEPT_CORE_KEYS:
         if key in node:
             out[key] = node[key]
     if "items" in node:
-        out["items"] = _convert(node["items"])
+        out["items"] = _convert(node["items"], snapshot)
     if "additionalProperties" in node and isinstance(node["additionalProperties"], dict):
-        out["additionalProperties"] = _convert(node["additionalProperties"])
+        out["additionalProperties"] = _convert(node["additionalProperties"], snapshot)
     if "properties" in node:
         required = set(node.get("required", ()))
         props: Schema = {}
         for prop, sub in node["properties"].items():
-            converted = _convert(sub)
+            converted = _convert(sub, snapshot)
             if (
                 "default" in sub
                 and prop not in required
@@ -234,23 +230,24 @@ def _apply(schema: Schema, metadata: Iterable[Any]) -> Schema:
     return schema
 
 
-def type_schema(tp: Any, extra: Iterable[Any] = ()) -> Schema:
+def type_schema(tp: Any, extra: Iterable[Any] = (), snapshot: str = SNAPSHOT) -> Schema:
     """The schema of an annotation (``Annotated``, optional, list, dict, model, scalar).
 
-    ``extra`` is metadata pydantic already split off a field's top-level ``Annotated``.
+    ``extra`` is metadata pydantic already split off a field's top-level ``Annotated``; core
+    types come from the OpenAPI ``snapshot``.
     """
     tp, metadata = _split_annotated(_unwrap_optional(tp))
     tp = _unwrap_optional(tp)
     flat = _flatten([*metadata, *extra])
     refs = [m for m in flat if isinstance(m, CoreRef)]
     if refs:
-        return _apply(core_schema(refs[0].name), flat)
+        return _apply(core_schema(refs[0].name, snapshot), flat)
     if any(isinstance(m, Ext) and m.int_or_string for m in flat):
         return _apply(dict(_INT_OR_STRING), flat)
-    return _apply(_bare_schema(tp), flat)
+    return _apply(_bare_schema(tp, snapshot), flat)
 
 
-def _bare_schema(tp: Any) -> Schema:
+def _bare_schema(tp: Any, snapshot: str) -> Schema:
     origin = get_origin(tp)
     if origin is Literal:
         values = list(get_args(tp))
@@ -260,14 +257,14 @@ def _bare_schema(tp: Any) -> Schema:
         return {"type": "string", "enum": values}
     if origin is list:
         (item,) = get_args(tp)
-        return {"type": "array", "items": type_schema(item)}
+        return {"type": "array", "items": type_schema(item, snapshot=snapshot)}
     if origin is dict:
         key, value = get_args(tp)
         if key is not str:
             raise CrdGenError(f"map keys must be strings: {tp}")
-        return {"type": "object", "additionalProperties": type_schema(value)}
+        return {"type": "object", "additionalProperties": type_schema(value, snapshot=snapshot)}
     if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return model_schema(tp)
+        return model_schema(tp, snapshot)
     if tp is bool:
         return {"type": "boolean"}
     if tp is int:
@@ -279,8 +276,8 @@ def _bare_schema(tp: Any) -> Schema:
     raise CrdGenError(f"no schema for {tp!r}")
 
 
-def _field_schema(info: FieldInfo) -> Schema:
-    schema = type_schema(info.annotation, info.metadata)
+def _field_schema(info: FieldInfo, snapshot: str) -> Schema:
+    schema = type_schema(info.annotation, info.metadata, snapshot)
     if info.description:
         schema["description"] = " ".join(info.description.split())
     default = info.default
@@ -289,18 +286,23 @@ def _field_schema(info: FieldInfo) -> Schema:
     return schema
 
 
-def model_schema(model: type[BaseModel]) -> Schema:
-    """The object schema of a model: properties by JSON name, required, type-level rules."""
+def model_schema(model: type[BaseModel], snapshot: str = SNAPSHOT) -> Schema:
+    """The object schema of a model: properties by JSON name, required, type-level rules.
+
+    A model without fields is ``type: object`` alone, as controller-gen renders an empty struct.
+    """
     if model is ObjectMeta:
         return {"type": "object"}
     properties: Schema = {}
     required: list[str] = []
     for name, info in model.model_fields.items():
         json_name = info.alias or name
-        properties[json_name] = _field_schema(info)
+        properties[json_name] = _field_schema(info, snapshot)
         if info.is_required():
             required.append(json_name)
-    schema: Schema = {"type": "object", "properties": properties}
+    schema: Schema = {"type": "object"}
+    if properties:
+        schema["properties"] = properties
     if required:
         schema["required"] = sorted(required)
     rules = getattr(model, "k8s_rules", ())
@@ -324,16 +326,16 @@ _TYPE_META = {
 }
 
 
-def root_schema(kind: type[KindModel]) -> Schema:
-    schema = model_schema(kind)
+def root_schema(kind: type[KindModel], snapshot: str = SNAPSHOT) -> Schema:
+    schema = model_schema(kind, snapshot)
     schema["properties"] = {**_TYPE_META, **schema["properties"]}
     if kind.__doc__:
         schema["description"] = " ".join(kind.__doc__.split())
     return schema
 
 
-def crd(kind: type[KindModel]) -> Schema:
-    """The CustomResourceDefinition of one kind."""
+def crd(kind: type[KindModel], snapshot: str = SNAPSHOT) -> Schema:
+    """The CustomResourceDefinition of one kind, its core types from the OpenAPI ``snapshot``."""
     names: Schema = {
         "kind": kind.kind,
         "listKind": f"{kind.kind}List",
@@ -348,7 +350,7 @@ def crd(kind: type[KindModel]) -> Schema:
         "name": kind.version(),
         "served": True,
         "storage": True,
-        "schema": {"openAPIV3Schema": root_schema(kind)},
+        "schema": {"openAPIV3Schema": root_schema(kind, snapshot)},
     }
     if kind.printer_columns:
         version["additionalPrinterColumns"] = [dict(col) for col in kind.printer_columns]
@@ -381,6 +383,10 @@ def with_trainjob_status(document: Schema) -> Schema:
     out: Schema = json.loads(json.dumps(document))
     version = out["spec"]["versions"][0]
     status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    if "trainerStatus" in status.get("properties", {}):
+        raise ValueError(
+            "this TrainJob CRD has status.trainerStatus already (the TrainJobStatus gate is for v2.1)"
+        )
     trainer_status = model_schema(TrainerStatus)
     trainer_status["description"] = (
         "trainerStatus contains the latest observed runtime status of the Trainer step of the "
@@ -405,9 +411,9 @@ def _dump(document: Schema) -> str:
     return "---\n" + body
 
 
-def render(kind: type[KindModel]) -> str:
+def render(kind: type[KindModel], snapshot: str = SNAPSHOT) -> str:
     """The YAML text of a CRD, byte-stable (sorted keys) so a stale file is a diff."""
-    return _dump(crd(kind))
+    return _dump(crd(kind, snapshot))
 
 
 def with_trainjob_state(document: Schema) -> Schema:
@@ -438,40 +444,72 @@ def with_trainjob_state(document: Schema) -> Schema:
 GATED_VARIANTS = ("TrainJobStatus", "TrainJobState")
 
 
-def generate(gates: frozenset[str] = frozenset()) -> dict[str, str]:
-    """File name -> YAML text for every CRD; with ``gates`` only the CRDs those gates change."""
+def generate(
+    gates: frozenset[str] = frozenset(),
+    *,
+    kinds: tuple[type[KindModel], ...] = CRD_KINDS,
+    snapshot: str = SNAPSHOT,
+) -> dict[str, str]:
+    """File name -> YAML text for every CRD; with ``gates`` only the CRDs those gates change.
+
+    ``kinds`` and ``snapshot`` are one API level's models and the OpenAPI snapshot of the
+    Kubernetes minor they embed (the v2.1 models and ``k8s-v1.34.json`` unless given).
+    """
     if not gates:
-        return {file_name(kind): render(kind) for kind in CRD_KINDS}
+        return {file_name(kind): render(kind, snapshot) for kind in kinds}
     unknown = sorted(gates - set(GATED_VARIANTS))
     if unknown:
         raise ValueError(f"no CRD variant for feature gate(s): {', '.join(unknown)}")
-    document = crd(TrainJob)
+    trainjob = next((kind for kind in kinds if kind.kind == tc.TrainJobKind), None)
+    if trainjob is None:
+        raise ValueError("the feature-gated CRD variants change the TrainJob CRD; these models have none")
+    document = crd(trainjob, snapshot)
     if "TrainJobStatus" in gates:
         document = with_trainjob_status(document)
     if "TrainJobState" in gates:
         document = with_trainjob_state(document)
-    return {file_name(TrainJob): _dump(document)}
+    return {file_name(trainjob): _dump(document)}
 
 
-def write(directory: Path = DEFAULT_DIR, gates: frozenset[str] = frozenset()) -> list[Path]:
+def write(
+    directory: Path = DEFAULT_DIR,
+    gates: frozenset[str] = frozenset(),
+    *,
+    kinds: tuple[type[KindModel], ...] = CRD_KINDS,
+    snapshot: str = SNAPSHOT,
+) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in generate(gates).items():
+    for name, text in generate(gates, kinds=kinds, snapshot=snapshot).items():
         path = directory / name
         path.write_text(text)
         written.append(path)
     return written
 
 
+def models(module: str) -> tuple[tuple[type[KindModel], ...], str]:
+    """The kinds and OpenAPI snapshot an API models package declares (``CRD_KINDS``, ``OPENAPI_SNAPSHOT``)."""
+    package = importlib.import_module(module)
+    try:
+        return tuple(package.CRD_KINDS), str(package.OPENAPI_SNAPSHOT)
+    except AttributeError as err:
+        raise ValueError(f"{module} declares no CRD_KINDS and OPENAPI_SNAPSHOT") from err
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``python -m trainer.api.crdgen [--models=trainer.api.v2_3] [--feature-gates=G=true] [DIR]``."""
     args = list(sys.argv[1:] if argv is None else argv)
     gates: frozenset[str] = frozenset()
+    kinds, snapshot = CRD_KINDS, SNAPSHOT
     for arg in list(args):
         if arg.startswith("--feature-gates="):
             args.remove(arg)
             pairs = (p.split("=", 1) for p in arg.split("=", 1)[1].split(",") if p)
             gates = frozenset(name for name, value in pairs if value.lower() == "true")
-    for path in write(Path(args[0]) if args else DEFAULT_DIR, gates):
+        elif arg.startswith("--models="):
+            args.remove(arg)
+            kinds, snapshot = models(arg.split("=", 1)[1])
+    for path in write(Path(args[0]) if args else DEFAULT_DIR, gates, kinds=kinds, snapshot=snapshot):
         print(path)
     return 0
 

@@ -1,15 +1,32 @@
-"""Regenerate ``k8s-v1.34.json`` from a real kube-apiserver's ``/openapi/v3``.
+"""Regenerate the OpenAPI snapshots (``k8s-v1.34.json``, ``k8s-v1.36.json``).
 
-Development tool, not imported at run time: it starts the pinned kube-apiserver (the envtest
-binaries), reads the group-version documents whose types our CRDs embed and keeps the
-transitive closure of the roots below, descriptions included (they become the CRDs' field
-documentation, as in upstream's CRDs). Run: ``python -m trainer.api.openapi.snapshot``.
+Development tool, not imported at run time. Two sources, the same closure:
+
+* ``python -m trainer.api.openapi.snapshot`` starts the pinned kube-apiserver (the envtest
+  binaries, v1.34.4), reads the group-version documents whose types our CRDs embed and writes
+  ``k8s-v1.34.json``: the transitive closure of ``ROOTS``, descriptions included (they become
+  the CRDs' field documentation, as in upstream's CRDs).
+* ``python -m trainer.api.openapi.snapshot --from-module v1.36.2`` reads the same documents
+  from the OpenAPI v3 files committed in the ``k8s.io/kubernetes`` module of that version
+  (``api/openapi-spec/v3``, fetched with ``go mod download``: no cluster, no build) and writes
+  ``k8s-v<major>.<minor>.json`` with the roots of that minor (``ROOTS_BY_MINOR``).
+
+The two sources agree except for enums: Kubernetes writes its committed files with
+``OpenAPIEnums=false`` (``hack/update-openapi-spec.sh``), so they carry no ``enum`` lists and no
+"Possible enum values" paragraphs in descriptions, which a running kube-apiserver adds. crdgen
+drops ``enum`` anyway (controller-gen does not render ``+enum``), so the generated CRDs differ
+only in the wording of those descriptions; for v1.34.4 everything else is identical
+(``test/unit/api/test_openapi_snapshot_module.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,8 +45,20 @@ ROOTS = (
     "io.k8s.api.core.v1.PodSchedulingGate",
     "io.k8s.api.autoscaling.v2.MetricSpec",
 )
+"""The roots of ``k8s-v1.34.json``: every core type the v2.1 models embed."""
+ROOTS_V1_36 = (
+    *ROOTS,
+    # JobSet v0.12.0: spec.volumeClaimPolicies[].templates[]
+    "io.k8s.api.core.v1.PersistentVolumeClaim",
+    # Trainer v2.3.0: runtimePatches' PodSpecPatch and ContainerPatch
+    "io.k8s.api.core.v1.PodSecurityContext",
+    "io.k8s.api.core.v1.SecurityContext",
+)
+"""The roots of ``k8s-v1.36.json``: those of v1.34 plus what the v2.3 models embed."""
+ROOTS_BY_MINOR = {"v1.34": ROOTS, "v1.36": ROOTS_V1_36}
 OUT = Path(__file__).with_name("k8s-v1.34.json")
 PREFIX = "#/components/schemas/"
+KUBERNETES_MODULE = "k8s.io/kubernetes"
 
 
 def _refs(node: Any) -> list[str]:
@@ -73,11 +102,86 @@ async def fetch() -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    data = asyncio.run(fetch())
-    OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+# -- from the k8s.io/kubernetes module ----------------------------------------------------------
+
+
+def minor(version: str) -> str:
+    """``v1.36.2`` -> ``v1.36``."""
+    match = re.fullmatch(r"(v\d+\.\d+)\.\d+", version)
+    if not match:
+        raise ValueError(f"not a Kubernetes release version: {version!r} (e.g. v1.36.2)")
+    return match.group(1)
+
+
+def spec_file(path: str) -> str:
+    """The committed file of a served document: ``/openapi/v3/apis/batch/v1`` -> ``apis__batch__v1_openapi.json``."""
+    return path.removeprefix("/openapi/v3/").replace("/", "__") + "_openapi.json"
+
+
+def module_dir(version: str) -> Path:
+    """The ``k8s.io/kubernetes`` module of ``version`` in the Go module cache (downloaded when missing)."""
+    if shutil.which("go") is None:
+        raise RuntimeError("`go` is not on PATH: it fetches k8s.io/kubernetes from the module proxy")
+    proc = subprocess.run(
+        ["go", "mod", "download", "-json", f"{KUBERNETES_MODULE}@{version}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GOFLAGS": "-modcacherw", "GOWORK": "off"},
+        cwd="/",
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"go mod download {KUBERNETES_MODULE}@{version}: {proc.stdout}{proc.stderr}")
+    return Path(json.loads(proc.stdout)["Dir"])
+
+
+def from_module(
+    version: str, roots: tuple[str, ...] | None = None, directory: Path | None = None
+) -> dict[str, Any]:
+    """The snapshot of ``version`` read from the module's committed OpenAPI v3 files."""
+    if roots is None:
+        try:
+            roots = ROOTS_BY_MINOR[minor(version)]
+        except KeyError:
+            raise ValueError(f"no roots for {minor(version)}; known: {', '.join(ROOTS_BY_MINOR)}") from None
+    spec_dir = (directory or module_dir(version)) / "api" / "openapi-spec" / "v3"
+    schemas: dict[str, Any] = {}
+    files = [spec_file(path) for path in GROUP_VERSIONS]
+    for name in files:
+        schemas.update(json.loads((spec_dir / name).read_text())["components"]["schemas"])
+    return {
+        "source": {
+            "gitVersion": version,
+            "module": f"{KUBERNETES_MODULE}@{version}",
+            "files": [f"api/openapi-spec/v3/{name}" for name in files],
+        },
+        "schemas": closure(schemas, roots),
+    }
+
+
+def output_path(version: str) -> Path:
+    return Path(__file__).with_name(f"k8s-{minor(version)}.json")
+
+
+def dumps(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--from-module"] and len(args) == 2:
+        version = args[1]
+        data = from_module(version)
+        out = output_path(version)
+    elif not args:
+        data = asyncio.run(fetch())
+        out = OUT
+    else:
+        print("usage: python -m trainer.api.openapi.snapshot [--from-module vX.Y.Z]", file=sys.stderr)
+        return 2
+    out.write_text(dumps(data))
     print(
-        f"wrote {OUT} ({len(data['schemas'])} schemas from {data['source']['gitVersion']})", file=sys.stderr
+        f"wrote {out} ({len(data['schemas'])} schemas from {data['source']['gitVersion']})", file=sys.stderr
     )
     return 0
 
