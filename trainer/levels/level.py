@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainer.api.base import KindModel
 
 __all__ = ["ApiLevel", "CrdLevelMismatch"]
 
@@ -27,6 +31,13 @@ class ApiLevel:
     """``spec`` properties only this level's TrainJob CRD has: how an installed CRD is told apart."""
     manifests: str
     """The kustomize directory (under ``config/``) that installs this level."""
+    api_models: str
+    """The module naming this level's API models (``CRD_KINDS``, ``ALL_CRD_KINDS``,
+    ``OPENAPI_SNAPSHOT``), e.g. ``trainer.api.v2_3.kinds``; imported on first use, so a manager
+    of one level never loads the other level's models. ``crdgen --models=`` takes the same name."""
+    crd_dir: str
+    """The directory (under ``config/``) ``make manifests`` writes this level's ``CRD_KINDS`` to;
+    the other kinds of ``ALL_CRD_KINDS`` are v2.1's classes, whose CRDs are in ``crd/bases``."""
 
     def owns_trainjob_crd(self, crd: Mapping[str, Any]) -> bool:
         """Whether ``crd`` (a TrainJob CustomResourceDefinition) is this level's."""
@@ -35,6 +46,18 @@ class ApiLevel:
 
     def describe(self) -> str:
         return f"{self.name} (trainer {self.trainer_version}, jobset {self.jobset_version})"
+
+    def crd_kinds(self) -> tuple[type[KindModel], ...]:
+        """Every kind whose CRD this level installs, as this level's models."""
+        return tuple(importlib.import_module(self.api_models).ALL_CRD_KINDS)
+
+    def generated_crd_kinds(self) -> tuple[type[KindModel], ...]:
+        """The kinds whose CRDs are generated into ``crd_dir`` for this level."""
+        return tuple(importlib.import_module(self.api_models).CRD_KINDS)
+
+    def openapi_snapshot(self) -> str:
+        """The OpenAPI snapshot (``trainer/api/openapi``) of the core types this level's CRDs embed."""
+        return str(importlib.import_module(self.api_models).OPENAPI_SNAPSHOT)
 
 
 def _trainjob_spec_fields(crd: Mapping[str, Any]) -> frozenset[str]:

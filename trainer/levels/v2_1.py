@@ -10,4 +10,6 @@ V2_1 = ApiLevel(
     jobset_version="v0.10.1",
     trainjob_spec_fields=frozenset({"podTemplateOverrides"}),
     manifests="default",
+    api_models="trainer.api.kinds",
+    crd_dir="crd/bases",
 )

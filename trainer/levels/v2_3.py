@@ -10,4 +10,6 @@ V2_3 = ApiLevel(
     jobset_version="v0.12.0",
     trainjob_spec_fields=frozenset({"runtimePatches"}),
     manifests="overlays/v2.3",
+    api_models="trainer.api.v2_3.kinds",
+    crd_dir="overlays/v2.3/crd",
 )
