@@ -185,7 +185,12 @@ async def test_two_managers_one_leader_then_failover(
         try:
             await cluster.api_reader.create(widget("w3", namespace, 1))
             await eventually(lambda: Request(namespace, "w3") in rec_a.requests, timeout=30)
-            await asyncio.sleep(2)  # b has had time to try for the lease
+
+            def b_saw_a_lead() -> None:  # b tried for the lease and found it held
+                assert b.elector is not None and a.elector is not None
+                assert b.elector.leader() == a.elector.identity, b.elector.leader()
+
+            await eventually(b_saw_a_lead, timeout=30, message="b observed a's lease")
             assert not b.elected.is_set() and rec_b.requests == [], "only the leader reconciles"
 
             a.stop()

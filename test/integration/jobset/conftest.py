@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from jsharness import Harness, run_manager, scoped_webhook_manifest
+from jsharness import Harness, JobSetReconciles, run_manager, scoped_webhook_manifest
 
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
@@ -19,8 +19,9 @@ from trainer.conformance.webhook_probes import configurations, wait_webhooks_eff
 @pytest.fixture
 async def controller(control_plane: Environment, namespace: str) -> AsyncIterator[Harness]:
     """The controller suite: JobSet and Pod controllers, no webhooks."""
-    async for _mgr, cluster in run_manager(control_plane, None, namespace):
-        yield Harness(cluster.api_reader, namespace)
+    reconciles = JobSetReconciles()
+    async for _mgr, cluster in run_manager(control_plane, None, namespace, reconciles):
+        yield Harness(cluster.api_reader, namespace, reconciles=reconciles, flush_events=cluster.flush_events)
 
 
 @pytest.fixture
@@ -31,7 +32,8 @@ async def with_webhooks(control_plane: Environment, namespace: str, tmp_path: Pa
         tmp_path / "tls.crt", tmp_path / "tls.key"
     )
     server = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path)
-    async for _mgr, cluster in run_manager(control_plane, server, namespace):
+    reconciles = JobSetReconciles()
+    async for _mgr, cluster in run_manager(control_plane, server, namespace, reconciles):
         await eventually(lambda: server.bound_port is not None, timeout=10)
         manifest = scoped_webhook_manifest(namespace, tmp_path / "webhooks.yaml")
         names = await control_plane.install_webhooks(
@@ -44,6 +46,8 @@ async def with_webhooks(control_plane: Environment, namespace: str, tmp_path: Pa
                 namespace,
                 webhook_url=f"https://127.0.0.1:{server.bound_port}",
                 webhook_ca=ca.cert_pem,
+                reconciles=reconciles,
+                flush_events=cluster.flush_events,
             )
         finally:
             for name in names:

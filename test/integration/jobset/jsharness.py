@@ -4,14 +4,16 @@ The controller suite mirrors upstream's: no webhooks, no kube-controller-manager
 controller, no garbage collector), so tests write Job status themselves and clear the
 ``foregroundDeletion`` finalizers that foreground deletes leave. The webhook fixture adds a
 webhook server and installs ``config/webhook/jobset.yaml`` scoped to the test's namespace.
+``run_manager`` records the JobSet controller's reconciles (``JobSetReconciles``), so a check that
+something did *not* happen waits for the controller to have settled (``Harness.settled``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from manager.cache.cache import CacheOptions
 from manager.client.errors import Conflict, NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
+from manager.controller.reconcile import Request
 from manager.envtest import Environment
 from manager.meta.gvk import JOB as JOB_GVK
 from manager.meta.gvk import SERVICE as SERVICE_GVK
@@ -30,7 +33,7 @@ from manager.webhook import WebhookServer
 from trainer.api import jobset_constants as c
 from trainer.components import component
 from trainer.controllers import podcache
-from trainer.controllers.jobset.reconciler import JOBSET_GVK
+from trainer.controllers.jobset.reconciler import JOB_OWNER_KEY, JOBSET_GVK, JobSetReconciler
 from trainer.runtime.context import SetupContext
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -76,6 +79,50 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@dataclass(frozen=True)
+class Observed:
+    """A JobSet and its Jobs by resourceVersion (JobSet None: absent)."""
+
+    jobset: int | None
+    jobs: frozenset[tuple[str, int]]
+
+
+class JobSetReconciles:
+    """The JobSet controller's reconciles that returned without raising, each with what the
+    manager's cache held when it started (the reconciler reads the cache right after)."""
+
+    def __init__(self) -> None:
+        self.finished: list[tuple[Request, Observed]] = []
+
+    def install(self) -> Callable[[], None]:
+        """Wrap ``JobSetReconciler.reconcile`` (before the controller is built: it keeps the
+        method); returns the undo."""
+        original = JobSetReconciler.reconcile
+
+        async def spy(reconciler: JobSetReconciler, req: Request) -> Any:
+            try:
+                js = await reconciler.client.get(JOBSET_GVK, req.name, req.namespace)
+            except NotFound:
+                js = None
+            jobs = await reconciler.client.list(
+                JOB_GVK, namespace=req.namespace, field_selector={JOB_OWNER_KEY: req.name}
+            )
+            observed = Observed(
+                int(js["metadata"]["resourceVersion"]) if js is not None else None,
+                frozenset((j["metadata"]["name"], int(j["metadata"]["resourceVersion"])) for j in jobs),
+            )
+            result = await original(reconciler, req)
+            self.finished.append((req, observed))
+            return result
+
+        JobSetReconciler.reconcile = spy  # type: ignore[method-assign]
+
+        def undo() -> None:
+            JobSetReconciler.reconcile = original  # type: ignore[method-assign]
+
+        return undo
+
+
 @dataclass
 class Harness:
     """Live reads and writes for one test namespace (the controller's cache is not used here)."""
@@ -85,6 +132,8 @@ class Harness:
     # The webhook server's address and CA, when the suite runs with webhooks (direct POSTs).
     webhook_url: str = ""
     webhook_ca: bytes = b""
+    reconciles: JobSetReconciles = field(default_factory=JobSetReconciles)
+    flush_events: Callable[[], Awaitable[None]] | None = None
 
     async def create(self, obj: Object) -> Object:
         result: Object = await self.api.create(obj)
@@ -236,33 +285,59 @@ class Harness:
 
         await eventually(check, timeout=timeout)
 
-    async def js_active_for(self, seconds: float, name: str = "test-js") -> None:
-        """Upstream's "JobSetActive": no Failed/Completed/Suspended=True for a while."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        while loop.time() < deadline:
+    async def settled(self, name: str = "test-js", timeout: float = 20) -> None:
+        """Until the controller is at a fixed point for JobSet ``name``: a reconcile that started
+        with the cache holding what the API server holds now (the JobSet and its Jobs, by
+        resourceVersion) has finished and changed none of it; then the Events it emitted in the
+        background are written. The positive proof that the controller has processed every
+        change so far, for a check that something did *not* happen (instead of looking again
+        for a while, as upstream's ``Consistently``)."""
+        request = Request(self.namespace, name)
+
+        async def fixed_point() -> None:
             js = await self.jobset(name)
-            bad = [
-                x["type"]
-                for x in (js.get("status") or {}).get("conditions") or []
-                if x["type"] in ("Failed", "Completed", "Suspended") and x["status"] == "True"
-            ]
-            assert not bad, f"JobSet not active: {bad}"
-            await asyncio.sleep(0.2)
+            jobs = await self.jobs(name)
+            now = Observed(
+                int(js["metadata"]["resourceVersion"]),
+                frozenset((j["metadata"]["name"], int(j["metadata"]["resourceVersion"])) for j in jobs),
+            )
+            seen = [o for r, o in self.reconciles.finished if r == request]
+            assert now in seen, f"API {now}; last reconciles started from {seen[-3:]}"
+
+        await eventually(fixed_point, timeout=timeout, message=f"the JobSet controller settled {name}")
+        if self.flush_events is not None:
+            await self.flush_events()
+
+    async def js_stays_active(self, name: str = "test-js") -> None:
+        """Upstream's ``Consistently(JobSetActive)``: once the controller has settled, no
+        Failed/Completed/Suspended=True."""
+        await self.settled(name)
+        js = await self.jobset(name)
+        bad = [
+            x["type"]
+            for x in (js.get("status") or {}).get("conditions") or []
+            if x["type"] in ("Failed", "Completed", "Suspended") and x["status"] == "True"
+        ]
+        assert not bad, f"JobSet not active: {bad}"
 
 
 async def run_manager(
-    control_plane: Environment, server: WebhookServer | None, namespace: str
+    control_plane: Environment, server: WebhookServer | None, namespace: str, reconciles: JobSetReconciles
 ) -> AsyncIterator[tuple[Manager, Cluster]]:
     """A manager whose cache watches only the test's namespace: JobSets left in namespaces of
-    earlier tests (never finalized: there is no namespace controller) stay out of this test."""
+    earlier tests (never finalized: there is no namespace controller) stay out of this test.
+    Its JobSet controller's reconciles are recorded in ``reconciles``."""
     config = await load_kubeconfig(control_plane.kubeconfig)
     options = CacheOptions(default_namespaces=[namespace])
     async with Cluster(config, field_owner="jobset-test", cache_options=options) as cluster:
         mgr = Manager(cluster, Options(metrics_bind_address="0"))
         # the product's default Pod cache (docs/scale.md): Pods with the jobset-name label only
         assert await podcache.configure(mgr, None, ["jobset"]) == "Minimal/label-selected"
-        assert await component("jobset").setup(SetupContext(mgr, server)) is True
+        undo = reconciles.install()
+        try:
+            assert await component("jobset").setup(SetupContext(mgr, server)) is True
+        finally:
+            undo()  # the controller keeps the wrapped method; later managers get the original
         if server is not None:
             mgr.add_webhook_server(server)
         task = asyncio.create_task(mgr.run())

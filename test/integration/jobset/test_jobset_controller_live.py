@@ -64,7 +64,7 @@ async def test_all_but_last_complete_stays_active(controller: Harness) -> None: 
     await complete_all(h, jobs[:-1])
     await h.ready_job(jobs[-1])
     await h.wait_rjob_status({B: {"succeeded": 2, "ready": 1, "active": 1}, A: {"succeeded": 1}})
-    await h.js_active_for(2)
+    await h.js_stays_active()
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ async def test_success_policies(
             await h.wait_rjob_status(
                 {A: {"succeeded": sum(1 for i in indexes if i == 0)}} if 0 in indexes else {}
             )
-            await h.js_active_for(1.5)
+            await h.js_stays_active()
 
 
 async def test_failed_job_fails_jobset_and_service(controller: Harness) -> None:
@@ -243,7 +243,7 @@ async def test_failure_policy_rules(
         await h.wait_terminating(4)
         status = (await h.jobset())["status"]
         assert status["restarts"] == 1 and status["restartsCountTowardsMax"] == 1
-        await h.js_active_for(1)
+        await h.js_stays_active()
         await h.remove_finalizers(expect=4)
 
 
@@ -262,7 +262,7 @@ async def test_recreate_strategies(controller: Harness, strategy: str) -> None:
         jobs = await h.wait_jobs(4)
         assert attempts(jobs) == {"0": 1, "1": 3}
     else:
-        await h.js_active_for(1.5)
+        await h.js_stays_active()
         assert attempts(await h.jobs()) == {"0": 1}
     await h.remove_finalizers(expect=1)
     jobs = await h.wait_jobs(4)
@@ -284,7 +284,7 @@ async def test_restart_ignoring_max_three_times(controller: Harness) -> None:  #
         await h.remove_finalizers(expect=4)
         jobs = await h.wait_jobs(4)
         assert attempts(jobs) == {str(attempt): 4}
-    await h.js_active_for(1)
+    await h.js_stays_active()
 
 
 async def test_ignore_max_then_fail(controller: Harness) -> None:  # spec: jobset 6.T.28
@@ -626,10 +626,10 @@ async def test_managed_by_other_controller(controller: Harness) -> None:
     h = controller
     created = await h.create(make_jobset(h.namespace, "managed-", managedBy="other-controller", suspend=True))
     name = created["metadata"]["name"]
-    await h.js_active_for(3, name)  # spec: jobset 6.T.51
+    await h.js_stays_active(name)  # spec: jobset 6.T.51
     assert await h.jobs(name) == []
     await h.update_js(name, lambda js: js["spec"].update(suspend=False))
-    await h.js_active_for(3, name)  # spec: jobset 6.T.52
+    await h.js_stays_active(name)  # spec: jobset 6.T.52
     assert await h.jobs(name) == []
     js = await h.jobset(name)  # spec: jobset 6.T.53
     js["status"] = {
@@ -648,7 +648,7 @@ async def test_managed_by_other_controller(controller: Harness) -> None:
         ],
     }
     written = await h.api.status.update(js)
-    await h.js_active_for(3, name)
+    await h.js_stays_active(name)
     assert (await h.jobset(name))["status"] == written["status"]
     assert (await h.jobset(name))["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
 

@@ -69,7 +69,7 @@ async def test_steady_jobset_causes_no_writes(controller: Harness, kube: Any) ->
     await h.create(make_jobset(h.namespace, "steady"))
     jobs = await h.wait_jobs(4, "steady")
     await h.wait_rjob_status({"replicated-job-a": {}, "replicated-job-b": {}}, "steady")
-    await h.js_active_for(1, "steady")
+    await h.js_stays_active("steady")
     before = _writes()
     # Touch the JobSet and a Job from another client (kubernetes-asyncio, not counted above).
     custom, batch = client.CustomObjectsApi(kube), client.BatchV1Api(kube)
@@ -86,5 +86,5 @@ async def test_steady_jobset_causes_no_writes(controller: Harness, kube: Any) ->
         h.namespace,
         [{"op": "add", "path": "/metadata/labels/touched", "value": "1"}],
     )
-    await h.js_active_for(2, "steady")
+    await h.js_stays_active("steady")
     assert _writes() == before
