@@ -24,7 +24,7 @@ from typing import Any
 
 from manager.meta.object import Json
 
-__all__ = ["CONTAINER", "POD_SPEC", "POD_TEMPLATE_SPEC", "Schema", "strategic_merge"]
+__all__ = ["CONTAINER", "JOB_TEMPLATE_SPEC", "POD_SPEC", "POD_TEMPLATE_SPEC", "Schema", "strategic_merge"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,8 @@ POD_SPEC = Schema(
     }
 )
 POD_TEMPLATE_SPEC = Schema(fields={"spec": POD_SPEC})
+JOB_TEMPLATE_SPEC = Schema(fields={"spec": Schema(fields={"template": POD_TEMPLATE_SPEC})})
+"""batch/v1 JobTemplateSpec: its pod template merges as a PodTemplateSpec."""
 
 
 def strategic_merge(original: Json, patch: Json, schema: Schema) -> Json:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from trainer.api.base import KindModel
 
+from trainer.runtime.levels import RuntimeLevel
+
 __all__ = ["ApiLevel", "CrdLevelMismatch"]
 
 
@@ -38,6 +40,8 @@ class ApiLevel:
     crd_dir: str
     """The directory (under ``config/``) ``make manifests`` writes this level's ``CRD_KINDS`` to;
     the other kinds of ``ALL_CRD_KINDS`` are v2.1's classes, whose CRDs are in ``crd/bases``."""
+    runtime: RuntimeLevel
+    """How a TrainJob customises its runtime at this level (``trainer/runtime/levels``)."""
 
     def owns_trainjob_crd(self, crd: Mapping[str, Any]) -> bool:
         """Whether ``crd`` (a TrainJob CustomResourceDefinition) is this level's."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainer.levels.level import ApiLevel
+from trainer.runtime.levels import v2_1 as runtime
 
 V2_1 = ApiLevel(
     name="v2.1",
@@ -10,6 +11,7 @@ V2_1 = ApiLevel(
     jobset_version="v0.10.1",
     trainjob_spec_fields=frozenset({"podTemplateOverrides"}),
     manifests="default",
+    runtime=runtime.V2_1,
     api_models="trainer.api.kinds",
     crd_dir="crd/bases",
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainer.levels.level import ApiLevel
+from trainer.runtime.levels import v2_3 as runtime
 
 V2_3 = ApiLevel(
     name="v2.3",
@@ -10,6 +11,7 @@ V2_3 = ApiLevel(
     jobset_version="v0.12.0",
     trainjob_spec_fields=frozenset({"runtimePatches"}),
     manifests="overlays/v2.3",
+    runtime=runtime.V2_3,
     api_models="trainer.api.v2_3.kinds",
     crd_dir="overlays/v2.3/crd",
 )

@@ -5,6 +5,7 @@ The entry point (``trainer.__main__``, through ``trainer.components``) builds on
 turn. The context owns what more than one of them needs, so it is built once:
 
 * the manager and the webhook server (None when the process serves no webhooks);
+* the API level's runtime steps (``trainer/runtime/levels``; the Configuration's ``apiLevel``);
 * the runtimes: the controllers' (reads from the cache) and the webhooks' (a cache miss
   confirmed live, divergence T-3), each built once on first use, with their field indexes on
   the cache;
@@ -25,6 +26,8 @@ from manager.client.restmapper import NoKindMatch, RESTMapper
 from manager.events import EventRecorder
 from manager.scheme import GroupVersionKind
 from manager.webhook.server import WebhookServer
+from trainer.runtime.levels import RuntimeLevel
+from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.readers import CacheReader
 from trainer.runtime.registry import Runtime, new_runtimes
 
@@ -56,6 +59,8 @@ class SetupContext:
     webhooks: WebhookServer | None = None
     #: upstream's ``--workers`` of the scheduler-plugins controllers (None: the manager's default)
     max_concurrent_reconciles: int | None = None
+    #: how TrainJobs customise their runtime at the Configuration's apiLevel
+    level: RuntimeLevel = V2_1
     _runtimes: dict[str, Runtime] | None = field(default=None, init=False, repr=False)
     _admission_runtimes: dict[str, Runtime] | None = field(default=None, init=False, repr=False)
 
@@ -69,7 +74,7 @@ class SetupContext:
     async def runtimes(self) -> dict[str, Runtime]:
         """The controllers' runtimes, built once; their field indexes are registered on the cache."""
         if self._runtimes is None:
-            self._runtimes = await new_runtimes(self.reader(), self.manager.cache)
+            self._runtimes = await new_runtimes(self.reader(), self.manager.cache, level=self.level)
         return self._runtimes
 
     async def admission_runtimes(self) -> dict[str, Runtime]:
@@ -78,7 +83,9 @@ class SetupContext:
         They register no index: the controllers' runtimes register the same ones on the cache.
         """
         if self._admission_runtimes is None:
-            self._admission_runtimes = await new_runtimes(self.reader(confirm_misses=True), None)
+            self._admission_runtimes = await new_runtimes(
+                self.reader(confirm_misses=True), None, level=self.level
+            )
         return self._admission_runtimes
 
     def event_recorder(self, component: str) -> EventRecorder:

@@ -33,6 +33,8 @@ from trainer.runtime import indexes
 from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.framework import Framework, IndexNames
 from trainer.runtime.info import Info
+from trainer.runtime.levels import RuntimeLevel
+from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK
 from trainer.runtime.plugins import Registry, new_registry
 from trainer.runtime.plugins.base import Watch
@@ -121,9 +123,10 @@ class _BaseRuntime(abc.ABC):
     lookup_error_detail: str
     """The admission error's detail, ``{err}`` the read error."""
 
-    def __init__(self, framework: Framework, reader: Reader) -> None:
+    def __init__(self, framework: Framework, reader: Reader, level: RuntimeLevel = V2_1) -> None:
         self.framework = framework
         self._reader = reader
+        self.level = level
 
     @abc.abstractmethod
     def _key(self, trainjob: TrainJob) -> ObjectKey:
@@ -149,7 +152,7 @@ class _BaseRuntime(abc.ABC):
         if not isinstance(template, JobSetTemplateSpec):
             raise RuntimeFailure("unsupported runtimeTemplateSpec")
         try:
-            info = new_runtime_info(trainjob, template, ml_policy, pod_group_policy)
+            info = new_runtime_info(trainjob, template, ml_policy, pod_group_policy, self.level)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
             raise RuntimeFailure(f"malformed runtime template: {err!r}") from err
         self.framework.run_enforce_ml_policy_plugins(info, trainjob)
@@ -216,6 +219,7 @@ class _BaseRuntime(abc.ABC):
                 spec.template if spec and spec.template else JobSetTemplateSpec(),
                 spec.ml_policy if spec else None,
                 spec.pod_group_policy if spec else None,
+                self.level,
             )
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):
             info = None  # upstream ignores this error: the runtime was validated on admission
@@ -269,9 +273,11 @@ async def new_runtimes(
     indexer: FieldIndexer | None,
     registry: Registry | None = None,
     index_names: IndexNames | None = None,
+    level: RuntimeLevel = V2_1,
 ) -> dict[str, Runtime]:
     """Both runtimes by GroupKind key; registers the TrainJob indexes, then the framework's, on
-    ``indexer`` (None: none, the cache already has them; see ``Framework.new``)."""
+    ``indexer`` (None: none, the cache already has them; see ``Framework.new``). ``level``: how
+    a TrainJob customises its runtime (trainer/runtime/levels)."""
     if indexer is not None:
         await _register_trainjob_indexes(indexer)
     try:
@@ -281,8 +287,8 @@ async def new_runtimes(
     except RuntimeFailure as failure:
         raise RuntimeFailure(f'initializing runtime "{TRAINING_RUNTIME_KEY}": {failure.message}') from failure
     return {
-        TRAINING_RUNTIME_KEY: TrainingRuntimeRuntime(framework, reader),
-        CLUSTER_TRAINING_RUNTIME_KEY: ClusterTrainingRuntimeRuntime(framework, reader),
+        TRAINING_RUNTIME_KEY: TrainingRuntimeRuntime(framework, reader, level),
+        CLUSTER_TRAINING_RUNTIME_KEY: ClusterTrainingRuntimeRuntime(framework, reader, level),
     }
 
 

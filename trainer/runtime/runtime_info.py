@@ -1,9 +1,10 @@
 """Building the ``Info`` of a TrainJob on a runtime (upstream ``newRuntimeInfo``, docs/behaviour/trainer.md
 §2.4).
 
-One function per step of that section: ``jobset_labels``/``jobset_annotations`` (step 1),
-``apply_pod_template_overrides`` (step 2), ``jobset_spec_apply_document`` (step 3) and
-``pod_sets`` (step 4). All are pure: the inputs are never modified.
+One function per step of that section. Steps 1 and 2 (the JobSet's labels and annotations, the
+TrainJob's changes to the runtime's JobSetSpec) are the API level's (``trainer/runtime/levels``);
+``jobset_spec_apply_document`` is step 3 and ``pod_sets`` step 4. All are pure: the inputs
+are never modified.
 """
 
 from __future__ import annotations
@@ -11,92 +12,20 @@ from __future__ import annotations
 from typing import Any
 
 from manager.meta.object import Json, json_copy
-from manager.meta.strategicmerge import POD_TEMPLATE_SPEC, strategic_merge
 from trainer.api import trainer_constants as tc
-from trainer.api.trainer_v1alpha1 import (
-    JobSetTemplateSpec,
-    MLPolicy,
-    PodGroupPolicy,
-    PodTemplateOverride,
-    TrainJob,
-)
+from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, MLPolicy, PodGroupPolicy, TrainJob
 from trainer.runtime.info import ContainerInfo, Info, PodSet, RuntimePolicy, TemplateSpec
+from trainer.runtime.levels import RuntimeLevel
+from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.resources import canonical_quantities, pod_requests, typed_resource_requirements
 
 __all__ = [
-    "apply_pod_template_overrides",
     "canonical_resources",
-    "jobset_annotations",
-    "jobset_labels",
     "jobset_spec_apply_document",
     "new_runtime_info",
-    "override_patch",
     "pod_sets",
     "typed_round_trip",
 ]
-
-
-def jobset_labels(trainjob: TrainJob, template: JobSetTemplateSpec | None) -> dict[str, str]:
-    """Runtime template labels overlaid with the TrainJob's ``spec.labels`` (the TrainJob wins)."""
-    labels = dict((template.metadata.labels if template and template.metadata else None) or {})
-    labels.update((trainjob.spec.labels if trainjob.spec else None) or {})
-    return labels
-
-
-def jobset_annotations(trainjob: TrainJob, template: JobSetTemplateSpec | None) -> dict[str, str]:
-    """Runtime template annotations overlaid with the TrainJob's ``spec.annotations``."""
-    annotations = dict((template.metadata.annotations if template and template.metadata else None) or {})
-    annotations.update((trainjob.spec.annotations if trainjob.spec else None) or {})
-    return annotations
-
-
-def _omit_empty(value: Any) -> Any:
-    """Go's ``omitempty`` on the override types: no nulls and no empty lists reach the patch."""
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            cleaned = _omit_empty(item)
-            if cleaned is None or cleaned == []:
-                continue
-            out[key] = cleaned
-        return out
-    if isinstance(value, list):
-        return [_omit_empty(item) for item in value]
-    return value
-
-
-def override_patch(override: PodTemplateOverride) -> Json:
-    """The strategic-merge patch document of one ``podTemplateOverrides`` entry."""
-    patch: Json = {}
-    meta = override.metadata
-    if meta is not None and (meta.labels or meta.annotations):
-        patch["metadata"] = {}
-        if meta.labels:
-            patch["metadata"]["labels"] = dict(meta.labels)
-        if meta.annotations:
-            patch["metadata"]["annotations"] = dict(meta.annotations)
-    if override.spec is not None:
-        spec = _omit_empty(override.spec.to_dict())
-        if isinstance(spec.get("nodeSelector"), dict) and not spec["nodeSelector"]:
-            del spec["nodeSelector"]
-        if spec:
-            patch["spec"] = spec
-    return patch
-
-
-def apply_pod_template_overrides(jobset_spec: Json, overrides: list[PodTemplateOverride] | None) -> None:
-    """Patch each targeted replicated job's pod template, entries in order (later ones win)."""
-    for override in overrides or ():
-        targets = {t.name for t in override.target_jobs}
-        patch = override_patch(override)
-        if not patch:
-            continue
-        for rjob in jobset_spec.get("replicatedJobs") or ():
-            if rjob.get("name") in targets:
-                job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
-                job_spec["template"] = strategic_merge(
-                    job_spec.get("template") or {}, patch, POD_TEMPLATE_SPEC
-                )
 
 
 def canonical_resources(resources: Any) -> Any:
@@ -190,15 +119,18 @@ def new_runtime_info(
     template: JobSetTemplateSpec | None,
     ml_policy: MLPolicy | None,
     pod_group_policy: PodGroupPolicy | None,
+    level: RuntimeLevel = V2_1,
 ) -> Info:
-    """Upstream ``newRuntimeInfo``: labels, overrides, the JobSetSpec document and the PodSets."""
+    """Upstream ``newRuntimeInfo``: labels, the level's customisation, the JobSetSpec document and
+    the PodSets."""
     spec = jobset_spec_apply_document(template)
     typed_round_trip(spec)
-    apply_pod_template_overrides(spec, trainjob.spec.pod_template_overrides if trainjob.spec else None)
+    level.customise_jobset_spec(trainjob, spec)
     typed_round_trip(spec)
+    labels, annotations = level.jobset_metadata(trainjob, template)
     return Info(
-        labels=jobset_labels(trainjob, template),
-        annotations=jobset_annotations(trainjob, template),
+        labels=labels,
+        annotations=annotations,
         runtime_policy=RuntimePolicy(
             ml_policy=ml_policy.model_copy(deep=True) if ml_policy is not None else None,
             pod_group_policy=pod_group_policy.model_copy(deep=True) if pod_group_policy is not None else None,

@@ -1,0 +1,140 @@
+"""Level v2.3's customisation of a runtime (Trainer v2.3.0 ``newRuntimeInfo`` and
+``mergeRuntimePatches``, docs/levels.md): ``spec.runtimePatches``, applied in list order.
+
+* Step 1: the runtime template's labels and annotations, then each patch's
+  ``trainingRuntimeSpec.template.metadata`` labels and annotations over them (later wins).
+* Step 2: each patch's ``trainingRuntimeSpec.template.spec`` strategic-merged onto the whole
+  JobSetSpec (JobSet v0.12's patch tags: ``replicatedJobs`` by ``name``; inside, the pod
+  template as core/v1 merges it), then the runtime's order of the replicated jobs restored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from manager.meta.object import Json
+from manager.meta.strategicmerge import JOB_TEMPLATE_SPEC, Schema, strategic_merge
+from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, TrainJob
+
+__all__ = ["JOBSET_SPEC", "V2_3", "V2_3Runtime", "runtime_patches", "spec_patch"]
+
+JOBSET_SPEC = Schema(
+    lists={
+        "replicatedJobs": ("name", Schema(fields={"template": JOB_TEMPLATE_SPEC})),
+    }
+)
+"""jobset/v1alpha2 JobSetSpec's patch tags (v0.12.0): replicated jobs merge by name."""
+
+
+def runtime_patches(trainjob: TrainJob) -> list[Json]:
+    """``spec.runtimePatches`` as JSON, in list order."""
+    spec = trainjob.spec.to_dict() if trainjob.spec is not None else {}
+    patches = spec.get("runtimePatches") or []
+    return [p for p in patches if isinstance(p, dict)]
+
+
+def _template(patch: Mapping[str, Any]) -> Json:
+    runtime_spec = patch.get("trainingRuntimeSpec")
+    template = runtime_spec.get("template") if isinstance(runtime_spec, dict) else None
+    return template if isinstance(template, dict) else {}
+
+
+def _omit_empty(value: Any) -> Any:
+    """Go's encoding of the patch types: ``omitempty`` fields leave no null or empty list."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            cleaned = _omit_empty(item)
+            if cleaned is None or cleaned == [] or cleaned == {}:
+                continue
+            out[key] = cleaned
+        return out
+    if isinstance(value, list):
+        return [_omit_empty(item) for item in value]
+    return value
+
+
+def _metadata_patch(metadata: Any) -> Json | None:
+    """The labels and annotations of a patch's ``metadata`` (the only fields it may set)."""
+    if not isinstance(metadata, dict):
+        return None
+    out = {key: dict(metadata[key]) for key in ("labels", "annotations") if metadata.get(key)}
+    return out or None
+
+
+def spec_patch(patch: Mapping[str, Any]) -> Json | None:
+    """The strategic-merge patch one runtime patch makes to the JobSetSpec (None: none)."""
+    spec = _template(patch).get("spec")
+    if not isinstance(spec, dict):
+        return None
+    jobs = []
+    for rjob in spec.get("replicatedJobs") or ():
+        if not isinstance(rjob, dict):
+            continue
+        out: Json = {"name": rjob.get("name", "")}
+        template = rjob.get("template")
+        if isinstance(template, dict):
+            job_template: Json = {}
+            if (meta := _metadata_patch(template.get("metadata"))) is not None:
+                job_template["metadata"] = meta
+            job_spec = template.get("spec")
+            pod_template = job_spec.get("template") if isinstance(job_spec, dict) else None
+            if isinstance(pod_template, dict):
+                pod: Json = {}
+                if (meta := _metadata_patch(pod_template.get("metadata"))) is not None:
+                    pod["metadata"] = meta
+                if isinstance(pod_template.get("spec"), dict):
+                    pod_spec = _omit_empty(pod_template["spec"])
+                    if pod_spec:
+                        pod["spec"] = pod_spec
+                if pod:
+                    job_template["spec"] = {"template": pod}
+            if job_template:
+                out["template"] = job_template
+        jobs.append(out)
+    return {"replicatedJobs": jobs} if jobs else {}
+
+
+def merge_runtime_patches(jobset_spec: Json, patches: list[Json]) -> Json:
+    """Every patch onto the JobSetSpec in order; the runtime's replicated-job order kept."""
+    order = {rjob.get("name"): i for i, rjob in enumerate(jobset_spec.get("replicatedJobs") or ())}
+    merged = jobset_spec
+    for patch in patches:
+        document = spec_patch(patch)
+        if document is None:
+            continue
+        merged = strategic_merge(merged, document, JOBSET_SPEC)
+    if "replicatedJobs" in merged:
+        # a job the runtime does not have sorts first, as Go's zero value from a missing map key
+        merged["replicatedJobs"] = sorted(
+            merged["replicatedJobs"], key=lambda rjob: order.get(rjob.get("name"), 0)
+        )
+    return merged
+
+
+class V2_3Runtime:
+    """``RuntimeLevel`` of v2.3."""
+
+    name = "v2.3"
+
+    def jobset_metadata(
+        self, trainjob: TrainJob, template: JobSetTemplateSpec | None
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        labels = dict((template.metadata.labels if template and template.metadata else None) or {})
+        annotations = dict((template.metadata.annotations if template and template.metadata else None) or {})
+        for patch in runtime_patches(trainjob):
+            metadata = _template(patch).get("metadata")
+            if isinstance(metadata, dict):
+                labels.update(metadata.get("labels") or {})
+                annotations.update(metadata.get("annotations") or {})
+        return labels, annotations
+
+    def customise_jobset_spec(self, trainjob: TrainJob, jobset_spec: Json) -> None:
+        merged = merge_runtime_patches(jobset_spec, runtime_patches(trainjob))
+        if merged is not jobset_spec:
+            jobset_spec.clear()
+            jobset_spec.update(merged)
+
+
+V2_3 = V2_3Runtime()
