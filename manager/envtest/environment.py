@@ -510,6 +510,7 @@ class Environment:
         body: object = None,
         *,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> tuple[int, Any]:
         """One authenticated admin request; returns the status and the decoded JSON body."""
         data = json.dumps(body) if body is not None else None
@@ -520,7 +521,7 @@ class Environment:
                 method,
                 self.url + path,
                 data=data,
-                headers={"Content-Type": content_type, "Accept": "application/json"},
+                headers={"Content-Type": content_type, "Accept": accept},
                 # Generous: two control planes starting side by side on a loaded 2-core machine
                 # have answered an admin request after more than 30 s.
                 timeout=aiohttp.ClientTimeout(total=120),
@@ -554,7 +555,8 @@ class Environment:
         return str(body["status"]["token"])
 
     async def install_crds(self, paths: Iterable[Path | str]) -> list[str]:
-        """Apply every CRD found in the files or directories and wait until each is served."""
+        """Apply every CRD found in the files or directories and wait until each is served as
+        applied (``_wait_crd_served``: also when it replaces a CRD of the same name)."""
         crds = [doc for doc in _load_documents(paths) if doc.get("kind") == "CustomResourceDefinition"]
         if not crds and any(True for _ in paths):
             raise EnvtestError(f"no CustomResourceDefinition found in {list(paths)}")
@@ -692,17 +694,35 @@ class Environment:
                 )
             await asyncio.sleep(0.1)
 
-    async def _wait_crd_served(self, crd: Mapping[str, Any]) -> None:
+    async def _wait_crd_served(self, crd: Mapping[str, Any], timeout: float = 30.0) -> None:
+        """Until every served version is in discovery and its objects are listed with the applied
+        CRD's printer columns. The API server builds a CRD's handler (schema, pruning, columns)
+        from its informer and rebuilds it a moment after an update: a CRD that replaces one of the
+        same name is in discovery at once, but served by the old schema until then."""
         spec = crd["spec"]
         plural = spec["names"]["plural"]
-        deadline = time.monotonic() + 30
-        for version in (v["name"] for v in spec["versions"] if v.get("served", True)):
+        deadline = time.monotonic() + timeout
+        for version in (v for v in spec["versions"] if v.get("served", True)):
+            base = f"/apis/{spec['group']}/{version['name']}"
+            # The API server lists Name, then the printer columns (Age if there are none).
+            expected = ["Name"] + [
+                c["name"] for c in version.get("additionalPrinterColumns") or [{"name": "Age"}]
+            ]
+            columns: Any = None
             while True:
-                status, body = await self.request("GET", f"/apis/{spec['group']}/{version}")
+                status, body = await self.request("GET", base)
                 if status == 200 and any(r["name"] == plural for r in body.get("resources", [])):
-                    break
+                    status, table = await self.request("GET", f"{base}/{plural}?limit=1", accept=TABLE)
+                    columns = (
+                        [c["name"] for c in table.get("columnDefinitions", [])] if status == 200 else table
+                    )
+                    if columns == expected:
+                        break
                 if time.monotonic() > deadline:
-                    raise EnvtestError(f"CRD {crd['metadata']['name']} not served at {version} after 30s")
+                    raise EnvtestError(
+                        f"CRD {crd['metadata']['name']} not served at {version['name']} as applied after "
+                        f"{timeout:.0f}s (columns {columns}, expected {expected})"
+                    )
                 await asyncio.sleep(0.1)
 
     async def install_webhooks(
@@ -796,6 +816,8 @@ def kwok_node(name: str, resources: Mapping[str, str], labels: Mapping[str, str]
 
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+"""The Accept header of a Table answer (what ``kubectl get`` prints)."""
 BINDING_KINDS = ("RoleBinding", "ClusterRoleBinding")
 
 

@@ -61,7 +61,9 @@ def filled(compact: bool, *names: str) -> SharedInformer:
     return informer
 
 
-async def test_handlers_added_together_share_one_decode_of_each_object() -> None:
+async def test_handlers_added_together_share_one_decode_of_each_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     informer = filled(True, "a", "b", "c")
     decodes = 0
     decode = informer.store._decode
@@ -73,10 +75,19 @@ async def test_handlers_added_together_share_one_decode_of_each_object() -> None
 
     informer.store._decode = counting  # type: ignore[method-assign]
     first, second, third = Recorder(), Recorder(), Recorder()
-    registrations = [informer.add_event_handler(h) for h in (first, second)]
-    await asyncio.sleep(REPLAY_GATHER_SECONDS / 5)
-    registrations.append(informer.add_event_handler(third))  # a moment later: still gathered
-    assert not any(r.has_synced() for r in registrations), "no replay before the gathering ends"
+    # The loop's clock moves only as the test says while the handlers join, so "a moment
+    # later" is a fifth of the gathering window whatever the machine's load (a stalled loop
+    # would otherwise let the gathering timer come due before the third handler joins).
+    loop = asyncio.get_running_loop()
+    start, elapsed = loop.time(), 0.0
+    with monkeypatch.context() as patched:
+        patched.setattr(loop, "time", lambda: start + elapsed)
+        registrations = [informer.add_event_handler(h) for h in (first, second)]
+        elapsed = REPLAY_GATHER_SECONDS / 5
+        for _ in range(3):  # loop turns, in which a timer that is due would fire
+            await asyncio.sleep(0)
+        registrations.append(informer.add_event_handler(third))  # a moment later: still gathered
+        assert not any(r.has_synced() for r in registrations), "no replay before the gathering ends"
     await asyncio.wait_for(asyncio.gather(*(r.wait_synced() for r in registrations)), 5)
     expected = [("add-initial", n, "1") for n in ("a", "b", "c")]
     assert first.events == second.events == third.events == expected
@@ -104,6 +115,8 @@ async def test_a_handler_removed_before_its_replay_gets_nothing() -> None:
     rec = Recorder()
     informer.add_event_handler(rec)
     informer.remove_event_handler(rec)
+    assert informer._replay is None, "the removal cancelled the gathering: nothing left scheduled"
+    # A bounded negative check besides: past the window no replay comes in by another way.
     await asyncio.sleep(REPLAY_GATHER_SECONDS * 3)
     informer.upsert(widget("a", "2"))
     assert rec.events == []

@@ -11,6 +11,7 @@ import pytest
 
 from manager.manager.manager import Group, Manager, Options
 from manager.memory import HeapTrimmer, trim_heap
+from manager.testing import eventually
 
 
 def _rss_kb() -> int:
@@ -45,9 +46,15 @@ async def test_the_trimmer_trims_now_and_then_and_stops_when_it_cannot() -> None
 
     started = asyncio.Event()
     task = asyncio.create_task(HeapTrimmer(0.01, trim).start(started))
-    await asyncio.sleep(0.1)
-    task.cancel()
-    assert started.is_set() and len(calls) >= 3
+    try:
+
+        def trimmed_thrice() -> None:
+            assert started.is_set() and len(calls) >= 3, (started.is_set(), len(calls))
+
+        await eventually(trimmed_thrice, timeout=10, interval=0.01, message="three trims, 10 ms apart")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     unavailable = HeapTrimmer(0.01, lambda: False)
     await asyncio.wait_for(unavailable.start(asyncio.Event()), 1)  # returns at once
