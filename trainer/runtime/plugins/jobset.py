@@ -161,6 +161,36 @@ def apply_pod_metadata(spec: Json, info: Info) -> None:
             meta.setdefault("annotations", {}).update(info.scheduler.pod_annotations)
 
 
+_KEYED_LISTS = ("replicatedJobs", "containers", "initContainers")
+"""Lists whose items ``drop_emptied_structs`` matches by name; a volume's ``emptyDir: {}`` means
+something, so ``volumes`` (and every other list) is left as it is."""
+
+
+def drop_emptied_structs(document: Json, existing: Any) -> None:
+    """Leave out of the apply document every empty struct (``{}``) that is not empty in the
+    live JobSet.
+
+    Server-side apply turns such a struct into ``null`` once the fields this manager owned in it
+    are gone (an override's pod labels removed while suspended: the template's ``metadata: {}``
+    becomes ``null``) and the API server then refuses the JobSet on every attempt, so it never
+    resumes. Left out, the struct's owned fields are removed and the struct with them; the next
+    apply writes ``{}`` again. Upstream stays stuck (docs/divergences.md)."""
+    if not isinstance(existing, dict):
+        return
+    for key in list(document):
+        value, live = document[key], existing.get(key)
+        if isinstance(value, dict):
+            if not value and isinstance(live, dict) and live:
+                del document[key]
+            else:
+                drop_emptied_structs(value, live)
+        elif key in _KEYED_LISTS and isinstance(value, list) and isinstance(live, list):
+            by_name = {item.get("name"): item for item in live if isinstance(item, dict)}
+            for item in value:
+                if isinstance(item, dict):
+                    drop_emptied_structs(item, by_name.get(item.get("name")))
+
+
 class JobSet:
     name = "JobSet"
 
@@ -202,6 +232,8 @@ class JobSet:
         apply_pod_metadata(spec, info)
         if "suspend" in trainjob.spec.model_fields_set:
             spec["suspend"] = trainjob.spec.suspend
+        if existing is not None:
+            drop_emptied_structs(spec, existing.get("spec"))
         metadata: Json = {"name": name_of(trainjob), "namespace": namespace_of(trainjob)}
         if info.labels:
             metadata["labels"] = dict(info.labels)
