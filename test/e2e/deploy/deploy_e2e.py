@@ -1,6 +1,7 @@
 """Helpers of the deployment e2e tests (a unique module name: ``conftest`` is ambiguous on
 sys.path): the wheel the image would install, clusters of their own, the cached kubectl, the
-three webhook configurations every deployment registers, the wait for a manager's /readyz.
+three webhook configurations every deployment registers, the wait for a manager's /readyz and
+the one for the API server to call those configurations.
 
 The wheel is built from this checkout and installed with its dependencies into a clean
 virtual environment outside the repository, as the Dockerfile does: a module or package file
@@ -24,6 +25,7 @@ import pytest
 from manager.envtest import Environment, assets
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
+from trainer.conformance.webhook_probes import wait_webhooks_effective
 
 ROOT = Path(__file__).resolve().parents[3]
 CONSOLE_SCRIPT = "trainer-controller-manager"
@@ -72,6 +74,20 @@ async def wait_until_ready(
             raise AssertionError(f"probe not answering: {err}") from err
 
     await eventually(ready, timeout=120, message=message)
+
+
+async def wait_webhooks_answer(env: Environment, namespace: str) -> None:
+    """Until the API server calls the three configurations as they are stored now (the CA the
+    rotator injected, the URL ``make run`` registered) and the manager answers. The API server's
+    webhook informer has a configuration a moment after it is written: until then a call fails
+    (TLS verification without the CA: failurePolicy Fail refuses the write) or is not made."""
+    docs = []
+    for gvk, name in WEBHOOK_CONFIGURATIONS:
+        path = f"/apis/{gvk.group}/{gvk.version}/{gvk.kind.lower()}s/{name}"
+        status, doc = await env.request("GET", path)
+        assert status == 200, (path, status, doc)
+        docs.append(doc)
+    await wait_webhooks_effective(env, docs, namespace, timeout=120)
 
 
 @dataclass(frozen=True)

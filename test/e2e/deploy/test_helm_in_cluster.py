@@ -17,7 +17,14 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from deploy_e2e import ROOT, WEBHOOK_CONFIGURATIONS, Installed, own_cluster, wait_until_ready
+from deploy_e2e import (
+    ROOT,
+    WEBHOOK_CONFIGURATIONS,
+    Installed,
+    own_cluster,
+    wait_until_ready,
+    wait_webhooks_answer,
+)
 from test_in_cluster import (
     JOBSET_GVK,
     NAME,
@@ -90,7 +97,9 @@ async def test_the_helm_chart_runs_a_trainjob_through_the_service_with_rotated_c
                 hooks = (await client.get(gvk, name))["webhooks"]
                 assert {h["clientConfig"]["caBundle"] for h in hooks} == {secret["data"]["ca.crt"]}, name
 
-            # The chart's runtimes, through the Trainer webhook, once the manager serves it.
+            # The chart's runtimes, through the Trainer webhook, once the manager serves it and
+            # the API server calls the configurations with the injected CA.
+            await wait_webhooks_answer(cluster, NS)
             _helm(
                 cluster,
                 "upgrade",

@@ -39,7 +39,15 @@ from urllib.parse import urlparse
 import aiohttp
 import pytest
 import yaml
-from deploy_e2e import ROOT, WEBHOOK_CONFIGURATIONS, Installed, kubectl, own_cluster, wait_until_ready
+from deploy_e2e import (
+    ROOT,
+    WEBHOOK_CONFIGURATIONS,
+    Installed,
+    kubectl,
+    own_cluster,
+    wait_until_ready,
+    wait_webhooks_answer,
+)
 
 from manager.client import Client, NotFound
 from manager.client.errors import ApiError
@@ -302,7 +310,9 @@ async def test_config_default_runs_a_trainjob_through_the_service_with_rotated_c
                     for h in hooks
                 }
 
-            # The runtimes go through the Trainer webhook (through the Service) once it is ready.
+            # The runtimes go through the Trainer webhook (through the Service) once it is ready
+            # and the API server calls the configurations with the injected CA.
+            await wait_webhooks_answer(cluster, NS)
             _kubectl(cluster, "apply", "--server-side", "-k", str(ROOT / "config" / "runtimes"))
             _kubectl(cluster, "create", "namespace", "team-a")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from deploy_e2e import ROOT, WEBHOOK_CONFIGURATIONS, own_cluster, wait_until_ready
+from deploy_e2e import ROOT, WEBHOOK_CONFIGURATIONS, own_cluster, wait_until_ready, wait_webhooks_answer
 
 from manager.client import Client, NotFound
 from manager.cluster import Cluster
@@ -125,6 +125,7 @@ async def test_make_install_run_and_uninstall_on_a_users_cluster(
             for gvk, name in WEBHOOK_CONFIGURATIONS:
                 hooks = (await client.get(gvk, name))["webhooks"]
                 assert all(h["clientConfig"]["url"].startswith("https://127.0.0.1:") for h in hooks), name
+            await wait_webhooks_answer(users_cluster, "default")
             await client.create(
                 {
                     "apiVersion": "trainer.kubeflow.org/v1alpha1",
