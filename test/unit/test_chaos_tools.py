@@ -4,13 +4,16 @@ end-state check catches a lost TrainJob, a duplicate JobSet and an orphan Job.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 from aiohttp import web
 
@@ -19,6 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
 from faultproxy import FaultPlan, FaultProxy
 from local_http import serving
 from workload import Snapshot, build, problems
+
+from manager.cache.backoff import ReflectorBackoff
+from manager.cache.reflector import ListWatchOptions, Reflector
+from manager.client import Client, RestTransport
+from manager.client.restmapper import RESTMapper, RESTMapping
+from manager.config import RestConfig
+from manager.scheme import GroupVersionKind
+from manager.testing.eventually import eventually
 
 Json = dict[str, Any]
 
@@ -104,6 +115,93 @@ async def test_an_expired_watch_reaches_a_busy_client_as_a_complete_response(ups
             rest = await r.content.read()
         last = json.loads(rest)
         assert (last["type"], last["object"]["code"]) == ("ERROR", 410)
+
+
+async def test_an_expiry_between_the_reads_of_one_event_still_ends_the_watch_in_a_410_relist(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The API server writes each watch event whole and ends a watcher only between events. An
+    # event bigger than one read reaches the proxy in parts; an expiry that cancelled the pump
+    # between them used to append the ERROR event to the half already forwarded. The client
+    # then read one undecodable line, backed off and relisted *without* the "expired at rv"
+    # line the chaos harness counts: "28 watches expired but only 27 relists logged".
+    modified = orjson.dumps({"type": "MODIFIED", "object": _widget("3", "x" * 4096)}) + b"\n"
+    half_sent = asyncio.Event()
+    release = asyncio.Event()
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return web.json_response(
+                {"kind": "WidgetList", "metadata": {"resourceVersion": "1"}, "items": []}
+            )
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await resp.write(orjson.dumps({"type": "ADDED", "object": _widget("2", "")}) + b"\n")
+        await resp.write(modified[: len(modified) // 2])  # the rest is never sent
+        half_sent.set()
+        await release.wait()
+        return resp
+
+    sink = _Sink()
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    async with serving(app, shutdown_timeout=0.1) as upstream, FaultProxy(upstream, None) as proxy:
+        transport = RestTransport(RestConfig(host=proxy.url))
+        mapper = RESTMapper(transport)
+        mapper.add(WIDGETS)
+        reflector = Reflector(
+            Client(transport, mapper),
+            WIDGETS,
+            sink,
+            ListWatchOptions(min_watch_timeout=60),
+            backoff=ReflectorBackoff(initial=0.05, jitter=0),
+        )
+        task = asyncio.create_task(reflector.run())
+        try:
+            await half_sent.wait()
+            await eventually(lambda: sink.rvs == ["2"], timeout=5)
+            await asyncio.sleep(0.3)  # the proxy has read the half; the rest never comes
+            with caplog.at_level(logging.INFO, logger="manager.cache.reflector"):
+                assert proxy.expire_watches() == 1
+                await eventually(lambda: reflector.lists == 2, timeout=5)
+            assert reflector.expired == 1
+            assert [r.getMessage() for r in caplog.records if "expired at rv" in r.getMessage()] == [
+                f"watch of {WIDGETS.gvk} expired at rv 2: relisting"
+            ]
+        finally:
+            task.cancel()
+            release.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await transport.aclose()
+
+
+WIDGETS = RESTMapping(GroupVersionKind("example.com", "v1", "Widget"), "widgets", True)
+
+
+def _widget(rv: str, payload: str) -> Json:
+    return {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "a", "namespace": "ns", "resourceVersion": rv},
+        "data": payload,
+    }
+
+
+class _Sink:
+    """The reflector's sink: which resourceVersions the watch delivered."""
+
+    def __init__(self) -> None:
+        self.rvs: list[str] = []
+
+    def replace(self, items: Any, namespace: str | None, initial: bool, *, prepared: bool = False) -> None:
+        pass
+
+    def upsert(self, obj: Json) -> None:
+        self.rvs.append(obj["metadata"]["resourceVersion"])
+
+    def remove(self, obj: Json) -> None:
+        pass
 
 
 def _converged(items: list[Any]) -> Snapshot:
