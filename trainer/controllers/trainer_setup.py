@@ -49,7 +49,8 @@ async def setup_controllers(context: SetupContext) -> TrainerControllers:
         runtimes,
         context.reader(),
         [training_runtime, cluster_training_runtime],
-        context.event_recorder(RECORDER_NAME),
+        context.level.trainjob_event_recorder(context, RECORDER_NAME),
+        level=context.level,
     )
     return TrainerControllers(runtimes, training_runtime, cluster_training_runtime, trainjob)
 

@@ -17,6 +17,7 @@ Secret, PodGroups) and the plugins' own mappers (LimitRanges, RuntimeClasses).
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -35,7 +36,6 @@ from manager.meta.conditions import find_condition, set_status_condition
 from manager.meta.object import Json, json_copy
 from manager.meta.times import now as now_rfc3339
 from trainer import features
-from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.controllers.conditions import (
     remove_failed_condition,
@@ -48,6 +48,8 @@ from trainer.controllers.status_writes import StatusWrites
 from trainer.controllers.watches import AsyncMapHandler
 from trainer.runtime.context import require_kinds
 from trainer.runtime.errors import PluginFailure, RuntimeFailure
+from trainer.runtime.levels import RuntimeLevel
+from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.objects import TRAINJOB_GVK
 from trainer.runtime.plugins.base import Watch
 from trainer.runtime.plugins.watches import by_controller_owner
@@ -77,9 +79,6 @@ RUNTIME_PLUGIN_FAILED_REASON = "RuntimePluginFailed"
 """Failed reason when a third-party runtime plugin raised (only such plugins can cause it)."""
 
 
-_TRAINJOB_CODEC = gocodec.codec_for("trainer.kubeflow.org/v1alpha1", "TrainJob")
-
-
 class TrainJobWatcher(Protocol):
     """Told about every TrainJob event: ``(None, new)`` create, ``(old, new)`` update, ``(old, None)`` delete."""
 
@@ -102,6 +101,10 @@ def notifying_predicate(watchers: Sequence[TrainJobWatcher]) -> Predicate:
     )
 
 
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
 def creation_failed_message(error: str) -> str:
     """The Warning event text: the error cut at 950 characters, marked with `` ...`` when cut."""
     if len(error) > EVENT_MESSAGE_LIMIT:
@@ -119,11 +122,18 @@ class TrainJobReconciler:
         recorder: Recorder,
         *,
         now: Callable[[], str] = now_rfc3339,
+        clock: Callable[[], datetime.datetime] = _utcnow,
+        level: RuntimeLevel = V2_1,
     ) -> None:
         self.client = client
         self.runtimes = runtimes
         self.recorder = recorder
         self.now = now
+        """The condition stamp (metav1.Time text)."""
+        self.clock = clock
+        """The precise time (the active deadline's countdown)."""
+        self.level = level
+        """The API level's reconcile steps (trainer/runtime/levels)."""
         self.last_applied: dict[tuple[str, str], dict[tuple[str, str, str, str], bytes]] = {}
         """Per TrainJob (namespace, name): each object's last apply document this process sent."""
         self.status_writes = StatusWrites()
@@ -134,6 +144,12 @@ class TrainJobReconciler:
         if trainjob is None:
             self.last_applied.pop((req.namespace or "", req.name), None)
             self.status_writes.forget(req.namespace or "", req.name)
+            return None
+        if not self.level.reconciles(trainjob):
+            log.debug(
+                "Skipping TrainJob managed by a custom controller",
+                managedBy=(trainjob.get("spec") or {}).get("managedBy", ""),
+            )
             return None
         cache_behind = self.status_writes.cache_is_behind(trainjob)
         original_status = json_copy(trainjob.get("status") or {})
@@ -153,9 +169,15 @@ class TrainJobReconciler:
             errors.append(err)
         set_suspended_condition(trainjob, status, self.now)
         if runtime is not None:
+            before = status
             status, err = await self.trainjob_status(runtime, trainjob, status, applied)
+            status = self.level.deadline.keep(before, status)
             if err is not None:
                 errors.append(err)
+        trainjob["status"] = status
+        requeue_after = await self.level.deadline.enforce(
+            self.client, trainjob, original_status, status, self.clock, self.now
+        )
         set_state(trainjob, status)
         if cache_behind and status != original_status:
             # Our last status write is newer than this TrainJob: its PUT would be refused (409),
@@ -166,7 +188,7 @@ class TrainJobReconciler:
 
         if errors:
             raise ReconcileError("\n".join(errors))
-        return None
+        return Result(requeue_after=requeue_after) if requeue_after else None
 
     # -- steps, in order ----------------------------------------------------------------------
 
@@ -283,18 +305,15 @@ class TrainJobReconciler:
         return (computed if computed is not None else status), None
 
     async def update_status_if_changed(self, trainjob: Json, original: Json, status: Json) -> str | None:
-        """Step 7: PUT the status subresource (resourceVersion-checked) only when it changed."""
+        """Step 7: write the status only when it changed, the level's way (v2.1: a
+        resourceVersion-checked PUT of the status subresource; v2.3: a merge patch)."""
         if status == original:
             return None
-        # Upstream's typed Status().Update: the whole struct as Go re-encodes it ...
-        trainjob["status"] = status
-        _TRAINJOB_CODEC.encode(trainjob)
-        if not trainjob["status"]:
-            # ... except an empty status, which Go sends as {} and the CRD (minProperties: 1)
-            # rejects (T-11): the PUT without it clears the status instead.
-            trainjob.pop("status")
         try:
-            self.status_writes.wrote(await self.client.status.update(trainjob, field_owner=FIELD_MANAGER))
+            stored = await self.level.status_write.write(
+                self.client, trainjob, original, status, FIELD_MANAGER
+            )
+            self.status_writes.wrote(stored)
         except Conflict:
             # the cache holds an older TrainJob (typically without our previous status write):
             # the newer version's watch event reconciles again from it -- cache lag, no error
@@ -378,6 +397,7 @@ async def setup_trainjob_controller(
     watchers: Sequence[TrainJobWatcher],
     recorder: Recorder,
     lifecycle: TrainJobLifecycleMetrics | None = None,
+    level: RuntimeLevel = V2_1,
 ) -> TrainJobReconciler:
     """Register the controller: TrainJobs, owned objects and every runtime's extra watches.
 
@@ -385,7 +405,7 @@ async def setup_trainjob_controller(
     registered anyway, as upstream does). The TrainJob watch also feeds the lifecycle metrics
     (``lifecycle``, the manager registry's by default).
     """
-    reconciler = TrainJobReconciler(mgr.client, runtimes, recorder)
+    reconciler = TrainJobReconciler(mgr.client, runtimes, recorder, level=level)
     lifecycle = lifecycle or default_lifecycle_metrics()
     predicates = [notifying_predicate(watchers), lifecycle.predicate()]
     builder = Builder(mgr).named(CONTROLLER_NAME).for_(TRAINJOB_GVK, predicates=predicates)

@@ -1,24 +1,77 @@
-"""What the runtime framework takes from an API level (trainer/levels, docs/levels.md).
+"""What the runtime framework, the TrainJob controller and the webhooks take from an API level
+(trainer/levels, docs/levels.md).
 
 The runtime's steps are shared by every level except where a TrainJob says how its runtime is
 customised: v2.1 has ``spec.labels``/``spec.annotations`` and ``podTemplateOverrides``, v2.3
 has ``runtimePatches``. Each level's way lives in its own module here (``v2_1.py``,
 ``v2_3.py``) behind the ``RuntimeLevel`` Protocol; ``trainer/levels`` hands the chosen one to
 the runtimes through the ``SetupContext``.
+
+The same value carries the few steps of the TrainJob reconciler and of admission that differ
+between the lines (docs/levels.md "Level v2.3"): whether a TrainJob is reconciled here at all
+(``managedBy``), its active deadline, how its status is written, which events API the
+controller reports through, the validation rules of the built-in plugins that differ, and
+whether a TrainJob defaulting webhook is served. The shared code calls these; it
+never asks which level it runs.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import datetime
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from manager.events import Recorder
 from manager.meta.object import Json
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, TrainJob
 
-__all__ = ["RuntimeLevel"]
+__all__ = ["Recorders", "RuntimeLevel", "StatusWrite", "TrainJobDeadline"]
+
+
+class TrainJobDeadline(Protocol):
+    """``spec.activeDeadlineSeconds``: what the reconciler does about it (v2.1: nothing)."""
+
+    def keep(self, before: Json, computed: Json) -> Json:
+        """The status after the runtime's status plugin (``computed``), with what of the status
+        before it (``before``) the level keeps over it."""
+        ...
+
+    async def enforce(
+        self,
+        client: Any,
+        trainjob: Json,
+        original: Json,
+        status: Json,
+        clock: Callable[[], datetime.datetime],
+        now: Callable[[], str],
+    ) -> float | None:
+        """Fail ``status`` (in place) and delete the JobSet once the deadline has passed; else
+        the seconds until it passes (the reconciler requeues then), or None: nothing to wait for.
+        ``original`` is the status the reconcile started from, ``clock`` the precise time,
+        ``now`` the condition stamp."""
+        ...
+
+
+class StatusWrite(Protocol):
+    """How the reconciler writes a changed TrainJob status (v2.1: PUT; v2.3: merge patch)."""
+
+    async def write(self, client: Any, trainjob: Json, original: Json, status: Json, field_owner: str) -> Any:
+        """Write ``status`` (it differs from ``original``); returns what the server stored.
+        ``trainjob`` is the TrainJob the status belongs to (the write may change it)."""
+        ...
+
+
+class Recorders(Protocol):
+    """Where a level gets its event recorders (the ``SetupContext``)."""
+
+    def event_recorder(self, component: str) -> Recorder:
+        """A core/v1 Event recorder (client-go ``record``, ``GetEventRecorderFor``)."""
+        ...
 
 
 class RuntimeLevel(Protocol):
-    """The level-specific steps of ``newRuntimeInfo`` (docs/behaviour/trainer.md §2.4)."""
+    """The level-specific steps of ``newRuntimeInfo`` (docs/behaviour/trainer.md §2.4), of the
+    TrainJob reconciler and of admission."""
 
     name: str
 
@@ -30,4 +83,32 @@ class RuntimeLevel(Protocol):
 
     def customise_jobset_spec(self, trainjob: TrainJob, jobset_spec: Json) -> None:
         """Step 2: the TrainJob's changes to the runtime's JobSetSpec document, in place."""
+        ...
+
+    # -- the TrainJob reconciler ----------------------------------------------------------
+
+    def reconciles(self, trainjob: Json) -> bool:
+        """Whether the TrainJob controller reconciles this TrainJob (v2.3: ``managedBy``)."""
+        ...
+
+    @property
+    def deadline(self) -> TrainJobDeadline:
+        """``spec.activeDeadlineSeconds``."""
+        ...
+
+    @property
+    def status_write(self) -> StatusWrite:
+        """How a changed status is written."""
+        ...
+
+    def trainjob_event_recorder(self, recorders: Recorders, component: str) -> Recorder:
+        """The TrainJob controller's event recorder, named ``component``."""
+        ...
+
+    # -- admission ------------------------------------------------------------------------
+
+    @property
+    def trainjob_defaulter(self) -> str | None:
+        """The MutatingWebhookConfiguration of the TrainJob defaulting webhook the level serves
+        (``webhooks/trainjob_defaulter.py``); None: the level has none."""
         ...

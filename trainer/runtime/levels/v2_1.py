@@ -1,16 +1,29 @@
 """Level v2.1's customisation of a runtime (Trainer v2.1.0; docs/behaviour/trainer.md §2.4
 steps 1 and 2): ``spec.labels``/``spec.annotations`` over the runtime template's, and the
-``podTemplateOverrides`` strategic-merged into the targeted replicated jobs' pod templates."""
+``podTemplateOverrides`` strategic-merged into the targeted replicated jobs' pod templates.
+
+Its reconciler and admission steps are Trainer v2.1.0's (docs/behaviour/trainer.md §3, §5):
+every TrainJob is reconciled whatever its ``managedBy``, there is no active deadline, a changed
+status is PUT (resourceVersion-checked), events are core/v1 Events, the built-in plugins are
+the shared ones and no TrainJob defaulting webhook is served.
+"""
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Callable
 from typing import Any
 
+from manager.events import Recorder
 from manager.meta.object import Json
 from manager.meta.strategicmerge import POD_TEMPLATE_SPEC, strategic_merge
+from trainer.api import gocodec
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, PodTemplateOverride, TrainJob
+from trainer.runtime.levels import Recorders
 
 __all__ = [
+    "NO_DEADLINE",
+    "PUT_STATUS",
     "V2_1",
     "V2_1Runtime",
     "apply_pod_template_overrides",
@@ -83,10 +96,59 @@ def apply_pod_template_overrides(jobset_spec: Json, overrides: list[PodTemplateO
                 )
 
 
+class NoDeadline:
+    """``TrainJobDeadline`` of v2.1: the field does not exist; nothing is kept, nothing enforced."""
+
+    def keep(self, before: Json, computed: Json) -> Json:
+        return computed
+
+    async def enforce(
+        self,
+        client: Any,
+        trainjob: Json,
+        original: Json,
+        status: Json,
+        clock: Callable[[], datetime.datetime],
+        now: Callable[[], str],
+    ) -> float | None:
+        return None
+
+
+class PutStatus:
+    """``StatusWrite`` of v2.1: upstream's typed ``Status().Update``, resourceVersion-checked
+    (a stale one answers 409 Conflict, which the reconciler takes as cache lag)."""
+
+    _codec = gocodec.codec_for("trainer.kubeflow.org/v1alpha1", "TrainJob")
+
+    async def write(self, client: Any, trainjob: Json, original: Json, status: Json, field_owner: str) -> Any:
+        # the whole struct as Go re-encodes it ...
+        trainjob["status"] = status
+        self._codec.encode(trainjob)
+        if not trainjob["status"]:
+            # ... except an empty status, which Go sends as {} and the CRD (minProperties: 1)
+            # rejects (T-11): the PUT without it clears the status instead.
+            trainjob.pop("status")
+        return await client.status.update(trainjob, field_owner=field_owner)
+
+
+NO_DEADLINE = NoDeadline()
+PUT_STATUS = PutStatus()
+
+
 class V2_1Runtime:
     """``RuntimeLevel`` of v2.1."""
 
     name = "v2.1"
+    deadline = NO_DEADLINE
+    status_write = PUT_STATUS
+    trainjob_defaulter: str | None = None
+
+    def reconciles(self, trainjob: Json) -> bool:
+        """Every TrainJob: v2.1.0's reconciler does not look at ``managedBy``."""
+        return True
+
+    def trainjob_event_recorder(self, recorders: Recorders, component: str) -> Recorder:
+        return recorders.event_recorder(component)
 
     def jobset_metadata(
         self, trainjob: TrainJob, template: JobSetTemplateSpec | None

@@ -13,11 +13,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from manager.events import Recorder
 from manager.meta.object import Json
 from manager.meta.strategicmerge import JOB_TEMPLATE_SPEC, Schema, strategic_merge
+from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, TrainJob
+from trainer.runtime.levels import Recorders
+from trainer.runtime.levels.v2_1 import NO_DEADLINE, PUT_STATUS
 
-__all__ = ["JOBSET_SPEC", "V2_3", "V2_3Runtime", "runtime_patches", "spec_patch"]
+__all__ = [
+    "JOBSET_SPEC",
+    "V2_3",
+    "V2_3Runtime",
+    "is_managed_by_external_controller",
+    "runtime_patches",
+    "spec_patch",
+]
 
 JOBSET_SPEC = Schema(
     lists={
@@ -113,10 +124,31 @@ def merge_runtime_patches(jobset_spec: Json, patches: list[Json]) -> Json:
     return merged
 
 
+def is_managed_by_external_controller(trainjob: Json) -> bool:
+    """Upstream's ``trainjob.IsManagedByExternalController``: ``spec.managedBy`` (unset reads as
+    the Trainer's own ``trainer.kubeflow.org/trainjob-controller``) names another controller."""
+    managed_by = (trainjob.get("spec") or {}).get("managedBy")
+    if managed_by is None:
+        managed_by = tc.TrainJobControllerName
+    return bool(managed_by != tc.TrainJobControllerName)
+
+
 class V2_3Runtime:
     """``RuntimeLevel`` of v2.3."""
 
     name = "v2.3"
+    deadline = NO_DEADLINE
+    status_write = PUT_STATUS
+    trainjob_defaulter: str | None = None
+
+    def reconciles(self, trainjob: Json) -> bool:
+        """Only TrainJobs the Trainer's own controller manages (v2.3.0's early return; v2.1.0
+        reconciled every TrainJob). Kueue's MultiKueue (``kueue.x-k8s.io/multikueue``) runs
+        the TrainJob elsewhere and mirrors its status here itself."""
+        return not is_managed_by_external_controller(trainjob)
+
+    def trainjob_event_recorder(self, recorders: Recorders, component: str) -> Recorder:
+        return recorders.event_recorder(component)
 
     def jobset_metadata(
         self, trainjob: TrainJob, template: JobSetTemplateSpec | None
