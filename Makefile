@@ -21,7 +21,7 @@ DEPLOY_TIMEOUT ?= 300s
 # kustomize built in). Override with KUBECTL=kubectl to use your own.
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
-.PHONY: venv test test-unit test-integration test-e2e test-chaos test-fuzz lint run cluster-up cluster-down \
+.PHONY: venv test test-unit test-integration test-e2e test-repeat test-chaos test-fuzz lint run cluster-up cluster-down \
         build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
         conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e
 
@@ -48,6 +48,15 @@ test-integration: $(STAMP)
 
 test-e2e: $(STAMP)
 	$(PY) -m pytest test -m e2e $(PYTEST_ARGS)
+
+# A flake detector: the tests TESTS (pytest ids) run N times with a busy-loop CPU hog on every
+# core (nice 19, always killed at the end, Ctrl-C included); fails on any failed run and prints
+# the failure rate with each failed run's number and failed test ids (test/repeat.py).
+TESTS ?=
+N ?= 10
+test-repeat: $(STAMP)
+	@test -n "$(TESTS)" || { echo 'make test-repeat: name the tests, e.g. TESTS="test/unit/test_x.py::test_y" N=20' >&2; exit 2; }
+	$(PY) test/repeat.py --runs $(N) -- $(TESTS) $(PYTEST_ARGS)
 
 # The full chaos run (docs/reliability.md): 500 TrainJobs under kube-apiserver kills,
 # etcd compaction, leader SIGKILLs and proxy faults; figures to $(CHAOS_OUT). CHAOS_<PARAM>

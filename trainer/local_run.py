@@ -14,6 +14,11 @@ put into the webhook configurations. Then the manager runs in the foreground. Ct
 the webhook configurations this command registered are removed again (they would refuse every
 request once nothing serves them), a cluster this command started is stopped, one it reused is
 left running.
+
+Exit codes: 0 after a clean stop; 1 when the cluster could not be prepared or the manager
+failed (its exit code); 3 when the manager stopped but the webhook configurations this run
+registered could not be removed, e.g. because the cluster or its kubeconfig was gone by then:
+one line says which and why (``make uninstall`` removes them once the cluster is back).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -37,11 +43,17 @@ from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.envtest.environment import STATE_FILE
 from manager.envtest.process import pid_alive, signal_on_parent_death
+from manager.longrun import describe
 from trainer import install as installer
 
 WEBHOOK_PORT = 9443
 METRICS_PORT = 8443
 HEALTH_PORT = 8081
+#: Exit code when the manager stopped but the webhook configurations could not be removed.
+EXIT_WEBHOOKS_LEFT = 3
+#: How long the removal may try to reach the API server before it gives up (a cluster that is
+#: gone is not waited for past this).
+UNREGISTER_TIMEOUT = 15.0
 
 
 def _running_cluster(directory: Path) -> bool:
@@ -132,10 +144,53 @@ async def prepare(kubeconfig: Path, *, webhook_host: str, webhook_port: int, ca_
         return names
 
 
+class ClusterGone(Exception):
+    """The cluster of the kubeconfig cannot be reached any more (or the kubeconfig is gone)."""
+
+
 async def unregister(kubeconfig: Path) -> list[str]:
+    """Remove the configurations a ``make run`` registered; ``ClusterGone`` at once when the
+    kubeconfig is gone or nothing listens at its API server's address (no retries for minutes)."""
+    if not await asyncio.to_thread(kubeconfig.is_file):
+        raise ClusterGone(f"the kubeconfig {kubeconfig} is gone")
+    config = await load_kubeconfig(kubeconfig)
+    address = urlsplit(config.host)
+    try:
+        _reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(address.hostname, address.port or 443), 5
+        )
+        writer.close()
+    except (OSError, TimeoutError) as err:
+        raise ClusterGone(f"the API server at {config.host} does not answer ({describe(err)})") from err
     _crds, _objects, hooks = installer.split(installer.render())
-    async with Cluster(await load_kubeconfig(kubeconfig), field_owner=installer.FIELD_MANAGER) as cluster:
+    async with Cluster(config, field_owner=installer.FIELD_MANAGER) as cluster:
         return await installer.remove_run_webhooks(cluster.api_reader, hooks)
+
+
+def _why(err: BaseException, kubeconfig: Path) -> str:
+    if isinstance(err, ClusterGone):
+        return str(err)
+    if isinstance(err, TimeoutError) and not str(err):
+        return f"the API server of {kubeconfig} did not answer within {UNREGISTER_TIMEOUT:g}s"
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted"
+    return describe(err)
+
+
+def remove_registered(kubeconfig: Path, registered: list[str]) -> bool:
+    """Remove the webhook configurations this run registered; False (said in one line) when
+    that failed: the cluster, or its kubeconfig, may be gone by now."""
+    try:
+        asyncio.run(asyncio.wait_for(unregister(kubeconfig), UNREGISTER_TIMEOUT))
+    except (Exception, KeyboardInterrupt) as err:  # at exit, whatever it is: one line, no traceback
+        _say(
+            f"could not remove the webhook configurations registered by this run "
+            f"({', '.join(registered)}): {_why(err, kubeconfig)}; `make uninstall` removes them "
+            "once the cluster is back"
+        )
+        return False
+    _say(f"removed the webhook configurations registered by this run: {', '.join(registered)}")
+    return True
 
 
 def _manager_preexec() -> None:
@@ -189,14 +244,15 @@ def run_on(kubeconfig: Path, directory: Path, args: argparse.Namespace, manager_
         _say(f"cannot prepare the cluster: {err}")
         return 1
     _say(f"cluster ready; in another shell: export KUBECONFIG={kubeconfig}")
+    removed = True
     try:
-        return run_manager(
+        code = run_manager(
             kubeconfig, [f"--config={config}", f"--webhook-cert-dir={cert_dir}", *manager_args]
         )
     finally:
         if registered:
-            asyncio.run(unregister(kubeconfig))
-            _say(f"removed the webhook configurations registered by this run: {', '.join(registered)}")
+            removed = remove_registered(kubeconfig, registered)
+    return code if removed else EXIT_WEBHOOKS_LEFT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     # `make` does not pass a SIGINT it gets alone (e.g. from `timeout`) to its child: stop when
     # it dies rather than keep a cluster running for nobody.
     signal_on_parent_death(signal.SIGTERM)
-    parser = argparse.ArgumentParser(prog="make run", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="make run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(
         "--dir", default=".local/cluster", help="where the local cluster (and run state) lives"
     )

@@ -1,6 +1,8 @@
 """``python -m manager.envtest``: start or stop a local control plane from the shell.
 
 up --dir DIR [--full] [--nodes N] [--crds PATH ...]   start detached, write DIR/kubeconfig
+                                                        (stopped by SIGINT/SIGTERM: what it
+                                                        started is stopped again, exit 130/143)
 down --dir DIR                                          stop it and remove what up wrote
 build [--pieces etcd kube kwok]                         build the binaries into the cache
 build-go MODULE@VERSION PACKAGE NAME                    build a Go main package, cache it
@@ -10,12 +12,12 @@ status --dir DIR                                        print the recorded state
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import time
 from pathlib import Path
 
+from manager import longrun
 from manager.envtest import assets
 from manager.envtest.environment import STATE_FILE, Environment, stop_detached
 from manager.envtest.errors import EnvtestError
@@ -41,8 +43,24 @@ def _up(args: argparse.Namespace) -> int:
         pod_start_seconds=args.pod_start_seconds,
         pod_probe_delays=args.pod_probe_delays or None,
     )
-    asyncio.run(env.start())
     mode = "full" if args.full else "plain"
+    progress = longrun.Progress("envtest up", unit=None)
+
+    async def start() -> int:
+        with progress.step(f"starting a {mode} control plane in {directory}"):
+            try:
+                await env.start()
+            except BaseException:
+                # Detached processes do not die with this one: whatever started is stopped here
+                # (a failed start, a Ctrl-C), not left running without a state file.
+                with progress.step("stopping what was started"):
+                    await env.stop()
+                raise
+        return 0
+
+    code = longrun.run(progress, start, debug=args.debug, error_code=1)
+    if code:
+        return code
     print(f"{mode} control plane ready in {time.monotonic() - started:.1f}s at {env.url}", file=sys.stderr)
     print(f"export KUBECONFIG={env.kubeconfig}")
     return 0
@@ -118,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         help="full mode: a pod with readiness/startup probes is Ready after their initialDelaySeconds "
         "(env ENVTEST_POD_PROBE_DELAYS)",
     )
+    up.add_argument("--debug", action="store_true", help="print the traceback of a failed start")
     up.set_defaults(run=_up)
     down = sub.add_parser("down", help="stop the control plane started in DIR")
     down.add_argument("--dir", required=True)

@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import sys
 import time
 import tracemalloc
 from typing import Any
 
-from manager import _json
+from manager import _json, longrun
 from manager.cache.informer import SharedInformer
 from manager.client import Client, Patch
 from manager.cluster import Cluster
@@ -190,15 +191,22 @@ async def run(pods: int, compact: bool) -> dict[str, float]:
             }
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=10000)
     parser.add_argument("--compact", action="store_true", help="keep cached objects as JSON bytes")
     args = parser.parse_args()
-    results = asyncio.run(run(args.pods, args.compact))
-    for key, value in results.items():
-        print(f"{key:45s} {value:12.1f}" if isinstance(value, float) else f"{key:45s} {value:12d}")
+    progress = longrun.Progress("bench_cache", unit=None)
+
+    def body() -> int:
+        with progress.step(f"{args.pods} Pods through one informer"):
+            results = longrun.run_async(run(args.pods, args.compact))
+        for key, value in results.items():
+            print(f"{key:45s} {value:12.1f}" if isinstance(value, float) else f"{key:45s} {value:12d}")
+        return 0
+
+    return longrun.command(progress, body)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -38,6 +38,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from manager import longrun
 from trainer.conformance import harness
 from trainer.conformance.kube import Kube
 
@@ -49,8 +50,12 @@ SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
+#: Where the run is, for the line that says why it stopped (manager/longrun.py).
+PROGRESS = longrun.Progress("bench", unit="sides")
+
+
 def say(message: str) -> None:
-    print(f"bench: {message}", file=sys.stderr, flush=True)
+    PROGRESS.say(message)
 
 
 # -- /proc and /metrics -------------------------------------------------------------------------
@@ -391,17 +396,19 @@ async def run_side(
 ) -> dict[str, Any]:
     workdir = harness.new_workdir()
     say(f"{name}: starting the control plane and the managers in {workdir}")
-    side = await (
-        harness.start_ours(workdir, config_overrides=overrides)
-        if name == "ours"
-        else harness.start_theirs(workdir)
-    )
     try:
-        result = await burst(side, workdir, n, running, timeout, profile)
-        result["config_overrides"] = overrides if name == "ours" else None
-        return result
-    finally:
-        await side.stop()
+        side = await (
+            harness.start_ours(workdir, config_overrides=overrides)
+            if name == "ours"
+            else harness.start_theirs(workdir)
+        )
+        try:
+            result = await burst(side, workdir, n, running, timeout, profile)
+            result["config_overrides"] = overrides if name == "ours" else None
+            return result
+        finally:
+            await side.stop()
+    finally:  # also after a failed or interrupted start
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -483,13 +490,20 @@ def main(argv: list[str] | None = None) -> int:
         key, _, value = item.partition("=")
         gkc = overrides.setdefault("controller", {}).setdefault("groupKindConcurrency", {})
         gkc[key] = int(value)
-    results: dict[str, dict[str, Any]] = {}
-    for name in [s.strip() for s in args.sides.split(",") if s.strip()]:
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    for name in sides:
         if name not in ("ours", "theirs"):
             parser.error(f"--sides: unknown side {name!r} (ours, theirs)")
-        results[name] = asyncio.run(
-            run_side(name, args.n, args.running, args.timeout, args.profile, overrides)
-        )
+    return longrun.command(PROGRESS, lambda: run_sides(args, sides, overrides))
+
+
+def run_sides(args: argparse.Namespace, sides: list[str], overrides: dict[str, Any]) -> int:
+    results: dict[str, dict[str, Any]] = {}
+    for name in sides:
+        with PROGRESS.scenario(name):
+            results[name] = longrun.run_async(
+                run_side(name, args.n, args.running, args.timeout, args.profile, overrides)
+            )
         say(json.dumps({k: v for k, v in results[name].items() if not k.endswith("_all_s")}))
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = "-running" if args.running else ""

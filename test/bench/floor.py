@@ -31,6 +31,7 @@ from typing import Any
 
 import aiohttp
 
+from manager import longrun
 from trainer.conformance import harness
 from trainer.conformance.kube import Kube
 
@@ -53,8 +54,12 @@ JOB_SET_LABELS = (
 )
 
 
+#: Where the run is, for the line that says why it stopped (manager/longrun.py).
+PROGRESS = longrun.Progress("bench", unit=None)
+
+
 def say(message: str) -> None:
-    print(f"bench: {message}", file=sys.stderr, flush=True)
+    PROGRESS.say(message)
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
@@ -201,19 +206,21 @@ async def write(kube: Kube, n: int, jobset: dict[str, Any], jobs: list[dict[str,
 async def run(n: int, running: bool) -> dict[str, Any]:
     workdir = harness.new_workdir()
     say(f"floor: starting the control plane and our manager (for the templates) in {workdir}")
-    side = await harness.start_ours(workdir)
     try:
-        jobset, jobs = await capture(side.kube, running)
-        for proc in side.processes:  # from here on, nothing but this client writes
-            proc.stop(timeout=15)
-        side.processes.clear()
-        await without_webhooks(side.kube, jobset)
-        result = await write(side.kube, n, jobset, jobs)
-        result["running"] = running
-        say(json.dumps(result))
-        return result
-    finally:
-        await side.stop()
+        side = await harness.start_ours(workdir)
+        try:
+            jobset, jobs = await capture(side.kube, running)
+            for proc in side.processes:  # from here on, nothing but this client writes
+                proc.stop(timeout=15)
+            side.processes.clear()
+            await without_webhooks(side.kube, jobset)
+            result = await write(side.kube, n, jobset, jobs)
+            result["running"] = running
+            say(json.dumps(result))
+            return result
+        finally:
+            await side.stop()
+    finally:  # also after a failed or interrupted start
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -242,7 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--running", action="store_true", help="unsuspended JobSets and Jobs (pods on KWOK)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where floor.json/.md go")
     args = parser.parse_args(argv)
-    result = asyncio.run(run(args.n, args.running))
+    return longrun.command(PROGRESS, lambda: floor(args))
+
+
+def floor(args: argparse.Namespace) -> int:
+    result = longrun.run_async(run(args.n, args.running))
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = "-running" if args.running else ""
     (args.out / f"floor{suffix}.json").write_text(json.dumps(result, indent=2) + "\n")

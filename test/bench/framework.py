@@ -37,6 +37,7 @@ from typing import Any
 
 import aiohttp
 
+from manager import longrun
 from manager.envtest import Environment
 from manager.envtest.assets import ensure_go_source
 from manager.envtest.process import Process
@@ -49,8 +50,12 @@ SIDES = ("ours", "kopf", "controller-runtime", "floor")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
+#: Where the run is, for the line that says why it stopped (manager/longrun.py).
+PROGRESS = longrun.Progress("bench", unit="sides")
+
+
 def say(message: str) -> None:
-    print(f"bench: {message}", file=sys.stderr, flush=True)
+    PROGRESS.say(message)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -283,12 +288,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the Secrets")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="framework.json/.md go here")
     args = parser.parse_args(argv)
-    results: dict[str, dict[str, Any]] = {}
-    for side in [s.strip() for s in args.sides.split(",") if s.strip()]:
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    for side in sides:
         if side not in SIDES:
             parser.error(f"--sides: unknown side {side!r} ({', '.join(SIDES)})")
+    return longrun.command(PROGRESS, lambda: run_sides(args, sides))
+
+
+def run_sides(args: argparse.Namespace, sides: list[str]) -> int:
+    results: dict[str, dict[str, Any]] = {}
+    for side in sides:
         say(f"{side}: {args.n} ConfigMaps")
-        results[side] = asyncio.run(run_side(side, args.n, args.concurrency, args.timeout))
+        with PROGRESS.scenario(side):
+            results[side] = longrun.run_async(run_side(side, args.n, args.concurrency, args.timeout))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "framework.json").write_text(json.dumps(results, indent=2) + "\n")
     report = table(results)

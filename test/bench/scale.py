@@ -67,6 +67,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import burst
 
+from manager import longrun
 from manager.envtest import Environment
 from manager.envtest.assets import GoMain, ensure_go_main, find_go_main
 from manager.envtest.certs import TinyCA
@@ -774,7 +775,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     args = parser.parse_args(argv)
     command = "python test/bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    results = asyncio.run(scenario(args))
+    burst.PROGRESS.unit = None  # one cluster, its states measured in turn (the last said names it)
+    return longrun.command(burst.PROGRESS, lambda: run_scale(args, command))
+
+
+def run_scale(args: argparse.Namespace, command: str) -> int:
+    results = longrun.run_async(scenario(args))
     results["per_pod"] = derive(results)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"scale-{args.pods}"

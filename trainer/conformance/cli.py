@@ -5,7 +5,12 @@ manager, one by the Go jobset v0.10.1 and trainer v2.1.0 managers (built from th
 on first use and cached). With ``--kubeconfig-ours/--kubeconfig-theirs`` the runner only applies
 and compares on clusters you already run. Every manifest file is applied in a fresh namespace on
 both; every difference is printed with its JSON path. Exit 0 when every difference is a listed
-divergence, 1 when one is not, 2 when the comparison could not run.
+divergence, 1 when one is not, 2 when the comparison could not run: the last line then names the
+scenario, the step and the error ("conformance: error after N scenarios, during SCENARIO/STEP:
+..."; the traceback above it with --debug or for a bug), after the results of the scenarios that
+finished. SIGINT, SIGTERM or SIGHUP stop the run: the clusters are stopped, the results so far
+printed, then "conformance: interrupted by SIGINT after N scenarios, during SCENARIO/STEP"; exit
+128 + the signal's number (130, 143, 129). A second signal exits at once, without cleanup.
 """
 
 from __future__ import annotations
@@ -15,16 +20,19 @@ import asyncio
 import json
 import secrets
 import shutil
-import sys
 import time
-import traceback
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
-from manager.envtest.errors import EnvtestError
+from manager import longrun
+from manager.longrun import Progress
 from trainer.conformance import harness, originals
 from trainer.conformance.diff import DIVERGENCES_FILE, classify, load_divergences
 from trainer.conformance.harness import Side
 from trainer.conformance.runner import ScenarioResult, Settings, run_scenario, scenario_files
+
+T = TypeVar("T")
 
 DEFAULT_SCENARIOS = harness.ROOT / "test" / "conformance" / "scenarios"
 
@@ -73,6 +81,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--keep-workdir", action="store_true", help="keep the managers' logs and configurations")
     p.add_argument("--build-only", action="store_true", help="build the Go originals and exit")
+    p.add_argument(
+        "--debug", action="store_true", help="print the traceback of an error above its one-line summary"
+    )
     args = p.parse_args(argv)
     if args.pod_run_seconds < 0 or args.pod_run_seconds >= args.quiet_seconds:
         p.error("--pod-run-seconds must be at least 0 and below --quiet-seconds")
@@ -91,10 +102,16 @@ def _routes(pairs: list[str]) -> dict[str, str]:
     return routes
 
 
-async def _sides(args: argparse.Namespace, workdir: Path | None) -> tuple[Side, Side]:
+async def _in_step(progress: Progress, step: str, work: Coroutine[Any, Any, T]) -> T:
+    with progress.step(step):
+        return await work
+
+
+async def _sides(args: argparse.Namespace, workdir: Path | None, progress: Progress) -> tuple[Side, Side]:
     if args.kubeconfig_ours:
-        ours = await harness.attach("ours", args.kubeconfig_ours, _routes(args.webhook_ours))
-        theirs = await harness.attach("theirs", args.kubeconfig_theirs, _routes(args.webhook_theirs))
+        with progress.step("attaching to the clusters"):
+            ours = await harness.attach("ours", args.kubeconfig_ours, _routes(args.webhook_ours))
+            theirs = await harness.attach("theirs", args.kubeconfig_theirs, _routes(args.webhook_theirs))
         if args.webhook_ca_ours:
             ours.ca_pem = args.webhook_ca_ours.read_bytes()
         if args.webhook_ca_theirs:
@@ -102,8 +119,10 @@ async def _sides(args: argparse.Namespace, workdir: Path | None) -> tuple[Side, 
         return ours, theirs
     assert workdir is not None
     results = await asyncio.gather(
-        harness.start_ours(workdir, args.nodes, args.pod_run_seconds),
-        harness.start_theirs(workdir, args.nodes, args.pod_run_seconds),
+        _in_step(progress, "starting ours", harness.start_ours(workdir, args.nodes, args.pod_run_seconds)),
+        _in_step(
+            progress, "starting theirs", harness.start_theirs(workdir, args.nodes, args.pod_run_seconds)
+        ),
         return_exceptions=True,
     )
     started = [r for r in results if isinstance(r, Side)]
@@ -111,8 +130,22 @@ async def _sides(args: argparse.Namespace, workdir: Path | None) -> tuple[Side, 
     if errors:
         for side in started:
             await side.stop()
-        raise errors[0]
+        if len(errors) == 1 or any(isinstance(e, asyncio.CancelledError) for e in errors):
+            raise errors[0]
+        raise BaseExceptionGroup("neither side started", errors)
     return results[0], results[1]  # type: ignore[return-value]
+
+
+def exited_processes(sides: list[Side]) -> list[str]:
+    """The managers and control-plane processes of ``sides`` that are no longer running."""
+    out = []
+    for side in sides:
+        processes = [*side.processes, *(side.env.processes if side.env else [])]
+        for proc in processes:
+            code = proc.exited()
+            if code is not None:
+                out.append(f"{proc.name} ({side.name}) {longrun.exit_status(code)}")
+    return out
 
 
 def report(results: list[ScenarioResult], divergence_file: Path, *, show_listed: bool) -> int:
@@ -142,22 +175,38 @@ def report(results: list[ScenarioResult], divergence_file: Path, *, show_listed:
     return 1 if total_unlisted else 0
 
 
-async def run(args: argparse.Namespace) -> list[ScenarioResult]:
+async def run(
+    args: argparse.Namespace,
+    results: list[ScenarioResult] | None = None,
+    progress: Progress | None = None,
+) -> list[ScenarioResult]:
+    """Start (or attach to) both sides, run every scenario, stop both; ``results`` and ``progress``
+    are filled as it goes (what an interrupted or failed run reports)."""
+    results = [] if results is None else results
+    progress = progress or Progress("conformance")
     files = scenario_files(args.paths or [DEFAULT_SCENARIOS])
     if not files:
         raise SystemExit("error: no manifest files found")
     workdir = None if args.kubeconfig_ours else harness.new_workdir()
     started = time.monotonic()
-    ours, theirs = await _sides(args, workdir)
-    print(f"conformance: both sides ready in {time.monotonic() - started:.0f}s", file=sys.stderr)
+    try:
+        ours, theirs = await _sides(args, workdir, progress)
+    except BaseException:
+        if workdir is not None and not args.keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    progress.diagnostics.append(lambda: exited_processes([ours, theirs]))
+    progress.say(f"both sides ready in {time.monotonic() - started:.0f}s")
     settings = Settings(quiet_seconds=args.quiet_seconds, max_seconds=args.max_seconds)
     run_id = secrets.token_hex(3)
-    results = []
     try:
-        for path in files:
+        for index, path in enumerate(files, 1):
             t0 = time.monotonic()
-            result = await run_scenario(path, ours, theirs, run_id, settings, keep=args.keep_namespaces)
-            print(f"conformance: {path.name} done in {time.monotonic() - t0:.0f}s", file=sys.stderr)
+            with progress.scenario(path.stem):
+                result = await run_scenario(
+                    path, ours, theirs, run_id, settings, keep=args.keep_namespaces, progress=progress
+                )
+            progress.say(f"[{index}/{len(files)}] {path.name} done in {time.monotonic() - t0:.0f}s")
             if args.dump:
                 args.dump.mkdir(parents=True, exist_ok=True)
                 for side_name, records in (("ours", result.ours), ("theirs", result.theirs)):
@@ -165,24 +214,23 @@ async def run(args: argparse.Namespace) -> list[ScenarioResult]:
                     target.write_text(json.dumps(records, indent=1, sort_keys=True))
             results.append(result)
     finally:
-        await asyncio.gather(ours.stop(), theirs.stop())
+        # Both stops run whatever happens to the other; a failed stop is said, and does not hide
+        # the error that ended the run.
+        with progress.step("stopping both sides"):
+            stops = await asyncio.gather(ours.stop(), theirs.stop(), return_exceptions=True)
+        for side, outcome in zip((ours, theirs), stops, strict=True):
+            if isinstance(outcome, BaseException):
+                progress.say(f"could not stop {side.name}: {longrun.describe(outcome)}")
         if workdir is not None:
             if args.keep_workdir:
-                print(f"conformance: logs and configurations kept in {workdir}", file=sys.stderr)
+                progress.say(f"logs and configurations kept in {workdir}")
             else:
                 shutil.rmtree(workdir, ignore_errors=True)
     return results
 
 
-def describe_error(err: BaseException) -> str:
-    """The error's text; one without text (a bare timeout) names its type and where it was raised."""
-    if text := str(err):
-        return text
-    frames = traceback.extract_tb(err.__traceback__)
-    # the innermost frame, and the innermost of this repository's own (a library's timer says little)
-    picked = frames[-1:] + [f for f in frames if "site-packages" not in f.filename][-1:]
-    places = dict.fromkeys(f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in picked)
-    return type(err).__name__ + (f" at {', called from '.join(places)}" if places else "")
+#: The error's text (a bare timeout: its type and where it was raised).
+describe_error = longrun.error_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,9 +239,16 @@ def main(argv: list[str] | None = None) -> int:
         for name, (path, seconds) in originals.build_all().items():
             print(f"{name}: {path} ({f'built in {seconds:.0f}s' if seconds else 'cached'})")
         return 0
-    try:
-        results = asyncio.run(run(args))
-    except (OSError, RuntimeError, EnvtestError) as err:
-        print(f"conformance: error: {describe_error(err)}", file=sys.stderr)
-        return 2
-    return report(results, args.divergences, show_listed=args.show_listed)
+    progress = Progress("conformance")
+    results: list[ScenarioResult] = []
+
+    def partial() -> None:  # a failed or interrupted run still shows what it compared
+        if results:
+            print(f"conformance: results of the {len(results)} scenarios that finished:", flush=True)
+            report(results, args.divergences, show_listed=args.show_listed)
+
+    async def body() -> int:
+        await run(args, results, progress)
+        return report(results, args.divergences, show_listed=args.show_listed)
+
+    return longrun.run(progress, body, debug=args.debug, on_stop=partial)

@@ -121,7 +121,11 @@ async def _start_env(
         pod_start_seconds=timing.start_seconds,
         pod_probe_delays=timing.probe_delays,
     )
-    await env.start()
+    try:
+        await env.start()
+    except BaseException:  # a failed or interrupted start leaves neither processes nor files
+        await env.stop()
+        raise
     return env
 
 

@@ -13,8 +13,8 @@ from manager.config import RestConfig, load_kubeconfig
 from manager.envtest.environment import decoded_response
 
 
-class KubeError(Exception):
-    pass
+class KubeError(RuntimeError):
+    """The cluster answered a request with an error the runner cannot go on from."""
 
 
 class Kube:

@@ -21,24 +21,28 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import copy
 import hashlib
 import json
 import re
 import time
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import yaml
 
+from manager.longrun import Progress
 from trainer.conformance.diff import Difference, compare
 from trainer.conformance.harness import Side
 from trainer.conformance.normalize import COLLECTED, Normaliser
 
 CONFORMANCE_API = "conformance.trainer.kubeflow.org/v1alpha1"
+T = TypeVar("T")
 
 
 @dataclass
@@ -142,69 +146,110 @@ def _apply_json_patch(obj: Any, ops: list[dict[str, Any]]) -> Any:
     return doc
 
 
+def _describe_doc(i: int, doc: dict[str, Any]) -> str:
+    """How a step names a document of the file: its index and what it does."""
+    kind = doc.get("kind")
+    if doc.get("apiVersion") == CONFORMANCE_API and kind == "Step":
+        what = [k for k in ("settle", "sleep", "patch", "delete") if k in doc]
+        return f"document {i}: Step {'+'.join(what) or '(empty)'}"
+    if doc.get("apiVersion") == CONFORMANCE_API and kind == "WebhookRequest":
+        return f"document {i}: WebhookRequest {doc.get('name') or doc.get('path')}"
+    meta = doc.get("metadata") or {}
+    return f"document {i}: create {kind}/{meta.get('name') or meta.get('generateName', '')}"
+
+
 class Scenario:
-    def __init__(self, path: Path, namespace: str, settings: Settings) -> None:
+    def __init__(
+        self, path: Path, namespace: str, settings: Settings, progress: Progress | None = None
+    ) -> None:
         self.path = path
         self.name = path.stem
         self.namespace = namespace
         self.settings = settings
         self.docs = load_scenario(path)
+        self.progress = progress
+
+    def step(self, side: Side, what: str) -> contextlib.AbstractContextManager[None]:
+        """The step ``what`` on ``side``, for the error and interruption lines of the command."""
+        if self.progress is None:
+            return contextlib.nullcontext()
+        return self.progress.step(f"{what} ({side.name})")
 
     async def run(self, side: Side) -> Outcome:
         out = Outcome()
-        nodes = await side.kube.list("v1", "Node", None) or []
+        with self.step(side, "list nodes"):
+            nodes = await side.kube.list("v1", "Node", None) or []
         norm = Normaliser(self.namespace, [n["metadata"]["name"] for n in nodes])
-        code, body = await side.kube.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}, None
-        )
-        if code >= 300:
-            raise RuntimeError(f"{side.name}: creating namespace {self.namespace} answered {code}: {body}")
+        with self.step(side, f"create namespace {self.namespace}"):
+            code, body = await side.kube.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}, None
+            )
+            if code >= 300:
+                raise RuntimeError(
+                    f"{side.name}: creating namespace {self.namespace} answered {code}: {body}"
+                )
         snapshot = 0
         runtimes: set[tuple[str, str]] = set()  # the runtimes this scenario has created
         for i, doc in enumerate(self.docs):
-            kind = doc.get("kind")
-            if doc.get("apiVersion") == CONFORMANCE_API and kind == "Step":
-                if doc.get("settle"):
-                    snapshot += 1
-                    await self._settle(side, norm, out, f"settle-{snapshot}")
-                if "sleep" in doc:
-                    await asyncio.sleep(float(doc["sleep"]))
-                if patch := doc.get("patch"):
-                    code, body = await side.kube.patch(
-                        patch["apiVersion"],
-                        patch["kind"],
-                        patch["name"],
-                        self.namespace,
-                        patch["patch"],
-                        patch.get("type", "merge"),
-                    )
-                    out.records[f"answer/{i}/patch {patch['kind']}/{patch['name']}"] = _answer(code, body)
-                if delete := doc.get("delete"):
-                    code, body = await side.kube.delete(
-                        delete["apiVersion"], delete["kind"], delete["name"], self.namespace
-                    )
-                    out.records[f"answer/{i}/delete {delete['kind']}/{delete['name']}"] = _answer(code, body)
-            elif doc.get("apiVersion") == CONFORMANCE_API and kind == "WebhookRequest":
-                key = f"webhook/{i}/{doc.get('name') or doc['path']}"
-                out.records[key] = await self._webhook(side, doc, norm)
-            else:
-                obj = copy.deepcopy(doc)
-                meta = obj.setdefault("metadata", {})
-                resource = await side.kube.resource(obj.get("apiVersion", ""), kind or "")
-                namespaced = resource[1] if resource else True
-                if namespaced:
-                    meta["namespace"] = self.namespace
-                if kind == "TrainJob" and _runtime_of(obj) in runtimes:
-                    await self._await_runtime_admitted(side, obj)
-                code, body = await side.kube.create(obj, self.namespace if namespaced else None)
-                name = meta.get("name") or meta.get("generateName", "")
-                out.records[f"answer/{i}/create {kind}/{name}"] = _answer(code, body)
-                if kind in RUNTIME_KINDS and code < 300:
-                    runtimes.add((kind, name))
-        await self._settle(side, norm, out, "final")
+            with self.step(side, _describe_doc(i, doc)):
+                snapshot = await self._document(side, norm, out, i, doc, snapshot, runtimes)
+        with self.step(side, "settle final"):
+            await self._settle(side, norm, out, "final")
         for key, value in list(out.records.items()):
             out.records[key] = norm.strings(value)
         return out
+
+    async def _document(
+        self,
+        side: Side,
+        norm: Normaliser,
+        out: Outcome,
+        i: int,
+        doc: dict[str, Any],
+        snapshot: int,
+        runtimes: set[tuple[str, str]],
+    ) -> int:
+        """Apply document ``i`` on ``side``; returns the number of settle snapshots taken so far."""
+        kind = doc.get("kind")
+        if doc.get("apiVersion") == CONFORMANCE_API and kind == "Step":
+            if doc.get("settle"):
+                snapshot += 1
+                await self._settle(side, norm, out, f"settle-{snapshot}")
+            if "sleep" in doc:
+                await asyncio.sleep(float(doc["sleep"]))
+            if patch := doc.get("patch"):
+                code, body = await side.kube.patch(
+                    patch["apiVersion"],
+                    patch["kind"],
+                    patch["name"],
+                    self.namespace,
+                    patch["patch"],
+                    patch.get("type", "merge"),
+                )
+                out.records[f"answer/{i}/patch {patch['kind']}/{patch['name']}"] = _answer(code, body)
+            if delete := doc.get("delete"):
+                code, body = await side.kube.delete(
+                    delete["apiVersion"], delete["kind"], delete["name"], self.namespace
+                )
+                out.records[f"answer/{i}/delete {delete['kind']}/{delete['name']}"] = _answer(code, body)
+        elif doc.get("apiVersion") == CONFORMANCE_API and kind == "WebhookRequest":
+            key = f"webhook/{i}/{doc.get('name') or doc['path']}"
+            out.records[key] = await self._webhook(side, doc, norm)
+        else:
+            obj = copy.deepcopy(doc)
+            meta = obj.setdefault("metadata", {})
+            resource = await side.kube.resource(obj.get("apiVersion", ""), kind or "")
+            namespaced = resource[1] if resource else True
+            if namespaced:
+                meta["namespace"] = self.namespace
+            if kind == "TrainJob" and _runtime_of(obj) in runtimes:
+                await self._await_runtime_admitted(side, obj)
+            code, body = await side.kube.create(obj, self.namespace if namespaced else None)
+            name = meta.get("name") or meta.get("generateName", "")
+            out.records[f"answer/{i}/create {kind}/{name}"] = _answer(code, body)
+            if kind in RUNTIME_KINDS and code < 300:
+                runtimes.add((kind, name))
+        return snapshot
 
     async def _await_runtime_admitted(self, side: Side, trainjob: dict[str, Any]) -> None:
         """Hold a TrainJob back until this side's webhook finds the runtime it names.
@@ -328,15 +373,42 @@ class Scenario:
         return record
 
 
-async def run_scenario(
-    path: Path, ours: Side, theirs: Side, run_id: str, settings: Settings, *, keep: bool = False
-) -> ScenarioResult:
-    scenario = Scenario(path, namespace_for(path, run_id), settings)
+async def both(first: Coroutine[Any, Any, T], second: Coroutine[Any, Any, T]) -> tuple[T, T]:
+    """Run both coroutines; the first to fail cancels the other (awaited) and is raised as it is.
+
+    ``asyncio.gather`` would leave the other side running on, unobserved, while its cluster is
+    torn down (its failure then reported nowhere, or as a stray task error at exit)."""
+    tasks = [asyncio.ensure_future(first), asyncio.ensure_future(second)]
+    done: set[asyncio.Future[T]] = set()
     try:
-        a, b = await asyncio.gather(scenario.run(ours), scenario.run(theirs))
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:  # also when this coroutine is cancelled (a stop signal): nothing keeps running
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in sorted(tasks, key=lambda t: t not in done):  # the one that failed first
+        if not task.cancelled() and (err := task.exception()) is not None:
+            raise err
+    return tasks[0].result(), tasks[1].result()
+
+
+async def run_scenario(
+    path: Path,
+    ours: Side,
+    theirs: Side,
+    run_id: str,
+    settings: Settings,
+    *,
+    keep: bool = False,
+    progress: Progress | None = None,
+) -> ScenarioResult:
+    scenario = Scenario(path, namespace_for(path, run_id), settings, progress)
+    try:
+        a, b = await both(scenario.run(ours), scenario.run(theirs))
     finally:
         if not keep:
-            await asyncio.gather(scenario.cleanup(ours), scenario.cleanup(theirs), return_exceptions=True)
+            with progress.step("cleanup") if progress else contextlib.nullcontext():
+                await asyncio.gather(scenario.cleanup(ours), scenario.cleanup(theirs), return_exceptions=True)
     diffs = compare(scenario.name, a.records, b.records)
     keys = set(a.records) | set(b.records)
     answers = sum(1 for k in keys if k.startswith(("answer/", "webhook/")))

@@ -14,7 +14,11 @@ Deployment ``jobset-controller-manager`` in ``$NAMESPACE`` to be Available; a st
 (one pause container, run by KWOK) is created for it: the managers themselves run on the host.
 
 Exit 0 when every spec passed on every side run, 1 when one failed, 2 when the suites could not
-run (build, cluster or manager start failures).
+run (build, cluster or manager start failures): the last line then names the suite run, the step
+and the error ("upstream-e2e: error after N suite runs, during SUITE-SIDE/STEP: ..."; the
+traceback above it with --debug or for a bug). SIGINT, SIGTERM or SIGHUP stop the suite and the
+cluster, then "upstream-e2e: interrupted by SIGTERM after N suite runs, during ..."; exit 128 +
+the signal's number.
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from manager import longrun
 from manager.envtest.assets import GoMain, ensure_go_main
-from manager.envtest.errors import EnvtestError
+from manager.longrun import Progress
 from trainer.conformance import harness, originals
-from trainer.conformance.cli import describe_error
+from trainer.conformance.cli import exited_processes
 from trainer.conformance.harness import PodTiming, Side
 
 SUITES: dict[str, GoMain] = {"jobset": originals.JOBSET_E2E, "trainer": originals.TRAINER_E2E}
@@ -163,7 +168,17 @@ async def run_suite(
     started = time.monotonic()
     with log.open("wb") as sink:
         proc = await asyncio.create_subprocess_exec(*argv, cwd=out, env=env, stdout=sink, stderr=sink)
-        code = await proc.wait()
+        try:
+            code = await proc.wait()
+        except BaseException:  # stopped (a signal): the suite does not outlive the run
+            if proc.returncode is None:
+                proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 10)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+            raise
     result = SuiteResult(suite, side.name, seconds=time.monotonic() - started, exit_code=code, log=str(log))
     if report.is_file():
         result.specs = parse_junit(report)
@@ -180,30 +195,39 @@ async def run_side(
     workdir: Path,
     args: argparse.Namespace,
     timing: PodTiming,
+    progress: Progress | None = None,
+    results: list[SuiteResult] | None = None,
 ) -> list[SuiteResult]:
+    """Both suites against one side; each result is appended to ``results`` as it comes."""
+    progress = progress or Progress("upstream-e2e", unit="suite runs")
+    results = [] if results is None else results
     started = time.monotonic()
     start = harness.start_ours if side_name == "ours" else harness.start_theirs
-    side = await start(workdir, args.nodes, timing=timing)
+    with progress.step(f"starting the cluster and managers of {side_name}"):
+        side = await start(workdir, args.nodes, timing=timing)
     _say(f"{side_name}: cluster and managers ready in {time.monotonic() - started:.0f}s")
-    results = []
+    progress.diagnostics.append(lambda: exited_processes([side]))
     try:
         if "jobset" in suites:
-            await create_stand_in(side, args.namespace)
+            with progress.step(f"creating the stand-in Deployment on {side_name}"):
+                await create_stand_in(side, args.namespace)
         for suite in suites:
             _say(f"{side_name}: running the {suite} suite")
-            result = await run_suite(
-                binaries[suite],
-                suite,
-                side,
-                workdir / "suites",
-                namespace=args.namespace,
-                focus=args.focus,
-                timeout_minutes=args.timeout_minutes,
-            )
+            with progress.scenario(f"{suite}-{side_name}"), progress.step(f"{suite} suite"):
+                result = await run_suite(
+                    binaries[suite],
+                    suite,
+                    side,
+                    workdir / "suites",
+                    namespace=args.namespace,
+                    focus=args.focus,
+                    timeout_minutes=args.timeout_minutes,
+                )
             _say(f"{side_name}: {suite} {result.passed}/{len(result.specs)} in {result.seconds:.0f}s")
             results.append(result)
     finally:
-        await side.stop()
+        with progress.step(f"stopping {side_name}"):
+            await side.stop()
     return results
 
 
@@ -259,6 +283,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--build-only", action="store_true", help="build the suites (and the Go managers) and exit"
     )
+    p.add_argument(
+        "--debug", action="store_true", help="print the traceback of an error above its one-line summary"
+    )
     args = p.parse_args(argv)
     if args.pod_start_seconds < 0 or args.pod_run_seconds < 0:
         p.error("--pod-start-seconds and --pod-run-seconds must not be negative")
@@ -279,17 +306,22 @@ def build(suites: list[str], sides: list[str]) -> dict[str, Path]:
     return binaries
 
 
-async def run(args: argparse.Namespace, binaries: dict[str, Path]) -> list[SuiteResult]:
+async def run(
+    args: argparse.Namespace,
+    binaries: dict[str, Path],
+    results: list[SuiteResult] | None = None,
+    progress: Progress | None = None,
+) -> list[SuiteResult]:
     timing = PodTiming(
         run_seconds=args.pod_run_seconds,
         start_seconds=args.pod_start_seconds,
         probe_delays=not args.no_probe_delays,
     )
     workdir = harness.new_workdir()
-    results: list[SuiteResult] = []
+    results = [] if results is None else results
     try:
         for side in args.sides:
-            results += await run_side(side, args.suites, binaries, workdir, args, timing)
+            await run_side(side, args.suites, binaries, workdir, args, timing, progress, results)
     finally:
         if args.keep_workdir or not all(r.ok for r in results):
             _say(f"logs kept in {workdir}")
@@ -300,23 +332,31 @@ async def run(args: argparse.Namespace, binaries: dict[str, Path]) -> list[Suite
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        binaries = build(args.suites, args.sides)
+    progress = Progress("upstream-e2e", unit="suite runs")
+    results: list[SuiteResult] = []
+
+    def partial() -> None:  # a failed or interrupted run still shows the suites that ran
+        if results:
+            print(f"upstream-e2e: results of the {len(results)} suite runs that finished:", flush=True)
+            report(results)
+
+    def body() -> int:
+        with progress.step("building the suites"):
+            binaries = build(args.suites, args.sides)
         if args.build_only:
             return 0
         started = time.monotonic()
-        results = asyncio.run(run(args, binaries))
-    except (OSError, RuntimeError, EnvtestError) as err:
-        print(f"upstream-e2e: error: {describe_error(err)}", file=sys.stderr)
-        return 2
-    code = report(results)
-    print(
-        f"upstream-e2e: {sum(r.passed for r in results)}/{sum(len(r.specs) for r in results)} specs "
-        f"passed in {time.monotonic() - started:.0f}s"
-    )
-    if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
-    return code
+        longrun.run_async(run(args, binaries, results, progress))
+        code = report(results)
+        print(
+            f"upstream-e2e: {sum(r.passed for r in results)}/{sum(len(r.specs) for r in results)} "
+            f"specs passed in {time.monotonic() - started:.0f}s"
+        )
+        if args.json:
+            args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
+        return code
+
+    return longrun.command(progress, body, debug=args.debug, on_stop=partial)
 
 
 if __name__ == "__main__":
