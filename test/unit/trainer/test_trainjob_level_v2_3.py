@@ -1,8 +1,10 @@
 """The TrainJob reconciler at API level v2.3 (Trainer v2.3.0's trainjob_controller.go) on a fake
-API: the managedBy early return; v2.1 keeps reconciling every TrainJob."""
+API: the managedBy early return and spec.activeDeadlineSeconds (docs/behaviour/trainer.md §12);
+v2.1 keeps reconciling every TrainJob and has no deadline."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -68,4 +70,145 @@ async def test_v2_3_reconciles_a_trainjob_of_its_own_controller() -> None:
 async def test_v2_1_reconciles_a_trainjob_whatever_its_managed_by() -> None:
     reconciler, client = await setup(V2_1, node_runtime(), trainjob(suspend=True, managedBy=MULTIKUEUE))
     await reconciler.reconcile(REQ)
+    await client.get(JOBSET_GVK, "test-job", "default")
+
+
+# -- spec.activeDeadlineSeconds ------------------------------------------------------------------
+
+CREATED = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+DEADLINE_FAILED = {
+    "type": "Failed",
+    "status": "True",
+    "reason": "DeadlineExceeded",
+    "message": "TrainJob exceeded its active deadline",
+}
+SUSPENDED_TRUE = {
+    "type": "Suspended",
+    "status": "True",
+    "reason": "Suspended",
+    "message": "TrainJob is suspended",
+    "lastTransitionTime": "2026-01-01T00:00:00Z",
+}
+
+
+def at(seconds: float) -> datetime.datetime:
+    return CREATED + datetime.timedelta(seconds=seconds)
+
+
+def deadline_job(seconds: int = 60, *, status: Json | None = None, **spec: Any) -> Json:
+    tj = trainjob(activeDeadlineSeconds=seconds, status=status, **spec)
+    tj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    return tj
+
+
+async def deadline_setup(
+    level: RuntimeLevel, now_seconds: float, *objects: Json
+) -> tuple[TrainJobReconciler, FakeClient]:
+    reconciler, client = await setup(level, node_runtime(), *objects)
+    reconciler.clock = lambda: at(now_seconds)
+    return reconciler, client
+
+
+def conditions(tj: Json) -> list[Json]:
+    return [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in tj["status"]["conditions"]]
+
+
+async def test_v2_3_requeues_a_running_trainjob_at_its_deadline_from_creation() -> None:
+    reconciler, client = await deadline_setup(V2_3, 10.25, deadline_job(60))
+    result = await reconciler.reconcile(REQ)
+    assert result is not None and result.requeue_after == pytest.approx(49.75)
+    await client.get(JOBSET_GVK, "test-job", "default")
+    tj = await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert "status" not in tj or not tj["status"].get("conditions")
+
+
+async def test_v2_3_fails_the_trainjob_and_deletes_its_jobset_once_the_deadline_passed() -> None:
+    reconciler, client = await deadline_setup(V2_3, 10, deadline_job(60))
+    await reconciler.reconcile(REQ)
+    await client.get(JOBSET_GVK, "test-job", "default")
+    reconciler.clock = lambda: at(60.5)
+    assert await reconciler.reconcile(REQ) is None
+    tj = await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert conditions(tj) == [DEADLINE_FAILED]
+    assert tj["status"]["conditions"][0]["lastTransitionTime"] == NOW
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    # the JobSet's delete event: a finished TrainJob without its JobSet keeps its status
+    assert await reconciler.reconcile(REQ) is None
+    assert conditions(await client.get(TRAINJOB_GVK, "test-job", "default")) == [DEADLINE_FAILED]
+
+
+async def test_v2_3_deadline_due_but_not_past_requeues_after_one_second() -> None:
+    reconciler, _ = await deadline_setup(V2_3, 60, deadline_job(60))
+    result = await reconciler.reconcile(REQ)
+    assert result is not None and result.requeue_after == 1.0
+
+
+async def test_v2_3_the_clock_does_not_run_while_suspended() -> None:
+    reconciler, client = await deadline_setup(V2_3, 3600, deadline_job(60, suspend=True))
+    assert await reconciler.reconcile(REQ) is None
+    tj = await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert [c["type"] for c in tj["status"]["conditions"]] == ["Suspended"]
+
+
+async def test_v2_3_a_resume_in_this_reconcile_restarts_the_clock_at_the_precise_time() -> None:
+    job = deadline_job(60, status={"conditions": [SUSPENDED_TRUE]})
+    reconciler, client = await deadline_setup(V2_3, 3600.5, job)
+    result = await reconciler.reconcile(REQ)
+    assert result is not None and result.requeue_after == pytest.approx(60)
+    tj = await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert conditions(tj) == [{**RESUMED_FIELDS}]
+
+
+RESUMED_FIELDS = {
+    "type": "Suspended",
+    "status": "False",
+    "reason": "Resumed",
+    "message": "TrainJob is resumed",
+}
+
+
+async def test_v2_3_the_clock_runs_from_the_last_resume() -> None:
+    resumed = {**RESUMED_FIELDS, "lastTransitionTime": "2026-01-01T00:01:40Z"}  # at(100)
+    job = deadline_job(60, status={"conditions": [resumed]})
+    reconciler, client = await deadline_setup(V2_3, 150, job)
+    result = await reconciler.reconcile(REQ)
+    assert result is not None and result.requeue_after == pytest.approx(10)
+    reconciler.clock = lambda: at(161)
+    assert await reconciler.reconcile(REQ) is None
+    tj = await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert DEADLINE_FAILED in conditions(tj)
+
+
+async def test_v2_3_the_deadline_failure_survives_the_jobsets_own_failed_condition() -> None:
+    failed = {**DEADLINE_FAILED, "lastTransitionTime": "2026-01-01T00:01:00Z"}
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "test-job", "namespace": "default"},
+        "spec": {},
+        "status": {
+            "conditions": [
+                {"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "jobset failed"}
+            ]
+        },
+    }
+    reconciler, client = await deadline_setup(
+        V2_3, 300, deadline_job(60, status={"conditions": [failed]}), jobset
+    )
+    assert await reconciler.reconcile(REQ) is None
+    tj = await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert tj["status"]["conditions"] == [failed]
+
+
+async def test_v2_3_without_a_creation_time_or_deadline_nothing_is_scheduled() -> None:
+    reconciler, _ = await deadline_setup(V2_3, 10, trainjob(activeDeadlineSeconds=60))
+    assert await reconciler.reconcile(REQ) is None
+    reconciler, _ = await deadline_setup(V2_3, 10, deadline_job(0))
+    assert await reconciler.reconcile(REQ) is None
+
+
+async def test_v2_1_has_no_active_deadline() -> None:
+    reconciler, client = await deadline_setup(V2_1, 3600, deadline_job(60))
+    assert await reconciler.reconcile(REQ) is None
     await client.get(JOBSET_GVK, "test-job", "default")

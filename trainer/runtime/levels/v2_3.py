@@ -19,7 +19,8 @@ from manager.meta.strategicmerge import JOB_TEMPLATE_SPEC, Schema, strategic_mer
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, TrainJob
 from trainer.runtime.levels import Recorders
-from trainer.runtime.levels.v2_1 import NO_DEADLINE, PUT_STATUS
+from trainer.runtime.levels.v2_1 import PUT_STATUS
+from trainer.runtime.levels.v2_3_deadline import ACTIVE_DEADLINE
 
 __all__ = [
     "JOBSET_SPEC",
@@ -137,7 +138,8 @@ class V2_3Runtime:
     """``RuntimeLevel`` of v2.3."""
 
     name = "v2.3"
-    deadline = NO_DEADLINE
+    deadline = ACTIVE_DEADLINE
+    """``spec.activeDeadlineSeconds`` (``v2_3_deadline.py``)."""
     status_write = PUT_STATUS
     trainjob_defaulter: str | None = None
 
