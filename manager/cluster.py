@@ -20,7 +20,7 @@ from manager.client.interfaces import ClientProtocol, FieldIndexer, Reader
 from manager.client.rest import RestTransport
 from manager.client.restmapper import RESTMapper
 from manager.config import RestConfig
-from manager.events import EventRecorder
+from manager.events import EventRecorder, EventsV1Recorder
 from manager.runnable import Runnable
 
 EVENT_FLUSH_TIMEOUT = 5.0
@@ -57,6 +57,10 @@ class ClusterProtocol(Protocol):
         """The event recorder for ``component`` (``GetEventRecorderFor``)."""
         ...
 
+    def events_recorder(self, component: str, action: str) -> EventsV1Recorder:
+        """The events.k8s.io/v1 recorder for ``component`` writing ``action`` (``GetEventRecorder``)."""
+        ...
+
 
 class Cluster:
     needs_leader_election = False
@@ -77,6 +81,7 @@ class Cluster:
         self.client = Client(self.transport, self.mapper, cache=self.cache, field_owner=field_owner)
         self.event_source = event_source
         self._recorders: dict[str, EventRecorder] = {}
+        self._events_recorders: dict[tuple[str, str], EventsV1Recorder] = {}
 
     def event_recorder(self, component: str | None = None) -> EventRecorder:
         """One recorder per component name (``GetEventRecorderFor``), sharing the client."""
@@ -86,13 +91,27 @@ class Cluster:
             recorder = self._recorders[name] = EventRecorder(self.api_reader, component=name)
         return recorder
 
+    def events_recorder(self, component: str, action: str) -> EventsV1Recorder:
+        """One events.k8s.io/v1 recorder per (component, action) (``GetEventRecorder``): the
+        component is the events' ``reportingController``."""
+        recorder = self._events_recorders.get((component, action))
+        if recorder is None:
+            recorder = self._events_recorders[component, action] = EventsV1Recorder(
+                self.api_reader, reporting_controller=component, action=action
+            )
+        return recorder
+
     async def start(self, started: asyncio.Event) -> None:
         """Run the cache until cancelled (``Cluster.Start`` = ``cache.Start``)."""
         await self.cache.start(started)
 
     async def flush_events(self, timeout: float | None = EVENT_FLUSH_TIMEOUT) -> None:
         """Wait for the events every recorder has emitted in the background (bounded)."""
-        await asyncio.gather(*(r.flush(timeout) for r in list(self._recorders.values())))
+        recorders: list[EventRecorder | EventsV1Recorder] = [
+            *self._recorders.values(),
+            *self._events_recorders.values(),
+        ]
+        await asyncio.gather(*(r.flush(timeout) for r in recorders))
 
     async def aclose(self) -> None:
         """Flush pending event emits, then close the HTTP session they need."""

@@ -1,15 +1,27 @@
 """Kubernetes Events for objects, with client-go style de-duplication.
 
-The same (object, type, reason, message) seen again within ``dedup_window`` seconds does not
-create a new Event: the existing one's ``count`` is incremented and ``lastTimestamp`` moved
-(client-go's EventCorrelator does this, which keeps a hot loop from flooding etcd). Recording is
-best effort: API errors are logged, never raised into the reconciler.
+``EventRecorder`` writes core/v1 Events (client-go ``tools/record``, controller-runtime's
+``GetEventRecorderFor``): the same (object, type, reason, message) seen again within
+``dedup_window`` seconds does not create a new Event: the existing one's ``count`` is
+incremented and ``lastTimestamp`` moved (client-go's EventCorrelator does this, which keeps a
+hot loop from flooding etcd).
+
+``EventsV1Recorder`` writes events.k8s.io/v1 Events (client-go ``tools/events``,
+controller-runtime's ``GetEventRecorder``): ``reportingController``/``reportingInstance``,
+``action``, ``note``, a MicroTime ``eventTime``; an isomorphic event (same type, action, reason,
+reporting controller and instance, and regarding object -- the note is not compared) within six
+minutes of the last becomes a ``series`` of the first one instead of a new Event.
+
+Recording is best effort: API errors are logged, never raised into the reconciler.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
+import re
+import socket
 import time
 import uuid
 from collections import OrderedDict
@@ -183,3 +195,192 @@ class EventRecorder:
             target, Patch.merge({"count": seen.count + 1, "lastTimestamp": _now()})
         )
         return result
+
+
+EVENTS_V1_API_VERSION = "events.k8s.io/v1"
+SERIES_FINISH_SECONDS = 6 * 60.0
+"""client-go's ``finishTime``: an event series (or a single event) older than this is over."""
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def event_name(ref_name: str, unix_nano: int) -> str:
+    """client-go's ``GenerateEventName``: ``<name>.<unix nanoseconds in hex>``, or a UUID when
+    that is not a valid DNS subdomain."""
+    name = f"{ref_name}.{unix_nano:x}"
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        return str(uuid.uuid4())
+    return name
+
+
+@dataclass
+class _Isomorphic:
+    """An event this recorder wrote, as client-go's ``eventCache`` keeps it."""
+
+    name: str
+    namespace: str
+    event: Json
+    """The Event as written (its ``series`` once it has one)."""
+    last: float
+    """When an isomorphic event was last seen (the clock's seconds)."""
+    written_count: int = 1
+    """The series count the API server has."""
+
+
+class EventsV1Recorder:
+    """events.k8s.io/v1 Events: ``await recorder.event(obj, "Warning", reason, note)``.
+
+    ``reporting_controller`` names the controller (controller-runtime's recorder name),
+    ``reporting_instance`` defaults to ``<controller>-<hostname>`` as client-go's broadcaster
+    sets it; ``action`` is what the controller was doing (``Eventf``'s action argument).
+
+    Series: the second isomorphic event turns the first one's Event into a series (``series:
+    {count: 2, lastObservedTime}``, a strategic merge patch; a create when that Event is gone);
+    later ones count in memory. client-go writes those counts from a background loop (every 30
+    minutes, and when a series ends after six quiet minutes); here the count is written when the
+    next isomorphic event finds the series ended, right before that event starts a new Event.
+    """
+
+    def __init__(
+        self,
+        client: Writer,
+        *,
+        reporting_controller: str,
+        action: str,
+        reporting_instance: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        max_tracked: int = 4096,
+    ) -> None:
+        self.client = client
+        self.reporting_controller = reporting_controller
+        self.reporting_instance = reporting_instance or f"{reporting_controller}-{socket.gethostname()}"
+        self.action = action
+        self._clock = clock
+        self.max_tracked = max_tracked
+        self._cache: OrderedDict[tuple[str, ...], _Isomorphic] = OrderedDict()
+        self._pending = TaskSet(f"events.k8s.io:{reporting_controller}")
+        self._lock = asyncio.Lock()
+
+    def emit(self, obj: object, event_type: EventType, reason: str, message: str) -> None:
+        """Record in the background; ``flush`` awaits it."""
+        self._pending.spawn(self.event(obj, event_type, reason, message), name=f"event {reason}")
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            await self._pending.drain()
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await self._pending.drain()
+        except TimeoutError:
+            await self._pending.cancel()
+            return False
+        return True
+
+    @staticmethod
+    def _regarding(obj: Json) -> Json:
+        meta = obj.get("metadata") or {}
+        ref = {
+            "kind": obj.get("kind", ""),
+            "namespace": meta.get("namespace", ""),
+            "name": meta.get("name", ""),
+            "uid": meta.get("uid", ""),
+            "apiVersion": obj.get("apiVersion", ""),
+            "resourceVersion": meta.get("resourceVersion", ""),
+        }
+        return {k: v for k, v in ref.items() if v}
+
+    def make_event(self, regarding: Json, event_type: str, reason: str, note: str) -> Json:
+        """client-go's ``makeEvent``: the Event as first written."""
+        wall = time.time_ns()
+        return {
+            "apiVersion": EVENTS_V1_API_VERSION,
+            "kind": "Event",
+            "metadata": {
+                "name": event_name(str(regarding.get("name", "")), wall),
+                "namespace": regarding.get("namespace") or "default",
+            },
+            "eventTime": times.format_micro_time(_wall_now()),
+            "reportingController": self.reporting_controller,
+            "reportingInstance": self.reporting_instance,
+            "action": self.action,
+            "reason": reason,
+            "regarding": regarding,
+            "note": note,
+            "type": event_type,
+        }
+
+    async def event(self, obj: object, event_type: EventType, reason: str, message: str) -> Json | None:
+        """Record an event about ``obj``; returns the Event written (None: none was written,
+        the count went to a series in memory, or the write failed)."""
+        data = obj if isinstance(obj, dict) else to_dict(obj)
+        regarding = self._regarding(data)
+        key = (
+            event_type,
+            self.action,
+            reason,
+            self.reporting_controller,
+            self.reporting_instance,
+            *(f"{k}={v}" for k, v in sorted(regarding.items())),
+        )
+        async with self._lock:
+            now = self._clock()
+            try:
+                seen = self._cache.get(key)
+                if seen is not None and now - seen.last > SERIES_FINISH_SECONDS:
+                    await self._finish(seen)
+                    del self._cache[key]
+                    seen = None
+                if seen is not None:
+                    return await self._observe(seen, now)
+                event = self.make_event(regarding, event_type, reason, message)
+                result: Json = await self.client.create(event)
+            except RequestError as err:
+                log.warning("could not record event %s/%s: %s", reason, message, err)
+                return None
+            meta = result.get("metadata") or {}
+            self._cache[key] = _Isomorphic(
+                meta.get("name", ""), meta.get("namespace", ""), {**event, "metadata": dict(meta)}, now
+            )
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.max_tracked:
+                self._cache.popitem(last=False)
+            return result
+
+    async def _observe(self, seen: _Isomorphic, now: float) -> Json | None:
+        """An isomorphic event: the series grows; only its start is written."""
+        seen.last = now
+        series = seen.event.get("series")
+        observed = times.format_micro_time(_wall_now())
+        if series is not None:
+            series["count"] += 1
+            series["lastObservedTime"] = observed
+            return None
+        seen.event["series"] = {"count": 2, "lastObservedTime": observed}
+        result = await self._write_series(seen)
+        seen.written_count = 2
+        return result
+
+    async def _write_series(self, seen: _Isomorphic) -> Json:
+        target = {
+            "apiVersion": EVENTS_V1_API_VERSION,
+            "kind": "Event",
+            "metadata": {"name": seen.name, "namespace": seen.namespace},
+        }
+        try:
+            result: Json = await self.client.patch(target, Patch.strategic({"series": seen.event["series"]}))
+        except NotFound:  # expired or deleted: written again, with its series
+            fresh = {**seen.event, "metadata": {"name": seen.name, "namespace": seen.namespace}}
+            result = await self.client.create(fresh)
+        return result
+
+    async def _finish(self, seen: _Isomorphic) -> None:
+        """A series that ended: its last count is written (client-go's ``finishSeries``)."""
+        series = seen.event.get("series")
+        if series is None or series["count"] == seen.written_count:
+            return
+        await self._write_series(seen)
+        seen.written_count = series["count"]
+
+
+def _wall_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)

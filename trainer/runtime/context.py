@@ -10,7 +10,8 @@ turn. The context owns what more than one of them needs, so it is built once:
   confirmed live, divergence T-3), each built once on first use, with their field indexes on
   the cache;
 * ``require_kinds``: the one answer to "does the API server serve these CRDs?";
-* event recorders by component name.
+* event recorders by component name (core/v1 Events, and events.k8s.io/v1 Events for the
+  levels whose controllers report through that API).
 
 A ``setup`` returns False when it registered nothing (its CRDs are absent, or, for a
 webhooks' setup, the process serves no webhooks).
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 
 from manager import Manager
 from manager.client.restmapper import NoKindMatch, RESTMapper
-from manager.events import EventRecorder
+from manager.events import EventRecorder, EventsV1Recorder
 from manager.scheme import GroupVersionKind
 from manager.webhook.server import WebhookServer
 from trainer.runtime.levels import RuntimeLevel
@@ -95,6 +96,15 @@ class SetupContext:
             recorder: EventRecorder = make(component)
             return recorder
         return EventRecorder(self.manager.api_reader, component=component)
+
+    def events_recorder(self, component: str, action: str) -> EventsV1Recorder:
+        """The cluster's events.k8s.io/v1 recorder for ``component`` writing ``action``
+        (controller-runtime's ``GetEventRecorder``; a recorder on the live client without one)."""
+        make = getattr(self.manager.cluster, "events_recorder", None)
+        if make is not None:
+            recorder: EventsV1Recorder = make(component, action)
+            return recorder
+        return EventsV1Recorder(self.manager.api_reader, reporting_controller=component, action=action)
 
 
 Setup = Callable[[SetupContext], Awaitable[bool]]

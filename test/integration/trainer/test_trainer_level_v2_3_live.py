@@ -1,5 +1,6 @@
 """`python -m trainer --api-level=v2.3` against a kube-apiserver with the v2.3 CRDs
-(docs/behaviour/trainer.md §12): the managedBy early return and spec.activeDeadlineSeconds.
+(docs/behaviour/trainer.md §12): the managedBy early return, spec.activeDeadlineSeconds, the
+status merge patch and the events.k8s.io events.
 
 The module's own control plane has ``config/overlays/v2.3/crd`` and the PodGroup and
 ElasticQuota CRDs of ``config/crd/bases`` installed (the session's ``control_plane`` has v2.1's,
@@ -21,13 +22,14 @@ from typing import Any
 import pytest
 from trainer_process import RunningManager, running_manager
 
-from manager.client import Client, NotFound
+from manager.client import Client, Conflict, NotFound
 from manager.client.patch import Patch
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
 from manager.meta.times import parse_time
 from manager.testing import eventually
+from trainer.levels import LEVELS
 from trainer.runtime.objects import JOBSET_GVK, TRAINJOB_GVK
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -221,3 +223,57 @@ async def test_the_deadline_counts_from_the_resume_not_from_the_creation(
     # counted from the resume: a clock from the creation (or one running while suspended) would
     # have failed it earlier than that
     assert failed_at >= resumed_at + datetime.timedelta(seconds=2), (creation, resumed_at, failed_at)
+
+
+# -- status by merge patch, events through events.k8s.io ---------------------------------------------
+
+
+async def test_a_failed_reconcile_is_reported_as_an_events_k8s_io_event(
+    api: Client, env_v2_3: Environment, namespace: str, manager: RunningManager
+) -> None:
+    # no validating webhook here: the TrainJob names a runtime that does not exist
+    await api.create(train_job(namespace, "orphan", runtime="missing"))
+
+    async def reported() -> Json:
+        code, answer = await env_v2_3.request("GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+        assert code == 200, answer
+        events = [e for e in answer["items"] if e["regarding"].get("name") == "orphan"]
+        assert events, "no event yet"
+        return dict(events[0])
+
+    event = await eventually(reported, message="the failed reconcile was not reported")
+    assert event["type"] == "Warning"
+    assert event["reason"] == "TrainJobResourcesCreationFailed"
+    assert event["action"] == "Reconciling"
+    assert event["reportingController"] == "trainer-trainjob-controller"
+    assert event["reportingInstance"].startswith("trainer-trainjob-controller-")
+    assert event["note"].startswith(
+        "TrainJob resources reconciliation failed: TrainingRuntime specified in TrainJob is not found: "
+    ), event["note"]
+    assert event["regarding"]["kind"] == "TrainJob" and event["regarding"]["namespace"] == namespace
+    assert event["eventTime"]
+
+
+async def test_the_v2_3_status_write_is_a_merge_patch_a_stale_copy_does_not_conflict(
+    api: Client, namespace: str
+) -> None:
+    v2_1, v2_3 = LEVELS["v2.1"].runtime, LEVELS["v2.3"].runtime
+    await api.create(train_job(namespace, "stale", suspend=True))
+    stale = await api.get(TRAINJOB_GVK, "stale", namespace)
+    await api.patch(stale, Patch.merge({"metadata": {"labels": {"newer": "yes"}}}))
+    suspended = {
+        "type": "Suspended",
+        "status": "True",
+        "reason": "Suspended",
+        "message": "TrainJob is suspended",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    status = {"conditions": [suspended]}
+    with pytest.raises(Conflict):  # v2.1.0's Status().Update: resourceVersion-checked
+        await v2_1.status_write.write(api, dict(stale), {}, status, "trainer")
+    stored = await v2_3.status_write.write(api, dict(stale), {}, status, "trainer")
+    assert stored["status"] == status
+    assert stored["metadata"]["labels"] == {"newer": "yes"}
+    # and back to no status at all: the patch says status: null (the CRD refuses {})
+    cleared = await v2_3.status_write.write(api, dict(stored), status, {}, "trainer")
+    assert "status" not in cleared

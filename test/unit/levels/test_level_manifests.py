@@ -49,15 +49,33 @@ def test_each_levels_manifests_install_its_own_crds_and_start_the_manager_at_its
         assert flags == ([] if level is levels.DEFAULT else [f"--api-level={level.name}"])
 
 
-def test_the_v2_3_overlay_changes_only_the_crds_and_the_managers_flag() -> None:
+def test_the_v2_3_overlay_changes_only_the_crds_the_managers_flag_and_its_events_rule() -> None:
     default = {key(d): d for d in rendered(ROOT / "config" / "default")}
     overlay = {key(d): d for d in rendered(ROOT / "config" / "overlays" / "v2.3")}
     assert sorted(overlay) == sorted(default)
     changed = sorted(k for k in overlay if overlay[k] != default[k])
     assert changed == [
+        ("ClusterRole", "", "kubeflow-trainer-controller-manager"),
         ("CustomResourceDefinition", "", "clustertrainingruntimes.trainer.kubeflow.org"),
         ("CustomResourceDefinition", "", "jobsets.jobset.x-k8s.io"),
         ("CustomResourceDefinition", "", "trainingruntimes.trainer.kubeflow.org"),
         ("CustomResourceDefinition", "", "trainjobs.trainer.kubeflow.org"),
         ("Deployment", "kubeflow-system", "kubeflow-trainer-controller-manager"),
+    ]
+
+
+def test_the_v2_3_role_writes_events_k8s_io_events_as_v2_3_0s_does() -> None:
+    role_key = ("ClusterRole", "", "kubeflow-trainer-controller-manager")
+    default = {key(d): d for d in rendered(ROOT / "config" / "default")}[role_key]
+    overlay = {key(d): d for d in rendered(ROOT / "config" / "overlays" / "v2.3")}[role_key]
+    changed = [(a, b) for a, b in zip(default["rules"], overlay["rules"], strict=True) if a != b]
+    assert changed == [
+        (
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update", "watch"]},
+            {
+                "apiGroups": ["", "events.k8s.io"],
+                "resources": ["events"],
+                "verbs": ["create", "patch", "update", "watch"],
+            },
+        )
     ]

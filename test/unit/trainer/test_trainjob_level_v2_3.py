@@ -1,6 +1,7 @@
 """The TrainJob reconciler at API level v2.3 (Trainer v2.3.0's trainjob_controller.go) on a fake
-API: the managedBy early return and spec.activeDeadlineSeconds (docs/behaviour/trainer.md §12);
-v2.1 keeps reconciling every TrainJob and has no deadline."""
+API: the managedBy early return, spec.activeDeadlineSeconds, the status merge patch and the
+events.k8s.io recorder (docs/behaviour/trainer.md §12); v2.1 keeps reconciling every TrainJob,
+has no deadline, PUTs the status and writes core/v1 Events."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from typing import Any
 import pytest
 from trainer_unit_fixtures import NOW, ClientReader, FakeRecorder, fake_client, rjob, runtime, trainjob
 
-from manager.client.errors import NotFound
+from manager.client.errors import Conflict, NotFound
 from manager.controller.reconcile import Request
 from manager.testing.fake import FakeClient
 from trainer.controllers.trainjob import TrainJobReconciler
 from trainer.runtime.levels import RuntimeLevel
 from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.levels.v2_3 import V2_3, is_managed_by_external_controller
+from trainer.runtime.levels.v2_3_status import MergePatchStatus
 from trainer.runtime.objects import JOBSET_GVK, TRAINJOB_GVK
 from trainer.runtime.registry import new_runtimes
 
@@ -212,3 +214,83 @@ async def test_v2_1_has_no_active_deadline() -> None:
     reconciler, client = await deadline_setup(V2_1, 3600, deadline_job(60))
     assert await reconciler.reconcile(REQ) is None
     await client.get(JOBSET_GVK, "test-job", "default")
+
+
+# -- status by merge patch, events through events.k8s.io ---------------------------------------------
+
+COND_A = {
+    "type": "Suspended",
+    "status": "True",
+    "reason": "Suspended",
+    "message": "m",
+    "lastTransitionTime": NOW,
+}
+COND_B = {**DEADLINE_FAILED, "lastTransitionTime": NOW}
+
+
+def test_the_v2_3_status_patch_carries_only_what_changed_as_go_encodes_it() -> None:
+    write = V2_3.status_write
+    assert isinstance(write, MergePatchStatus)
+    jobs = [{"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}]
+    assert write.patch({"conditions": [COND_A]}, {"conditions": [COND_A, COND_B]}) == {
+        "status": {"conditions": [COND_A, COND_B]}
+    }
+    assert write.patch({"conditions": [COND_A], "jobsStatus": jobs}, {"conditions": [COND_A]}) == {
+        "status": {"jobsStatus": None}
+    }
+    # v2.3.0's status is omitzero: an emptied status goes away ({} is refused by minProperties: 1)
+    assert write.patch({"conditions": [COND_A]}, {}) == {"status": None}
+    assert write.patch({}, {"conditions": [COND_A]}) == {"status": {"conditions": [COND_A]}}
+
+
+async def test_v2_3_writes_the_status_with_a_merge_patch_without_a_resource_version() -> None:
+    reconciler, client = await setup(V2_3, node_runtime(), trainjob(suspend=True))
+    sent: list[tuple[Json, Any]] = []
+    patch = client.status.patch
+
+    async def spy(obj: Any, p: Any, **kwargs: Any) -> Any:
+        sent.append((obj, p))
+        return await patch(obj, p, **kwargs)
+
+    client.status.patch = spy  # type: ignore[method-assign]
+    await reconciler.reconcile(REQ)
+    assert client.requests.get("update", 0) == 0
+    ((_, sent_patch),) = sent
+    assert sent_patch.content_type == "application/merge-patch+json"
+    assert sent_patch.data == {"status": {"conditions": [{**SUSPENDED_TRUE, "lastTransitionTime": NOW}]}}
+    tj = await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert conditions(tj) == [{k: v for k, v in SUSPENDED_TRUE.items() if k != "lastTransitionTime"}]
+
+
+async def test_v2_3_status_patch_from_a_stale_copy_is_not_refused() -> None:
+    client = fake_client([trainjob(suspend=True)])
+    stale = await client.get(TRAINJOB_GVK, "test-job", "default")
+    await client.update({**stale, "metadata": {**stale["metadata"], "labels": {"newer": "yes"}}})
+    status = {"conditions": [COND_A]}
+    await V2_3.status_write.write(client, stale, {}, status, "trainer")
+    assert (await client.get(TRAINJOB_GVK, "test-job", "default"))["status"] == status
+    with pytest.raises(Conflict):
+        await V2_1.status_write.write(client, stale, {}, status, "trainer")
+
+
+class Recorders:
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, ...]] = []
+
+    def event_recorder(self, component: str) -> Any:
+        self.asked.append(("core/v1", component))
+        return FakeRecorder()
+
+    def events_recorder(self, component: str, action: str) -> Any:
+        self.asked.append(("events.k8s.io/v1", component, action))
+        return FakeRecorder()
+
+
+def test_v2_3_reports_through_events_k8s_io_with_upstreams_action_and_v2_1_through_core_v1() -> None:
+    recorders = Recorders()
+    V2_3.trainjob_event_recorder(recorders, "trainer-trainjob-controller")
+    V2_1.trainjob_event_recorder(recorders, "trainer-trainjob-controller")
+    assert recorders.asked == [
+        ("events.k8s.io/v1", "trainer-trainjob-controller", "Reconciling"),
+        ("core/v1", "trainer-trainjob-controller"),
+    ]

@@ -68,6 +68,11 @@ class Recorders(Protocol):
         """A core/v1 Event recorder (client-go ``record``, ``GetEventRecorderFor``)."""
         ...
 
+    def events_recorder(self, component: str, action: str) -> Recorder:
+        """An events.k8s.io/v1 Event recorder (client-go ``tools/events``, ``GetEventRecorder``)
+        whose events carry ``action``."""
+        ...
+
 
 class RuntimeLevel(Protocol):
     """The level-specific steps of ``newRuntimeInfo`` (docs/behaviour/trainer.md §2.4), of the

@@ -19,11 +19,12 @@ from manager.meta.strategicmerge import JOB_TEMPLATE_SPEC, Schema, strategic_mer
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, TrainJob
 from trainer.runtime.levels import Recorders
-from trainer.runtime.levels.v2_1 import PUT_STATUS
 from trainer.runtime.levels.v2_3_deadline import ACTIVE_DEADLINE
+from trainer.runtime.levels.v2_3_status import MERGE_PATCH_STATUS
 
 __all__ = [
     "JOBSET_SPEC",
+    "TRAINJOB_EVENT_ACTION",
     "V2_3",
     "V2_3Runtime",
     "is_managed_by_external_controller",
@@ -125,6 +126,10 @@ def merge_runtime_patches(jobset_spec: Json, patches: list[Json]) -> Json:
     return merged
 
 
+TRAINJOB_EVENT_ACTION = "Reconciling"
+"""The ``action`` of the TrainJob controller's events (``Eventf(..., reason, "Reconciling", ...)``)."""
+
+
 def is_managed_by_external_controller(trainjob: Json) -> bool:
     """Upstream's ``trainjob.IsManagedByExternalController``: ``spec.managedBy`` (unset reads as
     the Trainer's own ``trainer.kubeflow.org/trainjob-controller``) names another controller."""
@@ -140,7 +145,8 @@ class V2_3Runtime:
     name = "v2.3"
     deadline = ACTIVE_DEADLINE
     """``spec.activeDeadlineSeconds`` (``v2_3_deadline.py``)."""
-    status_write = PUT_STATUS
+    status_write = MERGE_PATCH_STATUS
+    """A merge patch of the status subresource (``v2_3_status.py``)."""
     trainjob_defaulter: str | None = None
 
     def reconciles(self, trainjob: Json) -> bool:
@@ -150,7 +156,9 @@ class V2_3Runtime:
         return not is_managed_by_external_controller(trainjob)
 
     def trainjob_event_recorder(self, recorders: Recorders, component: str) -> Recorder:
-        return recorders.event_recorder(component)
+        """events.k8s.io/v1 Events (v2.3.0's ``mgr.GetEventRecorder``), reporting controller
+        ``component``, action ``Reconciling`` (the one upstream's TrainJob controller writes)."""
+        return recorders.events_recorder(component, TRAINJOB_EVENT_ACTION)
 
     def jobset_metadata(
         self, trainjob: TrainJob, template: JobSetTemplateSpec | None
