@@ -43,6 +43,7 @@ class StandIn:
     objects: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     fail_list: dict[str, int] = field(default_factory=dict)
     deleted_namespaces: list[str] = field(default_factory=list)
+    listed_namespaces: list[str] = field(default_factory=list)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -75,6 +76,7 @@ class StandIn:
         return self._list("", request.match_info["plural"])
 
     async def list_namespaced(self, request: web.Request) -> web.Response:
+        self.listed_namespaces.append(request.match_info["ns"])
         return self._list(request.match_info["ns"], request.match_info["plural"])
 
     async def create(self, request: web.Request) -> web.Response:
@@ -208,22 +210,26 @@ async def test_an_interrupted_run_says_so_and_cleans_up(
 ) -> None:
     ours, theirs, args = sides
     first = scenario(tmp_path / "a-first.yaml", CONFIGMAP)
-    slow = scenario(tmp_path / "b-slow.yaml", CONFIGMAP, step(sleep=120))
+    slow = scenario(tmp_path / "b-slow.yaml", CONFIGMAP, step(settle=True, sleep=120))
     run = await conformance(tmp_path, *args, str(first), str(slow))
     await run.wait_for("[1/2] a-first.yaml done")
-    # both sides are in the sleep step once they have created its ConfigMap
+    # both sides are in the step once they list the scenario's namespace (its settle): the
+    # ConfigMap, document 0, is created by then
     deadline = time.monotonic() + 30
-    while not all(any(ns.startswith("c-b-slow-") for ns, _ in side.objects) for side in (ours, theirs)):
+    while not all(
+        any(ns.startswith("c-b-slow-") for ns in side.listed_namespaces) for side in (ours, theirs)
+    ):
         assert time.monotonic() < deadline, run.output()
         await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)
     run.proc.send_signal(sig)
     code = await asyncio.wait_for(run.proc.wait(), 60)
     out = run.output()
     last = out.strip().splitlines()[-1]
     assert code == 128 + sig, out
     assert last.startswith(f"conformance: interrupted by {sig.name} after 1 scenarios, during b-slow/"), out
-    assert "document 1: Step sleep (ours)" in last and "document 1: Step sleep (theirs)" in last, out
+    assert (
+        "document 1: Step settle+sleep (ours)" in last and "document 1: Step settle+sleep (theirs)" in last
+    ), out
     assert "Traceback" not in out, out
     assert "ok        a-first:" in out, out  # the results so far
     for side in (ours, theirs):  # the interrupted scenario's namespace was removed on both
