@@ -203,7 +203,7 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
                 return 1
             if registered:
                 enabled.append(component.name)
-                configurations += component.webhook_configurations
+                configurations += component.configurations(context.level)
                 log.info("controllers registered", component=component.name)
             else:
                 log.info("component skipped", component=component.name)

@@ -5,24 +5,36 @@ A component is its controllers' ``setup`` and its webhooks' ``setup``, both of t
 their indexes, and return False when they skip themselves (e.g. the CRDs are not installed in
 this cluster); only then are the component's webhooks registered (``webhooks.setup_*``).
 ``webhook_configurations`` names the admission webhook configurations whose webhooks the
-component serves: with certificate management on, the rotator injects its CA into those of the
-components that run, and leaves the configurations of a switched-off or skipped one alone.
+component serves at every level, ``level_webhook_configurations`` those it serves only at some
+(the v2.3 TrainJob defaulter's): with certificate management on, the rotator injects its CA into
+those of the components that run, and leaves the configurations of a switched-off or skipped
+one alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import webhooks
 from trainer.controllers import jobset, scheduling, trainer_setup
 from trainer.runtime.context import Setup, SetupContext
-from webhooks.certs import TRAINER_WEBHOOK_CONFIGURATIONS, WebhookConfiguration
+from trainer.runtime.levels import RuntimeLevel
+from webhooks.certs import (
+    TRAINER_WEBHOOK_CONFIGURATIONS,
+    WebhookConfiguration,
+    level_trainer_webhook_configurations,
+)
 
 __all__ = ["COMPONENTS", "Component", "component", "select"]
 
 
 async def _no_webhooks(context: SetupContext) -> bool:
     return False
+
+
+def _none(level: RuntimeLevel) -> tuple[WebhookConfiguration, ...]:
+    return ()
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,11 @@ class Component:
     controllers: Setup
     webhooks: Setup = _no_webhooks
     webhook_configurations: tuple[WebhookConfiguration, ...] = ()
+    level_webhook_configurations: Callable[[RuntimeLevel], tuple[WebhookConfiguration, ...]] = _none
+
+    def configurations(self, level: RuntimeLevel) -> tuple[WebhookConfiguration, ...]:
+        """Every webhook configuration the component serves at ``level``."""
+        return self.webhook_configurations + self.level_webhook_configurations(level)
 
     async def setup(self, context: SetupContext) -> bool:
         """The controllers, then (when they run) the webhooks; False when the component skipped itself."""
@@ -64,6 +81,7 @@ COMPONENTS: tuple[Component, ...] = (
         trainer_setup.setup,
         webhooks.setup_trainer,
         TRAINER_WEBHOOK_CONFIGURATIONS,
+        level_trainer_webhook_configurations,
     ),
 )
 

@@ -16,7 +16,7 @@ from manager.webhook.server import WebhookServer
 from trainer.api import trainer_constants as tc
 from trainer.runtime.context import SetupContext
 from trainer.runtime.registry import Runtime
-from webhooks import jobset, pod, trainingruntime, trainjob, typed
+from webhooks import jobset, pod, trainingruntime, trainjob, trainjob_defaulter, typed
 
 __all__ = ["register_trainer", "setup_jobset", "setup_trainer"]
 
@@ -45,10 +45,13 @@ def register_trainer(server: WebhookServer, runtimes: dict[str, Runtime]) -> Non
 
 
 async def setup_trainer(context: SetupContext) -> bool:
-    """The TrainJob, TrainingRuntime and ClusterTrainingRuntime webhooks (the webhooks' runtimes)."""
+    """The TrainJob, TrainingRuntime and ClusterTrainingRuntime webhooks (the webhooks' runtimes),
+    and the TrainJob defaulter when the level has one (v2.3, ``webhooks/trainjob_defaulter.py``)."""
     if context.webhooks is None:
         return False
     register_trainer(context.webhooks, await context.admission_runtimes())
+    if context.level.trainjob_defaulter is not None:
+        context.webhooks.register(trainjob_defaulter.PATH, trainjob_defaulter.handler())
     return True
 
 

@@ -6,9 +6,10 @@ keeps its own CA and serving certificate in the pre-created Secret
 ``<namespace>/kubeflow-trainer-webhook-cert`` (keys ``ca.crt``, ``ca.key``, ``tls.crt``,
 ``tls.key``), waits until the kubelet has mounted that Secret into the webhook server's
 certificate directory, and injects the CA into every webhook of every webhook configuration
-the running components serve (``validator.trainer.kubeflow.org`` for the trainer component, the
-JobSet mutating and validating configurations for the jobset component; upstream injects only
-the first because JobSet runs its own manager). Only then are the certificates "ready":
+the running components serve (``validator.trainer.kubeflow.org`` for the trainer component, and
+at level v2.3 its ``defaulter.trainer.kubeflow.org`` too, as v2.3.0's rotator does; the JobSet
+mutating and validating configurations for the jobset component; upstream injects only the
+Trainer's because JobSet runs its own manager). Only then are the certificates "ready":
 readiness reports ``certificates are not ready`` until that moment, and the webhook server is
 started once they are. A configuration of a component that is switched off is left alone.
 
@@ -41,6 +42,7 @@ from manager.config import service_account_dir
 from manager.meta.gvk import SECRET as SECRET_GVK
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
+from trainer.runtime.levels import RuntimeLevel
 
 log = structlog.get_logger("trainer.certs")
 
@@ -56,6 +58,7 @@ __all__ = [
     "generate_ca",
     "generate_serving_cert",
     "inject_ca_bundle",
+    "level_trainer_webhook_configurations",
     "refresh_secret_data",
     "service_namespace",
     "serving_cert_valid",
@@ -298,6 +301,14 @@ class WebhookConfiguration:
 
 
 TRAINER_WEBHOOK_CONFIGURATIONS = (WebhookConfiguration(VWC_NAME),)
+
+
+def level_trainer_webhook_configurations(level: RuntimeLevel) -> tuple[WebhookConfiguration, ...]:
+    """The trainer component's configurations that only some levels have: the TrainJob
+    defaulter's MutatingWebhookConfiguration (v2.3: ``defaulter.trainer.kubeflow.org``)."""
+    if level.trainjob_defaulter is None:
+        return ()
+    return (WebhookConfiguration(level.trainjob_defaulter, mutating=True),)
 
 
 @dataclass

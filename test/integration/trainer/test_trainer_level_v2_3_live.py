@@ -1,6 +1,6 @@
 """`python -m trainer --api-level=v2.3` against a kube-apiserver with the v2.3 CRDs
 (docs/behaviour/trainer.md §12): the managedBy early return, spec.activeDeadlineSeconds, the
-status merge patch and the events.k8s.io events.
+status merge patch, the events.k8s.io events and the TrainJob defaulting webhook.
 
 The module's own control plane has ``config/overlays/v2.3/crd`` and the PodGroup and
 ElasticQuota CRDs of ``config/crd/bases`` installed (the session's ``control_plane`` has v2.1's,
@@ -11,18 +11,20 @@ own; there is no kube-controller-manager, so Jobs get no pods, which these tests
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from trainer_process import RunningManager, running_manager
 
-from manager.client import Client, Conflict, NotFound
+from manager.client import AlreadyExists, Client, Conflict, NotFound
 from manager.client.patch import Patch
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
@@ -31,6 +33,7 @@ from manager.meta.times import parse_time
 from manager.testing import eventually
 from trainer.levels import LEVELS
 from trainer.runtime.objects import JOBSET_GVK, TRAINJOB_GVK
+from webhooks.certs import MWC_GVK, SECRET_GVK, VWC_GVK
 
 ROOT = Path(__file__).resolve().parents[3]
 BASES = ROOT / "config" / "crd" / "bases"
@@ -39,7 +42,9 @@ V2_3_CRDS = [
     BASES / "scheduling.x-k8s.io_podgroups.yaml",
     BASES / "scheduling.x-k8s.io_elasticquotas.yaml",
 ]
+DEFAULTER = ROOT / "config" / "overlays" / "v2.3" / "webhook" / "defaulter.yaml"
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+SECRET = "kubeflow-trainer-webhook-cert"
 Json = dict[str, Any]
 
 
@@ -277,3 +282,186 @@ async def test_the_v2_3_status_write_is_a_merge_patch_a_stale_copy_does_not_conf
     # and back to no status at all: the patch says status: null (the CRD refuses {})
     cleared = await v2_3.status_write.write(api, dict(stored), status, {}, "trainer")
     assert "status" not in cleared
+
+
+# -- the defaulting webhook ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def webhooks(
+    env_v2_3: Environment, api: Client, namespace: str, tmp_path: Path, manager: RunningManager
+) -> AsyncIterator[None]:
+    """The trainer's validating and the v2.3 defaulting webhook configurations, served by the
+    manager for ``namespace`` (which gets the runtime ``torch``), removed afterwards."""
+    await api.create(training_runtime(namespace))
+    docs = [
+        d
+        for path in (ROOT / "config" / "webhook" / "trainer.yaml", DEFAULTER)
+        for d in yaml.safe_load_all(path.read_text())
+        if d
+    ]
+    for doc in docs:
+        for hook in doc["webhooks"]:
+            if hook["name"] != "validator.clustertrainingruntime.trainer.kubeflow.org":
+                hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    (tmp_path / "webhooks.yaml").write_text(yaml.safe_dump_all(docs))
+    try:
+        await env_v2_3.install_webhooks(
+            [tmp_path / "webhooks.yaml"],
+            host="127.0.0.1",
+            port=manager.webhook_port,
+            ca_bundle=manager.ca.cert_pem,
+        )
+        probe = train_job(namespace, "probe", runtimePatches=[{"manager": "example.com/probe"}])
+        await env_v2_3.wait_webhook_effective(
+            f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs",
+            probe,
+            mutated=lambda answer: bool(answer["spec"]["runtimePatches"][0].get("time")),
+        )
+        probe = train_job(namespace, "probe", runtime="missing")
+        await env_v2_3.wait_webhook_effective(
+            f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs",
+            probe,
+            denied_by="validator.trainjob.trainer.kubeflow.org",
+        )
+        yield
+    finally:
+        for doc in docs:
+            plural = doc["kind"].lower() + "s"
+            await env_v2_3.request(
+                "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}"
+            )
+
+
+def node_patch(manager: str, **pod_spec: Any) -> Json:
+    return {
+        "manager": manager,
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}
+                    ]
+                }
+            }
+        },
+    }
+
+
+def patch_times(tj: Json) -> dict[str, str | None]:
+    return {p["manager"]: p.get("time") for p in tj["spec"].get("runtimePatches") or ()}
+
+
+async def test_the_defaulter_stamps_new_and_changed_runtime_patches(
+    api: Client, namespace: str, webhooks: None
+) -> None:
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    created = await api.create(
+        train_job(
+            namespace,
+            "stamped",
+            suspend=True,
+            runtimePatches=[
+                node_patch("example.com/one", nodeSelector={"pool": "a"}),
+                {**node_patch("example.com/two"), "time": "2025-01-01T00:00:00Z"},
+            ],
+        )
+    )
+    times = patch_times(created)
+    assert times["example.com/two"] == "2025-01-01T00:00:00Z", "a time the creator wrote is kept"
+    one = parse_time(times["example.com/one"])
+    assert one is not None and one >= before
+    assert times["example.com/one"].endswith("Z") and "." not in times["example.com/one"]
+
+    # an update that leaves the patches as they are keeps their times (even one the request drops)
+    def drop_first_time(patches: list[Json]) -> list[Json]:
+        patches[0].pop("time")
+        return patches
+
+    updated = await update_runtime_patches(api, namespace, "stamped", drop_first_time)
+    assert patch_times(updated) == times
+
+    # a changed patch is stamped again; the unchanged one keeps its time
+    def change_second(patches: list[Json]) -> list[Json]:
+        patches[1] = {
+            **node_patch("example.com/two", nodeSelector={"pool": "b"}),
+            "time": "2025-01-01T00:00:00Z",
+        }
+        return patches
+
+    changed = await update_runtime_patches(api, namespace, "stamped", change_second)
+    new_times = patch_times(changed)
+    assert new_times["example.com/one"] == times["example.com/one"]
+    two = parse_time(new_times["example.com/two"])
+    assert two is not None and two >= before
+
+
+async def update_runtime_patches(
+    api: Client, namespace: str, name: str, change: Callable[[list[Json]], list[Json]]
+) -> Json:
+    """PUT the TrainJob with ``change`` made to its runtimePatches (again on a conflict with the
+    controller's status writes)."""
+
+    async def put() -> Json:
+        tj = await api.get(TRAINJOB_GVK, name, namespace)
+        patches = change([dict(p) for p in tj["spec"]["runtimePatches"]])
+        updated: Json = await api.update({**tj, "spec": {**tj["spec"], "runtimePatches": patches}})
+        return updated
+
+    result: Json = await eventually(put, retry_on=(Conflict,), message="the TrainJob could not be updated")
+    return result
+
+
+async def test_the_cert_rotator_injects_the_ca_into_the_defaulters_configuration(
+    env_v2_3: Environment, api: Client, tmp_path: Path
+) -> None:
+    never = {"matchLabels": {"trainer-test/never": "match"}}
+    created: list[Json] = []
+    with contextlib.suppress(AlreadyExists):
+        await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubeflow-system"}})
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": SECRET, "namespace": "kubeflow-system"},
+    }
+    created.append(await api.create(secret))
+    for path in (ROOT / "config" / "webhook" / "trainer.yaml", DEFAULTER):
+        for doc in yaml.safe_load_all(path.read_text()):
+            for hook in doc["webhooks"]:  # injected, never called
+                hook["namespaceSelector"] = never
+                hook["objectSelector"] = never
+            created.append(await api.create(doc))
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    try:
+        async with running_manager(
+            env_v2_3,
+            tmp_path,
+            {"certManagement": {"enable": True}},
+            args=["--api-level=v2.3", "--controllers=trainer"],
+            cert_dir=cert_dir,
+            wait_ready=False,
+        ) as manager:
+
+            async def secret_filled() -> Json:
+                current: Json = await api.get(SECRET_GVK, SECRET, "kubeflow-system")
+                assert (current.get("data") or {}).get("tls.crt"), (
+                    "the rotator has not written the Secret yet"
+                )
+                return current
+
+            filled = await eventually(
+                secret_filled, timeout=60, message="the rotator never filled the Secret"
+            )
+            for key, value in filled["data"].items():  # the kubelet mounts the Secret
+                (cert_dir / key).write_bytes(base64.b64decode(value))
+            await eventually(manager.ready, timeout=60, message="the manager never became ready")
+            ca = filled["data"]["ca.crt"]
+            defaulter = await api.get(MWC_GVK, "defaulter.trainer.kubeflow.org")
+            assert [h["clientConfig"].get("caBundle") for h in defaulter["webhooks"]] == [ca]
+            validator = await api.get(VWC_GVK, "validator.trainer.kubeflow.org")
+            assert {h["clientConfig"].get("caBundle") for h in validator["webhooks"]} == {ca}
+    finally:
+        for obj in created:
+            with contextlib.suppress(NotFound):
+                await api.delete(obj)

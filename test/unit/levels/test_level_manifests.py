@@ -52,7 +52,9 @@ def test_each_levels_manifests_install_its_own_crds_and_start_the_manager_at_its
 def test_the_v2_3_overlay_changes_only_the_crds_the_managers_flag_and_its_events_rule() -> None:
     default = {key(d): d for d in rendered(ROOT / "config" / "default")}
     overlay = {key(d): d for d in rendered(ROOT / "config" / "overlays" / "v2.3")}
-    assert sorted(overlay) == sorted(default)
+    defaulter = ("MutatingWebhookConfiguration", "", "defaulter.trainer.kubeflow.org")
+    assert sorted(overlay) == sorted([*default, defaulter])
+    del overlay[defaulter]
     changed = sorted(k for k in overlay if overlay[k] != default[k])
     assert changed == [
         ("ClusterRole", "", "kubeflow-trainer-controller-manager"),
@@ -79,3 +81,36 @@ def test_the_v2_3_role_writes_events_k8s_io_events_as_v2_3_0s_does() -> None:
             },
         )
     ]
+
+
+def test_the_v2_3_overlay_ships_v2_3_0s_trainjob_defaulter_configuration() -> None:
+    (mwc,) = [
+        d
+        for d in rendered(ROOT / "config" / "overlays" / "v2.3")
+        if key(d) == ("MutatingWebhookConfiguration", "", "defaulter.trainer.kubeflow.org")
+    ]
+    assert mwc["webhooks"] == [
+        {
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": {
+                "service": {
+                    "name": "kubeflow-trainer-controller-manager",
+                    "namespace": "kubeflow-system",
+                    "path": "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+                }
+            },
+            "failurePolicy": "Fail",
+            "name": "defaulter.trainjob.trainer.kubeflow.org",
+            "rules": [
+                {
+                    "apiGroups": ["trainer.kubeflow.org"],
+                    "apiVersions": ["v1alpha1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["trainjobs"],
+                }
+            ],
+            "sideEffects": "None",
+        }
+    ]
+    assert levels.LEVELS["v2.3"].runtime.trainjob_defaulter == mwc["metadata"]["name"]
+    assert levels.LEVELS["v2.1"].runtime.trainjob_defaulter is None

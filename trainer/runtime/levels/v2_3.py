@@ -24,6 +24,7 @@ from trainer.runtime.levels.v2_3_status import MERGE_PATCH_STATUS
 
 __all__ = [
     "JOBSET_SPEC",
+    "TRAINJOB_DEFAULTER",
     "TRAINJOB_EVENT_ACTION",
     "V2_3",
     "V2_3Runtime",
@@ -126,6 +127,9 @@ def merge_runtime_patches(jobset_spec: Json, patches: list[Json]) -> Json:
     return merged
 
 
+TRAINJOB_DEFAULTER = "defaulter.trainer.kubeflow.org"
+"""v2.3.0's MutatingWebhookConfiguration (config/overlays/v2.3/webhook/defaulter.yaml)."""
+
 TRAINJOB_EVENT_ACTION = "Reconciling"
 """The ``action`` of the TrainJob controller's events (``Eventf(..., reason, "Reconciling", ...)``)."""
 
@@ -147,7 +151,9 @@ class V2_3Runtime:
     """``spec.activeDeadlineSeconds`` (``v2_3_deadline.py``)."""
     status_write = MERGE_PATCH_STATUS
     """A merge patch of the status subresource (``v2_3_status.py``)."""
-    trainjob_defaulter: str | None = None
+    trainjob_defaulter: str | None = TRAINJOB_DEFAULTER
+    """The TrainJob defaulter's MutatingWebhookConfiguration (``webhooks/trainjob_defaulter.py``
+    stamps ``runtimePatches[].time``)."""
 
     def reconciles(self, trainjob: Json) -> bool:
         """Only TrainJobs the Trainer's own controller manages (v2.3.0's early return; v2.1.0
