@@ -1,0 +1,307 @@
+"""Kueue e2e helpers: the stack (a full local cluster, this manager, Kueue v0.15.0) and the
+objects the tests create, read through the Environment's admin client (``env.request``).
+
+Module name unique among the test directories (they are all on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from manager.envtest import Environment
+from manager.envtest.process import Process
+from manager.testing import eventually
+from trainer.conformance import kueue as kq
+
+Json = dict[str, Any]
+ROOT = Path(__file__).resolve().parents[3]
+
+FULL_ENV = "KUEUE_E2E"
+"""``KUEUE_E2E=all`` (``make test-kueue``) runs the whole suite; ``make test`` runs the reduced part."""
+
+full_only = pytest.mark.skipif(
+    os.environ.get(FULL_ENV, "").lower() != "all",
+    reason=f"part of the full Kueue suite: make test-kueue ({FULL_ENV}=all)",
+)
+
+POOL_LABEL = "kueue-e2e/pool"
+POOL = "reserved"
+"""The KWOK nodes only Kueue's flavor leads to: labelled ``POOL_LABEL=POOL`` and tainted
+``POOL_LABEL=POOL:NoSchedule``, so a pod lands there only with the flavor's node selector and
+toleration (the cluster's untainted node takes every other pod)."""
+POOL_TOLERATION = {"key": POOL_LABEL, "operator": "Equal", "value": POOL, "effect": "NoSchedule"}
+
+TJ_API = "/apis/trainer.kubeflow.org/v1alpha1"
+JS_API = "/apis/jobset.x-k8s.io/v1alpha2"
+KQ_API = f"/apis/{kq.API_VERSION}"
+WAIT = 60.0
+"""Deadline of one wait (admission, preemption, pods): seconds on an idle machine."""
+
+
+@dataclass
+class Stack:
+    env: Environment
+    manager: Process
+    kueue: kq.KueueProcess
+
+
+class Api:
+    """Admin requests against the stack's API server, failing loudly on unexpected answers."""
+
+    def __init__(self, env: Environment, namespace: str) -> None:
+        self.env = env
+        self.ns = namespace
+
+    async def create(self, path: str, body: Json) -> Json:
+        status, answer = await self.env.request("POST", path, body)
+        assert status == 201, f"create at {path} answered {status}: {answer}"
+        return dict(answer)
+
+    async def get(self, path: str) -> Json | None:
+        status, answer = await self.env.request("GET", path)
+        if status == 404:
+            return None
+        assert status == 200, f"GET {path} answered {status}: {answer}"
+        return dict(answer)
+
+    async def must_get(self, path: str) -> Json:
+        obj = await self.get(path)
+        assert obj is not None, f"{path} does not exist"
+        return obj
+
+    async def items(self, path: str, selector: str | None = None) -> list[Json]:
+        query = f"?labelSelector={selector}" if selector else ""
+        status, answer = await self.env.request("GET", path + query)
+        assert status == 200, f"LIST {path} answered {status}: {answer}"
+        return list(answer.get("items") or [])
+
+    async def delete(self, path: str) -> None:
+        status, answer = await self.env.request("DELETE", path)
+        assert status in (200, 202, 404), f"DELETE {path} answered {status}: {answer}"
+
+    async def patch(self, path: str, patch: Json) -> Json:
+        status, answer = await self.env.request(
+            "PATCH", path, patch, content_type="application/merge-patch+json"
+        )
+        assert status == 200, f"PATCH {path} answered {status}: {answer}"
+        return dict(answer)
+
+    # -- paths ---------------------------------------------------------------------------------
+
+    def trainjob(self, name: str = "") -> str:
+        return f"{TJ_API}/namespaces/{self.ns}/trainjobs" + (f"/{name}" if name else "")
+
+    def jobset(self, name: str = "") -> str:
+        return f"{JS_API}/namespaces/{self.ns}/jobsets" + (f"/{name}" if name else "")
+
+    def workloads(self) -> str:
+        return f"{KQ_API}/namespaces/{self.ns}/workloads"
+
+    def pods(self) -> str:
+        return f"/api/v1/namespaces/{self.ns}/pods"
+
+    async def workload_of(self, kind: str, name: str) -> Json:
+        """The Workload Kueue made for the ``kind`` object ``name`` (owner reference)."""
+        for wl in await self.items(self.workloads()):
+            for ref in wl["metadata"].get("ownerReferences") or []:
+                if ref["kind"] == kind and ref["name"] == name:
+                    return wl
+        raise AssertionError(f"no Workload owned by {kind} {name} yet")
+
+    async def jobset_pods(self, jobset: str) -> list[Json]:
+        return await self.items(self.pods(), f"jobset.sigs.k8s.io/jobset-name={jobset}")
+
+
+def condition(obj: Json, kind: str) -> Json | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == kind:
+            return dict(c)
+    return None
+
+
+def is_true(obj: Json, kind: str) -> bool:
+    c = condition(obj, kind)
+    return bool(c and c["status"] == "True")
+
+
+async def queue_objects(api: Api, name: str, *, quota_cpu: str = "4") -> dict[str, str]:
+    """A ResourceFlavor (pool node label and toleration), a ClusterQueue of ``quota_cpu`` CPUs
+    preempting lower priorities within it, a LocalQueue ``lq`` in the namespace and a
+    WorkloadPriorityClass ``high``; cluster-scoped names carry ``name``. Returns the names."""
+    names = {"flavor": f"rf-{name}", "cq": f"cq-{name}", "lq": "lq", "high": f"high-{name}"}
+    await api.create(
+        f"{KQ_API}/resourceflavors",
+        {
+            "apiVersion": kq.API_VERSION,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": names["flavor"]},
+            "spec": {"nodeLabels": {POOL_LABEL: POOL}, "tolerations": [POOL_TOLERATION]},
+        },
+    )
+    await api.create(
+        f"{KQ_API}/clusterqueues",
+        {
+            "apiVersion": kq.API_VERSION,
+            "kind": "ClusterQueue",
+            "metadata": {"name": names["cq"]},
+            "spec": {
+                "namespaceSelector": {},
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [
+                            {
+                                "name": names["flavor"],
+                                "resources": [{"name": "cpu", "nominalQuota": quota_cpu}],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+    )
+    await api.create(
+        f"{KQ_API}/namespaces/{api.ns}/localqueues",
+        {
+            "apiVersion": kq.API_VERSION,
+            "kind": "LocalQueue",
+            "metadata": {"name": names["lq"], "namespace": api.ns},
+            "spec": {"clusterQueue": names["cq"]},
+        },
+    )
+    await api.create(
+        f"{KQ_API}/workloadpriorityclasses",
+        {
+            "apiVersion": kq.API_VERSION,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": names["high"]},
+            "value": 1000,
+        },
+    )
+
+    async def queue_active() -> None:
+        cq = await api.must_get(f"{KQ_API}/clusterqueues/{names['cq']}")
+        lq = await api.must_get(f"{KQ_API}/namespaces/{api.ns}/localqueues/{names['lq']}")
+        assert is_true(cq, "Active") and is_true(lq, "Active"), (cq.get("status"), lq.get("status"))
+
+    await eventually(
+        queue_active, timeout=WAIT, message="the ClusterQueue and LocalQueue never became Active"
+    )
+    return names
+
+
+async def delete_queue_objects(api: Api, names: dict[str, str]) -> None:
+    await api.delete(f"{KQ_API}/clusterqueues/{names['cq']}")
+    await api.delete(f"{KQ_API}/resourceflavors/{names['flavor']}")
+    await api.delete(f"{KQ_API}/workloadpriorityclasses/{names['high']}")
+
+
+def trainjob(name: str, namespace: str, *, nodes: int, cpu: str, priority: str | None = None) -> Json:
+    labels = {kq.QUEUE_LABEL: "lq"}
+    if priority:
+        labels[kq.PRIORITY_LABEL] = priority
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": nodes, "resourcesPerNode": {"requests": {"cpu": cpu}}},
+        },
+    }
+
+
+async def server_clock_past(api: Api, timestamp: str) -> None:
+    """Until the API server's clock (a dry-run create's creationTimestamp, whole seconds) is past
+    ``timestamp``: Kueue orders equal priorities by creation time, to the second."""
+    probe = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "clock-"}}
+
+    async def past() -> None:
+        status, answer = await api.env.request(
+            "POST", f"/api/v1/namespaces/{api.ns}/configmaps?dryRun=All", probe
+        )
+        assert status == 201, answer
+        assert answer["metadata"]["creationTimestamp"] > timestamp, (answer["metadata"], timestamp)
+
+    await eventually(
+        past, timeout=5, interval=0.2, message=f"the API server's clock never passed {timestamp}"
+    )
+
+
+def reconciler_errors(log: Path, namespace: str, since: int = 0) -> list[Json]:
+    """The manager's ``Reconciler error`` lines (JSON log) about objects of ``namespace``,
+    from byte offset ``since`` on."""
+    with log.open("rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    found = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if entry.get("msg") == "Reconciler error" and entry.get("namespace") == namespace:
+            found.append(entry)
+    return found
+
+
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def timed(label: str) -> Callable[[], None]:
+    """Print how long a phase took (``-s`` shows it)."""
+    started = time.monotonic()
+
+    def done() -> None:
+        print(f"kueue-e2e: {label} after {time.monotonic() - started:.1f}s")
+
+    return done
+
+
+class Watch:
+    """Every version of the objects at a collection ``path`` from ``resource_version`` on, as the
+    API server sends them (a watch in a background task): what a poll could miss in between."""
+
+    def __init__(self, env: Environment, path: str, resource_version: str) -> None:
+        self.env = env
+        self.url = f"{env.url}{path}?watch=true&resourceVersion={resource_version}&allowWatchBookmarks=false"
+        self.events: list[tuple[str, Json]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Watch:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        connector = aiohttp.TCPConnector(ssl=self.env.ssl_context())
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            session.get(self.url, timeout=aiohttp.ClientTimeout(total=None)) as response,
+        ):
+            assert response.status == 200, await response.text()
+            async for line in response.content:
+                if line.strip():
+                    event = json.loads(line)
+                    self.events.append((event["type"], event["object"]))

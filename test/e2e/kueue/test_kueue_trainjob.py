@@ -1,0 +1,171 @@
+"""TrainJobs queued, admitted and preempted by Kueue v0.15.0, run by this manager.
+
+Kueue's TrainJob integration (``trainer.kubeflow.org/trainjob``) suspends a TrainJob that names a
+LocalQueue, admits it into the ClusterQueue's quota by appending a ``podTemplateOverrides`` entry
+(the flavor's node selector and tolerations, the ``kueue.x-k8s.io/podset`` label) while it is
+suspended and then unsuspending it, and preempts it by suspending it and removing that entry
+again. This manager has to carry each step into the JobSet it owns: the overrides into the pod
+templates before the JobSet resumes, the suspension into the Jobs (pods gone), the removed
+override out of the templates, and the second admission back in (the step commit 9b259b2 fixed:
+a removed override used to leave a null in the JobSet and block the resume).
+"""
+
+from __future__ import annotations
+
+from kueuee2e import (
+    POOL,
+    POOL_LABEL,
+    POOL_TOLERATION,
+    WAIT,
+    Api,
+    Json,
+    Stack,
+    condition,
+    delete_queue_objects,
+    is_true,
+    log_size,
+    queue_objects,
+    reconciler_errors,
+    server_clock_past,
+    timed,
+    trainjob,
+)
+
+from manager.testing import eventually
+
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+
+
+def _kueue_overrides(tj: Json) -> list[Json]:
+    return [
+        o
+        for o in tj["spec"].get("podTemplateOverrides") or []
+        if PODSET_LABEL in ((o.get("metadata") or {}).get("labels") or {})
+    ]
+
+
+def _node_pod_spec(js: Json) -> Json:
+    for rjob in js["spec"]["replicatedJobs"]:
+        if rjob["name"] == "node":
+            spec: Json = rjob["template"]["spec"]["template"]["spec"]
+            return spec
+    raise AssertionError(f"JobSet {js['metadata']['name']} has no replicated job 'node'")
+
+
+def _has_pool_placement(pod_spec: Json) -> bool:
+    return (pod_spec.get("nodeSelector") or {}).get(POOL_LABEL) == POOL and POOL_TOLERATION in (
+        pod_spec.get("tolerations") or []
+    )
+
+
+async def assert_admitted(api: Api, name: str, nodes: int, flavor: str) -> None:
+    """Admitted by Kueue and running: the override, the unsuspended JobSet with the flavor's
+    placement in its template, ``nodes`` Running pods on pool nodes, PodsReady on the Workload."""
+    tj = await api.must_get(api.trainjob(name))
+    assert tj["spec"].get("suspend") is False, f"{name} still suspended: {tj['spec']}"
+    overrides = _kueue_overrides(tj)
+    assert len(overrides) == 1, f"{name}: Kueue's overrides {overrides}"
+    assert _has_pool_placement(overrides[0]["spec"]), overrides[0]
+    wl = await api.workload_of("TrainJob", name)
+    assert is_true(wl, "Admitted"), wl.get("status")
+    assignments = wl["status"]["admission"]["podSetAssignments"]
+    assert [a["flavors"] for a in assignments] == [{"cpu": flavor}], assignments
+    js = await api.must_get(api.jobset(name))
+    assert js["spec"].get("suspend") is False, js["spec"].get("suspend")
+    assert _has_pool_placement(_node_pod_spec(js)), _node_pod_spec(js)
+    pods = [p for p in await api.jobset_pods(name) if not p["metadata"].get("deletionTimestamp")]
+    assert len(pods) == nodes, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        assert _has_pool_placement(pod["spec"]), pod["spec"]
+        assert (pod["spec"].get("nodeName") or "").startswith("pool-node-"), pod["spec"].get("nodeName")
+        assert pod["status"].get("phase") == "Running", pod["status"].get("phase")
+    assert is_true(wl, "PodsReady"), condition(wl, "PodsReady")
+
+
+async def assert_waiting(api: Api, name: str) -> None:
+    """Queued without quota: suspended, no override, its JobSet suspended, no pods."""
+    tj = await api.must_get(api.trainjob(name))
+    assert tj["spec"].get("suspend") is True, tj["spec"]
+    assert _kueue_overrides(tj) == [], tj["spec"].get("podTemplateOverrides")
+    wl = await api.workload_of("TrainJob", name)
+    reserved = condition(wl, "QuotaReserved")
+    assert reserved and reserved["status"] == "False" and reserved["reason"] == "Pending", reserved
+    assert "insufficient" in reserved["message"] and "quota for cpu" in reserved["message"], reserved[
+        "message"
+    ]
+    js = await api.must_get(api.jobset(name))
+    assert js["spec"].get("suspend") is True, js["spec"].get("suspend")
+    assert await api.jobset_pods(name) == []
+
+
+async def assert_preempted(api: Api, name: str) -> None:
+    """Preempted: suspended again with Kueue's override removed, the JobSet suspended without the
+    flavor's placement, its pods gone, the Workload marked Preempted and not admitted."""
+    tj = await api.must_get(api.trainjob(name))
+    assert tj["spec"].get("suspend") is True, tj["spec"]
+    assert _kueue_overrides(tj) == [], tj["spec"].get("podTemplateOverrides")
+    wl = await api.workload_of("TrainJob", name)
+    preempted = condition(wl, "Preempted")
+    assert preempted and preempted["status"] == "True", wl.get("status")
+    assert not is_true(wl, "Admitted"), wl.get("status")
+    js = await api.must_get(api.jobset(name))
+    assert js["spec"].get("suspend") is True, js["spec"].get("suspend")
+    assert POOL_LABEL not in (_node_pod_spec(js).get("nodeSelector") or {}), _node_pod_spec(js)
+    pods = await api.jobset_pods(name)
+    assert pods == [], [(p["metadata"]["name"], p["status"].get("phase")) for p in pods]
+
+
+async def test_trainjobs_admitted_preempted_and_resumed(kueue_stack: Stack, api: Api) -> None:
+    """4 CPUs of quota, three TrainJobs of 2: two run, one waits; a high-priority TrainJob of 4
+    preempts both, and once it is deleted both are admitted again and run."""
+    since = log_size(kueue_stack.manager.log)
+    names = await queue_objects(api, api.ns)
+    flavor = names["flavor"]
+
+    async def admitted(name: str, nodes: int = 1) -> None:
+        await eventually(
+            lambda: assert_admitted(api, name, nodes, flavor),
+            timeout=WAIT,
+            message=f"TrainJob {name} never ran as admitted by Kueue",
+        )
+
+    try:
+        done = timed("a and b admitted and running")
+        for name in ("a", "b"):
+            await api.create(api.trainjob(), trainjob(name, api.ns, nodes=1, cpu="2"))
+        for name in ("a", "b"):
+            await admitted(name)
+        done()
+        # Kueue orders equal priorities by creation time (whole seconds): c comes after a and b.
+        created = [(await api.workload_of("TrainJob", n))["metadata"]["creationTimestamp"] for n in "ab"]
+        latest = max(created)
+        await server_clock_past(api, latest)
+        await api.create(api.trainjob(), trainjob("c", api.ns, nodes=1, cpu="2"))
+        await eventually(
+            lambda: assert_waiting(api, "c"), timeout=WAIT, message="TrainJob c never waited for quota"
+        )
+
+        done = timed("a and b preempted, high running")
+        await api.create(api.trainjob(), trainjob("high", api.ns, nodes=1, cpu="4", priority=names["high"]))
+        for name in ("a", "b"):
+            await eventually(
+                lambda n=name: assert_preempted(api, n),
+                timeout=WAIT,
+                message=f"TrainJob {name} was never preempted",
+            )
+        await admitted("high")
+        done()
+        await eventually(lambda: assert_waiting(api, "c"), timeout=WAIT, message="c no longer waits")
+
+        done = timed("a and b re-admitted and running")
+        await api.delete(api.trainjob("high"))
+        for name in ("a", "b"):
+            await admitted(name)
+        done()
+        await eventually(lambda: assert_waiting(api, "c"), timeout=WAIT, message="c no longer waits")
+        errors = reconciler_errors(kueue_stack.manager.log, api.ns, since)
+        assert errors == [], errors
+    finally:
+        for name in ("a", "b", "c", "high"):
+            await api.delete(api.trainjob(name))
+        await delete_queue_objects(api, names)

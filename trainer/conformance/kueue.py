@@ -1,0 +1,394 @@
+"""Kueue v0.15.0 in front of a manager: built from the Go module proxy, run outside the cluster.
+
+Kueue (``sigs.k8s.io/kueue``, built on Trainer v2.1.0 and JobSet v0.10.1, the levels this
+repository's default behaviour follows) is a test dependency, never shipped. Its
+``cmd/kueue`` is built once and cached like the Go originals (``GoMain``); its manifests are
+the module's ``config/default`` rendered by kustomize (the kubectl of the asset cache), once,
+into the same cache directory: what a user installing the release gets. From those the harness
+takes only the CRDs and the two webhook configurations, and installs them on a local control
+plane (``manager.envtest.Environment``) with every ``clientConfig.service`` (the admission
+webhooks and the CRDs' conversion webhooks, ``/convert``) rewritten to
+``https://127.0.0.1:<port><path>`` and the harness CA injected, as ``install_webhooks`` does for
+this repository's webhooks. Its RBAC, Deployment and Services are not used: Kueue runs as a
+process with the admin kubeconfig.
+
+Kueue's Configuration (``config.kueue.x-k8s.io/v1beta2``) here: leader election and internal
+certificate management off (the serving certificate comes from ``webhook.certDir``), the
+``VisibilityOnDemand`` gate off (its API server would need certificates of its own), metrics
+off, probes and webhooks on free loopback ports, ``integrations.frameworks`` =
+``trainer.kubeflow.org/trainjob`` and ``jobset.x-k8s.io/jobset``, optionally ``waitForPodsReady``.
+
+Two facts of ``cmd/kueue`` shape the start-up: with internal certificate management off it reads
+a metrics certificate from the fixed path ``/etc/kueue/metrics/certs`` even when metrics are
+off (written here, once, when missing: :func:`ensure_metrics_certificate`); and it exits ("no
+matches for kind Workload") when its CRDs are not served yet, so the CRDs are installed, and
+served, first. Kueue stores its objects as ``v1beta1`` and reads them as ``v1beta2`` through its
+own conversion webhook, so the webhook configurations are removed before it stops
+(:meth:`KueueProcess.stop`); objects of its kinds can then no longer be read until it runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from manager.envtest import Environment, assets
+from manager.envtest.assets import GoMain, ensure_go_main, go_mains_dir
+from manager.envtest.certs import TinyCA
+from manager.envtest.errors import AssetBuildError, EnvtestError
+from manager.envtest.process import Process, free_port, wait_http
+from trainer.conformance.originals import module_dir
+
+Json = dict[str, Any]
+
+KUEUE = GoMain("sigs.k8s.io/kueue", "v0.15.0", "sigs.k8s.io/kueue/cmd/kueue", "kueue-controller-manager")
+"""Kueue's controller manager at the release tested here (its go.mod requires
+github.com/kubeflow/trainer/v2 v2.1.0 and sigs.k8s.io/jobset v0.10.1)."""
+
+API_GROUP = "kueue.x-k8s.io"
+API_VERSION = f"{API_GROUP}/v1beta2"
+"""The version Kueue v0.15 reads and writes (its CRDs store v1beta1 and convert by webhook)."""
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+FRAMEWORKS = ("trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset")
+NAMESPACE = "kueue-system"
+METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+"""Where ``cmd/kueue`` v0.15 reads its metrics certificate when internal cert management is off."""
+MANIFESTS_FILE = "kueue-manifests.yaml"
+READY_TIMEOUT = 120.0
+CONFIGURATION_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+
+def _say(message: str) -> None:
+    print(f"kueue: {message}", file=sys.stderr, flush=True)
+
+
+def build(*, quiet: bool = False) -> tuple[Path, float]:
+    """The Kueue binary (built now when not cached) and the seconds spent building it."""
+    return ensure_go_main(KUEUE, quiet=quiet)
+
+
+def manifests() -> list[Json]:
+    """Every object of the release's install (``kustomize build config/default`` of the module),
+    rendered once into the cache directory of the binary."""
+    cached = go_mains_dir() / KUEUE.key / MANIFESTS_FILE
+    if not cached.is_file():
+        source = module_dir(KUEUE) / "config" / "default"
+        kubectl = assets.ensure(["kubectl"])["kubectl"]
+        proc = subprocess.run(
+            [str(kubectl), "kustomize", str(source)], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise AssetBuildError(f"{KUEUE.module}@{KUEUE.version}: kustomize config/default", proc.stderr)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+        partial.write_text(proc.stdout)
+        partial.rename(cached)
+    return [doc for doc in yaml.safe_load_all(cached.read_text()) if isinstance(doc, dict)]
+
+
+def _url_config(client: Json, base_url: str, ca_pem: bytes) -> None:
+    service = client.pop("service", None) or {}
+    client["url"] = base_url + service.get("path", "")
+    client["caBundle"] = base64.b64encode(ca_pem).decode()
+
+
+def crds(docs: Sequence[Json], base_url: str, ca_pem: bytes) -> list[Json]:
+    """The release's CRDs, their conversion webhooks pointed at ``base_url`` (``https://host:port``)."""
+    out = []
+    for doc in docs:
+        if doc.get("kind") != "CustomResourceDefinition":
+            continue
+        doc = yaml.safe_load(yaml.safe_dump(doc))  # a copy
+        conversion = doc["spec"].get("conversion") or {}
+        if conversion.get("strategy") == "Webhook":
+            _url_config(conversion["webhook"].setdefault("clientConfig", {}), base_url, ca_pem)
+        out.append(doc)
+    return out
+
+
+def webhook_configurations(docs: Sequence[Json]) -> list[Json]:
+    """The release's two admission webhook configurations, as shipped (service references)."""
+    return [yaml.safe_load(yaml.safe_dump(d)) for d in docs if d.get("kind") in CONFIGURATION_KINDS]
+
+
+def ensure_metrics_certificate(directory: Path = METRICS_CERT_DIR) -> None:
+    """A self-signed pair at ``directory`` (``tls.crt``, ``tls.key``) unless one is there already.
+
+    ``cmd/kueue`` v0.15 builds a certificate watcher on this fixed path whenever internal
+    certificate management is off, and exits without it; with metrics off (bindAddress "0") the
+    pair is never served. Written atomically, so concurrent harnesses agree on one pair."""
+    crt, key = directory / "tls.crt", directory / "tls.key"
+    if crt.is_file() and key.is_file():
+        return
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        pair = TinyCA("kueue-metrics-ca").issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"])
+        suffix = f".{os.getpid()}.tmp"
+        pair.write(crt.with_name("tls.crt" + suffix), key.with_name("tls.key" + suffix))
+        key.with_name("tls.key" + suffix).rename(key)
+        crt.with_name("tls.crt" + suffix).rename(crt)
+    except OSError as err:
+        raise EnvtestError(
+            f"Kueue v0.15 reads a metrics certificate from {directory} (fixed path) and it cannot be "
+            f"written here ({err}); create tls.crt and tls.key there once"
+        ) from err
+
+
+def configuration(
+    *,
+    webhook_port: int,
+    health_port: int,
+    cert_dir: Path,
+    wait_for_pods_ready: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Json:
+    """Kueue's Configuration for a process outside the cluster (see the module docstring)."""
+    config: Json = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": NAMESPACE,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "clientConnection": {"qps": 100, "burst": 200},
+        "featureGates": {"VisibilityOnDemand": False},
+        "integrations": {"frameworks": list(FRAMEWORKS)},
+    }
+    if wait_for_pods_ready is not None:
+        config["waitForPodsReady"] = dict(wait_for_pods_ready)
+    config.update(overrides or {})
+    return config
+
+
+# -- probes: the API server calls Kueue's webhooks -----------------------------------------------
+
+_RF_PATH = f"/apis/{API_VERSION}/resourceflavors"
+
+
+def _flavor(**spec: Any) -> Json:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"generateName": "kueue-probe-"},
+        "spec": spec,
+    }
+
+
+async def wait_kueue_effective(env: Environment, *, timeout: float = 60.0) -> None:
+    """Until the API server calls Kueue's mutating and validating configurations and converts
+    through its ``/convert`` (each by a dry-run create, nothing stored)."""
+    # mresourceflavor.kb.io adds the resource-in-use finalizer.
+    await env.wait_webhook_effective(
+        _RF_PATH,
+        _flavor(),
+        mutated=lambda a: (
+            isinstance(a, dict)
+            and f"{API_GROUP}/resource-in-use" in (a.get("metadata", {}).get("finalizers") or [])
+        ),
+        timeout=timeout,
+    )
+    # vresourceflavor.kb.io validates node label keys (the CRD schema does not).
+    await env.wait_webhook_effective(
+        _RF_PATH, _flavor(nodeLabels={"not a label key!": "x"}), denied_by="vresourceflavor.kb.io"
+    )
+    # A LocalQueue is stored as v1beta1: a create at v1beta2 goes through the conversion webhook.
+    local_queue = {
+        "apiVersion": API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": {"generateName": "kueue-probe-", "namespace": "default"},
+        "spec": {"clusterQueue": "kueue-probe"},
+    }
+    await env.wait_webhook_effective(
+        f"/apis/{API_VERSION}/namespaces/default/localqueues",
+        local_queue,
+        mutated=lambda a: isinstance(a, dict) and a.get("kind") == "LocalQueue",
+        timeout=timeout,
+    )
+
+
+# -- the process ---------------------------------------------------------------------------------
+
+
+@dataclass
+class KueueProcess:
+    """Kueue running against ``env``: its process, ports, CA and the objects it installed."""
+
+    env: Environment
+    process: Process
+    workdir: Path
+    webhook_port: int
+    health_port: int
+    ca: TinyCA
+    config: Json
+    docs: list[Json] = field(default_factory=list)  # the release's manifests
+    webhook_names: list[tuple[str, str]] = field(default_factory=list)  # (plural, name)
+    build_seconds: float = 0.0
+    install_seconds: float = 0.0
+    start_seconds: float = 0.0
+
+    @property
+    def log(self) -> Path:
+        return self.process.log
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    async def ready(self) -> None:
+        await wait_http(self.process, f"http://127.0.0.1:{self.health_port}/readyz", timeout=READY_TIMEOUT)
+
+    async def start(self) -> None:
+        """Start the process, wait for its ``/readyz``, install the webhook configurations and
+        wait until the API server calls them; stopped again when any of that fails."""
+        started = time.monotonic()
+        self.process.start(detached=False)
+        try:
+            await self.ready()
+            ready = time.monotonic()
+            hooks = webhook_configurations(self.docs)
+            hooks_file = self.workdir / "kueue-webhooks.yaml"
+            hooks_file.write_text(yaml.safe_dump_all(hooks))
+            names = await self.env.install_webhooks(
+                [hooks_file], host="127.0.0.1", port=self.webhook_port, ca_bundle=self.ca.cert_pem
+            )
+            for doc, name in zip(hooks, names, strict=True):
+                self.webhook_names.append((doc["kind"].lower() + "s", name))
+            await wait_kueue_effective(self.env)
+        except BaseException:
+            await self.stop()
+            raise
+        self.start_seconds = time.monotonic() - started
+        _say(
+            f"CRDs served in {self.install_seconds:.1f}s, /readyz {ready - started:.1f}s after the "
+            f"start, webhooks called {time.monotonic() - ready:.1f}s after that"
+        )
+
+    async def remove_webhooks(self) -> None:
+        for plural, name in self.webhook_names:
+            await self.env.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
+        self.webhook_names.clear()
+
+    async def stop(self) -> int | None:
+        """Remove the webhook configurations (the API server would refuse every Pod, Job and
+        JobSet while they point at nothing), then SIGTERM the process; returns its exit code."""
+        with contextlib.suppress(Exception):
+            await self.remove_webhooks()
+        self.process.stop(timeout=15)
+        return self.process.exited()
+
+
+def _prepare(workdir: Path) -> tuple[Path, float, list[Json], TinyCA, Path]:
+    """What blocks: the build (minutes, once), the manifests, the certificates."""
+    binary, build_seconds = build()
+    if build_seconds:
+        _say(f"built {KUEUE.name} {KUEUE.version} in {build_seconds:.0f}s")
+    docs = manifests()
+    ensure_metrics_certificate()
+    workdir.mkdir(parents=True, exist_ok=True)
+    ca = TinyCA("kueue-webhook-ca")
+    certs = workdir / "webhook-certs"
+    certs.mkdir(exist_ok=True)
+    ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+        certs / "tls.crt", certs / "tls.key"
+    )
+    return binary, build_seconds, docs, ca, certs
+
+
+async def install_kueue(
+    env: Environment,
+    workdir: Path,
+    *,
+    wait_for_pods_ready: Mapping[str, Any] | None = None,
+    config_overrides: Mapping[str, Any] | None = None,
+    log_level: str | None = None,
+) -> KueueProcess:
+    """Build (once) and configure Kueue for ``env`` and install its namespace and CRDs (served
+    when this returns, conversion pointed at the port Kueue will listen on); not started yet:
+    :meth:`KueueProcess.start`. Its CRDs are large (the Workload CRD is 1.6 MB, two versions of a
+    pod template each), so a caller may overlap this with starting its own manager."""
+    started = time.monotonic()
+    binary, build_seconds, docs, ca, certs = await asyncio.to_thread(_prepare, workdir)
+    webhook_port, health_port = free_port(), free_port()
+    await env.apply(
+        f"/api/v1/namespaces/{NAMESPACE}",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+    )
+    crd_file = workdir / "kueue-crds.yaml"
+    crd_file.write_text(yaml.safe_dump_all(crds(docs, f"https://127.0.0.1:{webhook_port}", ca.cert_pem)))
+    await env.install_crds([crd_file])
+    config = configuration(
+        webhook_port=webhook_port,
+        health_port=health_port,
+        cert_dir=certs,
+        wait_for_pods_ready=wait_for_pods_ready,
+        overrides=config_overrides,
+    )
+    config_file = workdir / "kueue-config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    argv = [str(binary), f"--config={config_file}"]
+    if log_level is not None:
+        argv.append(f"--zap-log-level={log_level}")
+    process = Process(
+        name="kueue",
+        argv=argv,
+        log=workdir / "kueue.log",
+        extra_env={"KUBECONFIG": str(env.kubeconfig)},
+    )
+    kueue = KueueProcess(env, process, workdir, webhook_port, health_port, ca, config, docs=docs)
+    kueue.build_seconds = build_seconds
+    kueue.install_seconds = time.monotonic() - started - build_seconds
+    return kueue
+
+
+async def start_kueue(env: Environment, workdir: Path, **kwargs: Any) -> KueueProcess:
+    """Install Kueue's CRDs and webhook configurations on ``env`` and start Kueue, ready and
+    called by the API server (``install_kueue`` then ``KueueProcess.start``; ``kwargs`` are
+    ``install_kueue``'s). The manager(s) serving TrainJobs and JobSets run separately."""
+    kueue = await install_kueue(env, workdir, **kwargs)
+    await kueue.start()
+    return kueue
+
+
+@contextlib.asynccontextmanager
+async def running_kueue(env: Environment, workdir: Path, **kwargs: Any) -> AsyncIterator[KueueProcess]:
+    """:func:`start_kueue` for the block; stopped (webhook configurations removed) after it."""
+    kueue = await start_kueue(env, workdir, **kwargs)
+    try:
+        yield kueue
+    finally:
+        await kueue.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m trainer.conformance.kueue --build-only``: build (or find) Kueue and print its path."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m trainer.conformance.kueue")
+    parser.add_argument("--build-only", action="store_true", help="build Kueue and render its manifests")
+    args = parser.parse_args(argv)
+    if not args.build_only:
+        parser.error("only --build-only is supported; the e2e suite is test/e2e/kueue")
+    binary, seconds = build()
+    manifests()
+    print(f"{binary} ({f'built in {seconds:.0f}s' if seconds else 'cached'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
