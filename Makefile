@@ -126,14 +126,17 @@ cluster-down: $(STAMP)
 # Differential conformance: every scenario of test/conformance/scenarios applied to a local
 # cluster served by this manager and to one served by the Go jobset/trainer managers (built from
 # the Go module proxy on first use, cached beside the control-plane binaries). Exit 1 on any
-# difference not listed in trainer/conformance/divergences.yaml. CONFORMANCE_ARGS passes options
-# (e.g. your own manifest files, --kubeconfig-ours/--kubeconfig-theirs).
+# difference not listed in trainer/conformance/divergences.yaml. LEVEL is the API level both
+# sides run (docs/levels.md: v2.1, the default, or v2.3: the Go originals of that level, its CRDs,
+# webhooks and runtimes, the scenarios of that level). CONFORMANCE_ARGS passes options (e.g. your
+# own manifest files, --kubeconfig-ours/--kubeconfig-theirs).
+LEVEL ?= v2.1
 CONFORMANCE_ARGS ?=
 conformance: $(STAMP) build-assets build-originals
-	$(PY) -m trainer conformance $(CONFORMANCE_ARGS)
+	$(PY) -m trainer conformance --level $(LEVEL) $(CONFORMANCE_ARGS)
 
 build-originals: $(STAMP)
-	$(PY) -m trainer conformance --build-only
+	$(PY) -m trainer conformance --build-only --level $(LEVEL)
 
 # Upstream's own e2e suites (test/e2e of jobset v0.10.1, 10 specs, and trainer v2.1.0, 2 specs),
 # compiled with `go test -c` from the Go module proxy and cached beside the Go originals, run

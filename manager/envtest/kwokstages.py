@@ -14,7 +14,10 @@ transitions are all given here:
   pod is Pending, which a Job counts as active but not ready);
 * ``pod-complete``: a Running pod owned by a Job becomes Succeeded after ``run_seconds``
   (the stage's ``delay.durationMilliseconds``, optionally plus a random jitter up to
-  ``jitter_seconds``); the other pod fields stay as ``pod-ready`` left them;
+  ``jitter_seconds``), or, without jitter, after the seconds its ``RUN_SECONDS_ANNOTATION`` says
+  (a pod that must run longer than the others: ``delay.durationFrom``, a jq expression over the
+  pod); the other
+  pod fields stay as ``pod-ready`` left them;
 * ``pod-delete``: a pod being deleted loses its finalizers and is removed at once.
 
 With ``probe_delays=True`` a pod whose containers have a readiness or startup probe starts
@@ -33,7 +36,11 @@ from __future__ import annotations
 
 from manager.meta.object import Json
 
-__all__ = ["pod_stages"]
+__all__ = ["RUN_SECONDS_ANNOTATION", "pod_run_seconds", "pod_stages"]
+
+RUN_SECONDS_ANNOTATION = "envtest.trainer.kubeflow.org/pod-run-seconds"
+"""A pod annotation: how many seconds this Job pod runs before it succeeds (a decimal number),
+instead of the stages' ``run_seconds``."""
 
 _STAGE_API = "kwok.x-k8s.io/v1alpha1"
 _POD = {"apiGroup": "v1", "kind": "Pod"}
@@ -130,6 +137,20 @@ _PROBE_DELAY_JQ = (
 _READY_IS = '.status.conditions[]? | select(.type == "Ready") | .status'
 
 
+# jq over the pod: its run-time annotation as a Go duration ("30s"); nothing (the stage's own
+# delay) without it.
+_RUN_SECONDS_JQ = f'.metadata.annotations["{RUN_SECONDS_ANNOTATION}"] // empty | tostring + "s"'
+
+
+def pod_run_seconds(pod: Json, default: float) -> float:
+    """How long the ``pod-complete`` stage keeps ``pod`` Running: its annotation, else ``default``."""
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(RUN_SECONDS_ANNOTATION)
+    try:
+        return float(value) if value is not None else default
+    except ValueError:
+        return default
+
+
 def _millis(seconds: float) -> int:
     return max(0, round(seconds * 1000))
 
@@ -152,6 +173,8 @@ def pod_stages(
     delay: Json = {"durationMilliseconds": _millis(run_seconds)}
     if jitter_seconds > 0:
         delay["jitterDurationMilliseconds"] = _millis(run_seconds + jitter_seconds)
+    else:  # (KWOK caps a delay at its jitter bound: the annotation is read without jitter only)
+        delay["durationFrom"] = {"expressionFrom": _RUN_SECONDS_JQ}
     ready: Json = {
         "resourceRef": _POD,
         "selector": {

@@ -1,20 +1,27 @@
 """Both sides of a comparison, each on its own full local control plane (envtest, KWOK nodes).
 
-``theirs``: the Go jobset and trainer managers as two processes, with upstream's CRDs;
-``ours``: ``python -m trainer`` with this repository's CRDs, without its ``scheduling``
-component (the PodGroup/ElasticQuota status controllers have no counterpart among the Go
-originals run here). On both, leader election is off,
-the webhook configurations of ``config/webhook`` are installed as URL configurations pointing at
-the local webhook servers (as envtest does) with certificates from a harness CA, metrics and
-probes listen on free loopback ports, and the shipped runtimes are applied once the webhooks
-answer. ``Side.routes`` maps each webhook path to the server answering it (for direct mode).
+Both sides run one API level (``trainer/levels``; ``LevelInputs`` says what each side gets):
+
+``theirs``: the level's Go jobset and trainer managers (``originals.for_level``) as two
+processes, with upstream's CRDs and upstream's webhook configurations of those releases;
+``ours``: ``python -m trainer --api-level=<level>`` with the level's CRDs and the webhook
+configurations of the level's manifests (``config/<ApiLevel.manifests>``), without its
+``scheduling`` component (the PodGroup/ElasticQuota status controllers have no counterpart among
+the Go originals run here). On both, leader election is off, the webhook configurations are
+installed as URL configurations pointing at the local webhook servers (as envtest does) with
+certificates from a harness CA, metrics and probes listen on free loopback ports, and the same
+runtimes are applied on both sides once the webhooks answer (ours where they are shipped for the
+level, else upstream's of the level). ``Side.routes`` maps each webhook path to the server
+answering it (for direct mode).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import shutil
 import ssl
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -23,13 +30,23 @@ from typing import Any
 
 import yaml
 
-from manager.envtest import Environment
+from manager.envtest import Environment, assets
 from manager.envtest.certs import TinyCA
+from manager.envtest.errors import EnvtestError
 from manager.envtest.process import Process, free_port, wait_http
+from trainer import levels
 from trainer.api import jobset_config_v1alpha1 as jobset_config
 from trainer.conformance import originals
 from trainer.conformance.kube import Kube
-from trainer.conformance.webhook_probes import configurations, wait_webhooks_effective
+from trainer.conformance.webhook_probes import (
+    CONFIGURATION_KINDS,
+    configurations,
+    needs_runtimes,
+    wait_webhooks_effective,
+)
+from trainer.levels import ApiLevel
+
+Json = dict[str, Any]
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "config" / "crd"
@@ -40,6 +57,27 @@ THIRD_PARTY_CRDS = [
 WEBHOOK_DIR = ROOT / "config" / "webhook"
 RUNTIMES_DIR = ROOT / "config" / "runtimes"
 READY_TIMEOUT = 180.0
+
+SHIPPED_RUNTIMES: dict[str, Path] = {levels.DEFAULT.name: RUNTIMES_DIR}
+"""The runtimes this repository ships, by the API level they are written for: ``config/runtimes``
+are v2.1's. At a level without its own, both sides get upstream's runtimes of the level."""
+
+
+POD_RUN_SECONDS = 2.0
+"""How long KWOK keeps a Job's pod Running before it succeeds, on both sides. A fixed run time
+(no jitter) makes what a controller can see between start and completion the same on both
+sides (every replica of an InOrder step started before the first finishes). A pod annotated
+``kwokstages.RUN_SECONDS_ANNOTATION`` runs that long instead; a settle waits for the Running
+pods' completion (``runner.Scenario._settle``), so any run time is settled correctly."""
+
+
+@dataclass(frozen=True)
+class PodTiming:
+    """KWOK's pod timing on a side's cluster (``manager.envtest.kwokstages``)."""
+
+    run_seconds: float | None = POD_RUN_SECONDS
+    start_seconds: float = 0.0
+    probe_delays: bool = False
 
 
 @dataclass
@@ -53,6 +91,9 @@ class Side:
     env: Environment | None = None
     processes: list[Process] = field(default_factory=list)
     workdir: Path | None = None
+    pod_timing: PodTiming | None = None
+    """KWOK's pod timing on a local cluster of the harness (None: a cluster the user runs, whose
+    pods the runner knows nothing about)."""
 
     def webhook_ssl(self) -> ssl.SSLContext:
         ctx = (
@@ -77,10 +118,16 @@ def _webhook_paths(path: Path) -> list[str]:
     paths = []
     for doc in yaml.safe_load_all(path.read_text()):
         if isinstance(doc, dict):
-            for hook in doc.get("webhooks", []):
-                service = hook.get("clientConfig", {}).get("service") or {}
-                if service.get("path"):
-                    paths.append(service["path"])
+            paths += _configuration_paths(doc)
+    return paths
+
+
+def _configuration_paths(doc: Json) -> list[str]:
+    paths = []
+    for hook in doc.get("webhooks", []):
+        service = hook.get("clientConfig", {}).get("service") or {}
+        if service.get("path"):
+            paths.append(service["path"])
     return paths
 
 
@@ -88,24 +135,83 @@ def _runtime_files() -> list[Path]:
     return sorted(p for p in RUNTIMES_DIR.rglob("*.yaml") if p.name != "kustomization.yaml")
 
 
-def _say(message: str) -> None:
-    print(f"conformance: {message}", file=sys.stderr, flush=True)
+@functools.cache
+def kustomize(directory: Path) -> tuple[Json, ...]:
+    """``kubectl kustomize DIRECTORY`` (the control-plane asset cache's kubectl) as objects."""
+    kubectl = assets.ensure(["kubectl"])["kubectl"]
+    proc = subprocess.run(
+        [str(kubectl), "kustomize", str(directory)], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise EnvtestError(f"kubectl kustomize {directory}: {proc.stderr.strip()}")
+    loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRDs are megabytes
+    return tuple(d for d in yaml.load_all(proc.stdout, Loader=loader) if isinstance(d, dict))
 
 
-POD_RUN_SECONDS = 2.0
-"""How long KWOK keeps a Job's pod Running before it succeeds, on both sides. A fixed run time
-(no jitter) makes what a controller can see between start and completion the same on both
-sides (every replica of an InOrder step started before the first finishes); it stays below the
-settle quiet time, so a scenario is not declared settled while its pods still run."""
+def webhook_configurations(directory: Path, *, name_prefix: str = "") -> list[Json]:
+    """The admission webhook configurations a kustomization renders (names given ``name_prefix``,
+    as a kustomization that includes this one would)."""
+    out = []
+    for doc in kustomize(directory):
+        if doc.get("kind") in CONFIGURATION_KINDS:
+            doc = {**doc, "metadata": {**doc["metadata"], "name": name_prefix + doc["metadata"]["name"]}}
+            out.append(doc)
+    return out
 
 
 @dataclass(frozen=True)
-class PodTiming:
-    """KWOK's pod timing on a side's cluster (``manager.envtest.kwokstages``)."""
+class LevelInputs:
+    """What each side of a conformance run at one API level is installed with."""
 
-    run_seconds: float | None = POD_RUN_SECONDS
-    start_seconds: float = 0.0
-    probe_delays: bool = False
+    level: ApiLevel
+
+    @property
+    def originals(self) -> originals.Originals:
+        return originals.for_level(self.level)
+
+    def our_crds(self) -> list[Path]:
+        """The level's CRDs (``ApiLevel.crd_dir``) and the PodGroup/ElasticQuota CRDs of
+        ``config/crd/bases`` (the scheduler-plugins kinds are the same at every level)."""
+        crd_dir = ROOT / "config" / self.level.crd_dir
+        extra = [p for p in THIRD_PARTY_CRDS if p.parent.resolve() != crd_dir.resolve()]
+        return [crd_dir, *extra]
+
+    def their_crds(self) -> list[Path]:
+        """Upstream's CRDs of the level's releases and the scheduler-plugins CRDs."""
+        return [*self.originals.crds(), *THIRD_PARTY_CRDS]
+
+    def their_webhooks(self) -> tuple[list[Json], list[Json]]:
+        """Upstream's webhook configurations: (the jobset process's, the trainer process's).
+        JobSet's are named as its ``config/default`` names them (``jobset-`` prefix)."""
+        jobset = webhook_configurations(self.originals.jobset_webhooks(), name_prefix="jobset-")
+        trainer = webhook_configurations(self.originals.trainer_webhooks())
+        return jobset, trainer
+
+    def our_webhooks(self) -> list[Json]:
+        """The webhook configurations of the level's manifests (``config/<ApiLevel.manifests>``).
+        A TrainJob defaulting configuration the level serves (``RuntimeLevel.trainjob_defaulter``)
+        but its manifests do not register yet is taken from upstream's of the level."""
+        docs = webhook_configurations(ROOT / "config" / self.level.manifests)
+        wanted = self.level.runtime.trainjob_defaulter
+        if wanted and wanted not in {d["metadata"]["name"] for d in docs}:
+            docs += [d for d in self.their_webhooks()[1] if d["metadata"]["name"] == wanted]
+        return docs
+
+    def runtimes(self) -> list[Path]:
+        """The runtimes both sides get: ours where they are shipped for the level
+        (``SHIPPED_RUNTIMES``), else upstream's of the level (``manifests/base/runtimes``)."""
+        if (ours := SHIPPED_RUNTIMES.get(self.level.name)) is not None:
+            return sorted(p for p in ours.rglob("*.yaml") if p.name != "kustomization.yaml")
+        return [self.originals.runtimes()]
+
+    def runtimes_source(self) -> str:
+        if self.level.name in SHIPPED_RUNTIMES:
+            return "config/runtimes"
+        return f"upstream trainer {self.level.trainer_version}'s manifests/base/runtimes"
+
+
+def _say(message: str) -> None:
+    print(f"conformance: {message}", file=sys.stderr, flush=True)
 
 
 async def _start_env(
@@ -141,14 +247,31 @@ async def _wait_ready(proc: Process, port: int) -> None:
 
 
 async def _finish(side: Side, env: Environment, hook_ports: dict[Path, int]) -> None:
-    for hook_file, port in hook_ports.items():
+    """``config/webhook`` files and the shipped runtimes (the default level; the benchmarks)."""
+    hooks = [(doc, port) for path, port in hook_ports.items() for doc in configurations([path])]
+    await _install(side, env, hooks, _runtime_files())
+
+
+async def _install(side: Side, env: Environment, hooks: list[tuple[Json, int]], runtimes: list[Path]) -> None:
+    """Each webhook configuration pointed at the port of the server that answers it, then the
+    runtimes."""
+    hook_dir = env.dir / "webhook-configurations"
+    hook_dir.mkdir(parents=True, exist_ok=True)
+    for i, (doc, port) in enumerate(hooks):
+        hook_file = hook_dir / f"{i:02d}-{doc['metadata']['name']}.yaml"
+        hook_file.write_text(yaml.safe_dump(doc))
         await env.install_webhooks([hook_file], host="127.0.0.1", port=port, ca_bundle=side.ca_pem)
-        for path in _webhook_paths(hook_file):
+        for path in _configuration_paths(doc):
             side.routes[path] = f"https://127.0.0.1:{port}{path}"
     # Runtimes go through the managers' validating webhooks, as in a real deployment: apply them
-    # once the API server calls every configuration and its server answers.
-    await wait_webhooks_effective(env, configurations(hook_ports), "default", timeout=READY_TIMEOUT)
-    await env.apply_manifests(_runtime_files(), field_manager="conformance")
+    # once the API server calls every configuration and its server answers. A configuration
+    # whose probe needs a runtime (the TrainJob defaulter) is waited for after them.
+    docs = [doc for doc, _port in hooks]
+    first = [d for d in docs if not needs_runtimes(d)]
+    await wait_webhooks_effective(env, first, "default", timeout=READY_TIMEOUT)
+    await env.apply_manifests(runtimes, field_manager="conformance")
+    later = [d for d in docs if needs_runtimes(d)]
+    await wait_webhooks_effective(env, later, "default", timeout=READY_TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -170,6 +293,11 @@ class GoManagers:
             WEBHOOK_DIR / "jobset.yaml": self.jobset_webhook,
             WEBHOOK_DIR / "trainer.yaml": self.trainer_webhook,
         }
+
+    def level_hooks(self, inputs: LevelInputs) -> list[tuple[Json, int]]:
+        """Upstream's webhook configurations of the level, each with its process's port."""
+        jobset, trainer = inputs.their_webhooks()
+        return [(d, self.jobset_webhook) for d in jobset] + [(d, self.trainer_webhook) for d in trainer]
 
 
 def go_managers(
@@ -241,21 +369,20 @@ async def start_theirs(
     pod_run_seconds: float | None = POD_RUN_SECONDS,
     *,
     timing: PodTiming | None = None,
+    level: ApiLevel | None = None,
 ) -> Side:
-    """The Go jobset v0.10.1 and trainer v2.1.0 managers (built on first use); ``timing``, when
-    given, replaces ``pod_run_seconds``."""
-    built = originals.build_all()
+    """The Go jobset and trainer managers of ``level`` (default: the default level, jobset v0.10.1
+    and trainer v2.1.0; built on first use) with upstream's CRDs; ``timing``, when given, replaces
+    ``pod_run_seconds``. Without ``level``: ``config/webhook`` and ``config/runtimes``; with it:
+    upstream's webhook configurations of the level and ``LevelInputs.runtimes``."""
+    inputs = LevelInputs(level or levels.DEFAULT)
+    built = inputs.originals.build()
     for binary, (_path, seconds) in built.items():
         if seconds:
-            _say(f"built {binary} in {seconds:.0f}s")
-    env = await _start_env(
-        workdir,
-        "theirs",
-        nodes,
-        [*originals.upstream_crds(), *THIRD_PARTY_CRDS],
-        timing or PodTiming(pod_run_seconds),
-    )
-    side = Side("theirs", await Kube.from_kubeconfig(env.kubeconfig), env=env)
+            _say(f"built {binary} ({inputs.originals.describe()}) in {seconds:.0f}s")
+    timing = timing or PodTiming(pod_run_seconds)
+    env = await _start_env(workdir, "theirs", nodes, inputs.their_crds(), timing)
+    side = Side("theirs", await Kube.from_kubeconfig(env.kubeconfig), env=env, pod_timing=timing)
     try:
         ca = TinyCA("conformance-theirs-webhook-ca")
         side.ca_pem = ca.cert_pem
@@ -267,7 +394,10 @@ async def start_theirs(
         await asyncio.gather(
             _wait_ready(go.jobset, go.jobset_health), _wait_ready(go.trainer, go.trainer_health)
         )
-        await _finish(side, env, go.webhook_ports())
+        if level is None:
+            await _finish(side, env, go.webhook_ports())
+        else:
+            await _install(side, env, go.level_hooks(inputs), inputs.runtimes())
     except BaseException:
         await side.stop()
         raise
@@ -287,6 +417,10 @@ class OurManager:
         """Each ``config/webhook`` file with the port of the server that answers it (one for all)."""
         return {WEBHOOK_DIR / "jobset.yaml": self.webhook, WEBHOOK_DIR / "trainer.yaml": self.webhook}
 
+    def level_hooks(self, inputs: LevelInputs) -> list[tuple[Json, int]]:
+        """The webhook configurations of the level's manifests, all answered by this process."""
+        return [(d, self.webhook) for d in inputs.our_webhooks()]
+
 
 def our_manager(
     ca: TinyCA,
@@ -295,11 +429,13 @@ def our_manager(
     *,
     controllers: str | None = None,
     config_overrides: dict[str, Any] | None = None,
+    api_level: ApiLevel | None = None,
 ) -> OurManager:
     """This repository's manager (``python -m trainer``) configured under ``base``: a serving
     certificate from ``ca``, leader election and certificate management off, webhooks, metrics
     (plain HTTP) and probes on free loopback ports. ``controllers``: its ``--controllers`` value
-    (None: every component); ``config_overrides``: top-level Configuration fields added to these."""
+    (None: every component); ``config_overrides``: top-level Configuration fields added to these;
+    ``api_level``: its ``--api-level`` (None: no flag, the Configuration's level)."""
     base.mkdir(parents=True, exist_ok=True)
     certs = base / "webhook-certs"
     _serving_pair(ca, certs)
@@ -325,6 +461,8 @@ def our_manager(
     ]
     if controllers is not None:
         argv.append(f"--controllers={controllers}")
+    if api_level is not None:
+        argv.append(f"--api-level={api_level.name}")
     process = Process(
         name="trainer-py",
         argv=argv,
@@ -341,13 +479,19 @@ async def start_ours(
     *,
     timing: PodTiming | None = None,
     config_overrides: dict[str, Any] | None = None,
+    level: ApiLevel | None = None,
 ) -> Side:
-    """This repository's manager (``python -m trainer``), with this repository's CRDs; ``timing``,
-    when given, replaces ``pod_run_seconds``; ``config_overrides``: top-level Configuration
-    fields added to the harness's own (the benchmarks pass the shipped ``controller`` and
-    ``clientConnection``)."""
-    env = await _start_env(workdir, "ours", nodes, [CRD_DIR], timing or PodTiming(pod_run_seconds))
-    side = Side("ours", await Kube.from_kubeconfig(env.kubeconfig), env=env)
+    """This repository's manager (``python -m trainer``); ``timing``, when given, replaces
+    ``pod_run_seconds``; ``config_overrides``: top-level Configuration fields added to the
+    harness's own (the benchmarks pass the shipped ``controller`` and ``clientConnection``).
+    Without ``level``: ``config/crd``, ``config/webhook`` and ``config/runtimes`` (the default
+    level, no ``--api-level``); with it: the level's CRDs, the webhook configurations of its
+    manifests, ``--api-level`` and ``LevelInputs.runtimes``."""
+    inputs = LevelInputs(level or levels.DEFAULT)
+    timing = timing or PodTiming(pod_run_seconds)
+    crds = inputs.our_crds() if level is not None else [CRD_DIR]
+    env = await _start_env(workdir, "ours", nodes, crds, timing)
+    side = Side("ours", await Kube.from_kubeconfig(env.kubeconfig), env=env, pod_timing=timing)
     try:
         ca = TinyCA("conformance-ours-webhook-ca")
         side.ca_pem = ca.cert_pem
@@ -359,11 +503,15 @@ async def start_ours(
             # against one that nobody writes there.
             controllers="*,-scheduling",
             config_overrides=config_overrides,
+            api_level=level,
         )
         ours.process.start(detached=False)
         side.processes.append(ours.process)
         await _wait_ready(ours.process, ours.health)
-        await _finish(side, env, ours.webhook_ports())
+        if level is None:
+            await _finish(side, env, ours.webhook_ports())
+        else:
+            await _install(side, env, ours.level_hooks(inputs), inputs.runtimes())
     except BaseException:
         await side.stop()
         raise

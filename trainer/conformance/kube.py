@@ -1,4 +1,5 @@
-"""A small async Kubernetes REST client for the runner: discovery, create, patch, list, delete."""
+"""A small async Kubernetes REST client for the runner: discovery, create, get, replace, patch,
+list, delete."""
 
 from __future__ import annotations
 
@@ -91,6 +92,15 @@ class Kube:
     async def create(self, obj: dict[str, Any], namespace: str | None) -> tuple[int, Any]:
         path = await self.collection_path(obj["apiVersion"], obj["kind"], namespace)
         return await self.request("POST", path, obj)
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None) -> tuple[int, Any]:
+        path = await self.collection_path(api_version, kind, namespace)
+        return await self.request("GET", f"{path}/{name}")
+
+    async def replace(self, obj: dict[str, Any], namespace: str | None) -> tuple[int, Any]:
+        """PUT the whole object (an update: its resourceVersion must be the stored one)."""
+        path = await self.collection_path(obj["apiVersion"], obj["kind"], namespace)
+        return await self.request("PUT", f"{path}/{obj['metadata']['name']}", obj)
 
     async def patch(
         self, api_version: str, kind: str, name: str, namespace: str | None, patch: Any, patch_type: str

@@ -25,6 +25,7 @@ COLLECTED: tuple[tuple[str, str], ...] = (
     ("v1", "Pod"),
     ("v1", "ConfigMap"),
     ("v1", "Secret"),
+    ("v1", "PersistentVolumeClaim"),  # JobSet v0.12.0's volumeClaimPolicies
     ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"),
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"),

@@ -1,4 +1,11 @@
-"""The Go originals we compare against, built from the Go module proxy (nothing is committed)."""
+"""The Go originals we compare against, built from the Go module proxy (nothing is committed).
+
+One pair per API level (``trainer/levels``): the Go jobset and trainer managers of the level's
+JobSet and Trainer releases (v2.1: jobset v0.10.1 + trainer v2.1.0; v2.3: jobset v0.12.0 +
+trainer v2.3.0), each built once into its own cache directory (``<module>@<version>``), and
+upstream's own manifests of those releases (CRDs, webhook configurations, runtimes), read from
+the Go module cache.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +13,78 @@ import json
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from manager.envtest.assets import GoMain, ensure_go_main
 from manager.envtest.errors import AssetBuildError
+from trainer import levels
+from trainer.levels import ApiLevel
 
-JOBSET = GoMain("sigs.k8s.io/jobset", "v0.10.1", "sigs.k8s.io/jobset", "jobset-controller-manager")
-TRAINER = GoMain(
-    "github.com/kubeflow/trainer/v2",
-    "v2.1.0",
-    "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager",
-    "trainer-controller-manager",
-)
-ORIGINALS = (JOBSET, TRAINER)
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
+TRAINER_PACKAGE = f"{TRAINER_MODULE}/cmd/trainer-controller-manager"
+
+
+def jobset_main(version: str) -> GoMain:
+    return GoMain(JOBSET_MODULE, version, JOBSET_MODULE, "jobset-controller-manager")
+
+
+def trainer_main(version: str) -> GoMain:
+    return GoMain(TRAINER_MODULE, version, TRAINER_PACKAGE, "trainer-controller-manager")
+
+
+@dataclass(frozen=True)
+class Originals:
+    """The Go managers of one API level and where upstream's manifests of it are."""
+
+    level: ApiLevel
+    jobset: GoMain
+    trainer: GoMain
+
+    @property
+    def mains(self) -> tuple[GoMain, GoMain]:
+        return (self.jobset, self.trainer)
+
+    def describe(self) -> str:
+        return f"jobset {self.jobset.version} + trainer {self.trainer.version}"
+
+    def build(self, *, quiet: bool = False) -> dict[str, tuple[Path, float]]:
+        """Both managers, built now when not cached: name -> (path, seconds spent building)."""
+        return {main.name: ensure_go_main(main, quiet=quiet) for main in self.mains}
+
+    def crds(self) -> list[Path]:
+        """The CRDs each original ships (as a user installing upstream would get them)."""
+        return [
+            module_dir(self.jobset) / "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
+            module_dir(self.trainer) / "manifests/base/crds",
+        ]
+
+    def trainer_webhooks(self) -> Path:
+        """Upstream trainer's webhook configurations (``manifests/base/webhook/manifests.yaml``,
+        before its kustomize patches: names and object selectors are applied by
+        ``harness.upstream_webhooks``)."""
+        return module_dir(self.trainer) / "manifests/base/webhook"
+
+    def jobset_webhooks(self) -> Path:
+        """Upstream JobSet's webhook configurations (``config/components/webhook``)."""
+        return module_dir(self.jobset) / "config/components/webhook"
+
+    def runtimes(self) -> Path:
+        """The runtimes upstream trainer ships (``manifests/base/runtimes``, data-cache included)."""
+        return module_dir(self.trainer) / "manifests/base/runtimes"
+
+
+def for_level(level: ApiLevel) -> Originals:
+    """The Go originals of ``level``: its JobSet and Trainer releases."""
+    return Originals(level, jobset_main(level.jobset_version), trainer_main(level.trainer_version))
+
+
+#: The default level's pair (v2.1: jobset v0.10.1, trainer v2.1.0), as before levels existed.
+DEFAULT = for_level(levels.DEFAULT)
+JOBSET = DEFAULT.jobset
+TRAINER = DEFAULT.trainer
+ORIGINALS = DEFAULT.mains
 
 #: Upstream's own e2e suites (``test/e2e`` of each module), compiled with ``go test -c``.
 JOBSET_E2E = GoMain(
@@ -30,9 +96,10 @@ TRAINER_E2E = GoMain(
 E2E_SUITES = (JOBSET_E2E, TRAINER_E2E)
 
 
-def build_all(*, quiet: bool = False) -> dict[str, tuple[Path, float]]:
-    """Both originals, built now when not cached: name -> (path, seconds spent building)."""
-    return {main.name: ensure_go_main(main, quiet=quiet) for main in ORIGINALS}
+def build_all(*, quiet: bool = False, level: ApiLevel | None = None) -> dict[str, tuple[Path, float]]:
+    """Both originals of ``level`` (default: the default level), built now when not cached:
+    name -> (path, seconds spent building)."""
+    return for_level(level or levels.DEFAULT).build(quiet=quiet)
 
 
 def build_e2e_suites(*, quiet: bool = False) -> dict[str, tuple[Path, float]]:
@@ -57,9 +124,6 @@ def module_dir(main: GoMain) -> Path:
     return Path(json.loads(proc.stdout)["Dir"])
 
 
-def upstream_crds() -> list[Path]:
-    """The CRDs each original ships (as a user installing upstream would get them)."""
-    return [
-        module_dir(JOBSET) / "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
-        module_dir(TRAINER) / "manifests/base/crds",
-    ]
+def upstream_crds(level: ApiLevel | None = None) -> list[Path]:
+    """The CRDs each original of ``level`` (default: the default level) ships."""
+    return for_level(level or levels.DEFAULT).crds()

@@ -4,17 +4,27 @@ A manifest file is plain Kubernetes YAML (any number of documents); namespaced o
 fresh namespace, the same name on both sides. Two extra document kinds (apiVersion
 ``conformance.trainer.kubeflow.org/v1alpha1``) let a scenario do more than create:
 
-``Step``            ``settle: true`` (settle, snapshot), ``patch: {apiVersion, kind, name, patch,
-                    type: merge|json|strategic}``, ``delete: {apiVersion, kind, name}``,
-                    ``sleep: SECONDS``; documents after a step are created after it.
+``Step``            ``settle: true`` (settle, snapshot: Job pods still Running are waited for),
+                    ``settle: running`` (the same, but Running pods may stay Running: a state
+                    while a Job runs, with pods that run long, see ``kwokstages``),
+                    ``patch: {apiVersion, kind, name, patch, type: merge|json|strategic}``,
+                    ``update: {apiVersion, kind, name, merge}`` (read the object, apply the JSON
+                    merge patch ``merge`` to it, PUT it whole: an update, retried on conflict),
+                    ``delete: {apiVersion, kind, name}``, ``sleep: SECONDS``; documents after a
+                    step are applied after it, so a file is a sequence of steps: create, settle,
+                    change, settle, change, ..., each answer and each settled state compared.
 ``WebhookRequest``  an AdmissionReview POSTed straight to both sides' webhook servers (direct
                     mode): ``path``, ``operation``, ``requestKind: {group, version, kind}``,
                     ``resource: {group, version, resource}``, ``object``, optional ``oldObject``,
                     ``name``. For inputs the API server would refuse before admission.
 
-Compared: the answer to every create/patch (allowed, HTTP code, message), every WebhookRequest's
-answer (allowed, code, message, warnings and the object after its patch), and after each settle
-the objects listed in ``normalize.COLLECTED`` plus the managers' events.
+Compared: the answer to every create/patch/update/delete (allowed, HTTP code, message), every
+WebhookRequest's answer (allowed, code, message, warnings and the object after its patch), and
+after each settle the objects listed in ``normalize.COLLECTED`` plus the managers' events.
+
+A scenario file belongs to API levels (``scenario_levels``): those its header names
+(``# levels: v2.1 v2.3``), else the level its folder is named after (``scenarios/v2.3/``),
+else every level.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import asyncio
 import base64
 import contextlib
 import copy
+import datetime
 import hashlib
 import json
 import re
@@ -36,13 +47,21 @@ from typing import Any, TypeVar
 import aiohttp
 import yaml
 
+from manager.envtest.kwokstages import pod_run_seconds
 from manager.longrun import Progress
+from trainer import levels
 from trainer.conformance.diff import Difference, compare
 from trainer.conformance.harness import Side
 from trainer.conformance.normalize import COLLECTED, Normaliser
 
 CONFORMANCE_API = "conformance.trainer.kubeflow.org/v1alpha1"
+STEP_FIELDS = ("settle", "sleep", "patch", "update", "delete")
 T = TypeVar("T")
+LEVELS_HEADER = re.compile(r"^#\s*levels:\s*(?P<levels>.+?)\s*$")
+UPDATE_ATTEMPTS = 5
+PENDING_GRACE_SECONDS = 15.0
+"""A settle waiting for Running pods is bounded by their due completion plus the quiet time and
+this (KWOK's own lag), when that is later than ``max_seconds``."""
 
 
 @dataclass
@@ -76,14 +95,37 @@ def load_scenario(path: Path) -> list[dict[str, Any]]:
     return [d for d in docs if not str(d.get("apiVersion", "")).startswith("kustomize.config.k8s.io/")]
 
 
-def scenario_files(paths: list[Path]) -> list[Path]:
+def scenario_levels(path: Path) -> frozenset[str] | None:
+    """The API levels a scenario file belongs to: its ``# levels: v2.1 v2.3`` header (a comment
+    line before the first document, names split by spaces or commas), else the level its folder
+    is named after (``scenarios/v2.3/x.yaml``), else None (every level)."""
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            if line.strip():
+                break
+            continue
+        if m := LEVELS_HEADER.match(line):
+            names = frozenset(n for n in re.split(r"[\s,]+", m["levels"]) if n)
+            unknown = sorted(names - set(levels.LEVELS))
+            if unknown:
+                raise ValueError(f"{path}: unknown API level(s) {', '.join(unknown)} in its levels header")
+            return names
+    if path.parent.name in levels.LEVELS:
+        return frozenset({path.parent.name})
+    return None
+
+
+def scenario_files(paths: list[Path], level: str | None = None) -> list[Path]:
+    """The manifest files under ``paths``; with ``level``, only those that belong to it."""
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
             files += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml"))
         else:
             files.append(path)
-    return files
+    if level is None:
+        return files
+    return [f for f in files if (belongs := scenario_levels(f)) is None or level in belongs]
 
 
 def namespace_for(path: Path, run_id: str) -> str:
@@ -146,11 +188,52 @@ def _apply_json_patch(obj: Any, ops: list[dict[str, Any]]) -> Any:
     return doc
 
 
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: ``patch`` applied to a copy of ``target``."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def _epoch(stamp: str) -> float | None:
+    try:
+        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def running_pods_due(side: Side, pods: list[dict[str, Any]]) -> list[float]:
+    """When (``time.time()``) each Running, not deleting, Job-owned pod of ``pods`` is due to
+    succeed: its ``status.startTime`` plus its run time (``kwokstages.pod_run_seconds``: its
+    annotation, else the side's). Empty for a side whose pods the harness does not time."""
+    timing = side.pod_timing
+    if timing is None or timing.run_seconds is None:
+        return []
+    due = []
+    for pod in pods:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if status.get("phase") != "Running" or meta.get("deletionTimestamp"):
+            continue
+        if not any(ref.get("kind") == "Job" for ref in meta.get("ownerReferences") or ()):
+            continue
+        started = _epoch(str(status.get("startTime") or ""))
+        if started is None:
+            started = time.time()
+        due.append(started + pod_run_seconds(pod, timing.run_seconds))
+    return due
+
+
 def _describe_doc(i: int, doc: dict[str, Any]) -> str:
     """How a step names a document of the file: its index and what it does."""
     kind = doc.get("kind")
     if doc.get("apiVersion") == CONFORMANCE_API and kind == "Step":
-        what = [k for k in ("settle", "sleep", "patch", "delete") if k in doc]
+        what = [k for k in STEP_FIELDS if k in doc]
         return f"document {i}: Step {'+'.join(what) or '(empty)'}"
     if doc.get("apiVersion") == CONFORMANCE_API and kind == "WebhookRequest":
         return f"document {i}: WebhookRequest {doc.get('name') or doc.get('path')}"
@@ -212,9 +295,9 @@ class Scenario:
         """Apply document ``i`` on ``side``; returns the number of settle snapshots taken so far."""
         kind = doc.get("kind")
         if doc.get("apiVersion") == CONFORMANCE_API and kind == "Step":
-            if doc.get("settle"):
+            if settle := doc.get("settle"):
                 snapshot += 1
-                await self._settle(side, norm, out, f"settle-{snapshot}")
+                await self._settle(side, norm, out, f"settle-{snapshot}", running=settle == "running")
             if "sleep" in doc:
                 await asyncio.sleep(float(doc["sleep"]))
             if patch := doc.get("patch"):
@@ -227,6 +310,9 @@ class Scenario:
                     patch.get("type", "merge"),
                 )
                 out.records[f"answer/{i}/patch {patch['kind']}/{patch['name']}"] = _answer(code, body)
+            if update := doc.get("update"):
+                code, body = await self._update(side, update)
+                out.records[f"answer/{i}/update {update['kind']}/{update['name']}"] = _answer(code, body)
             if delete := doc.get("delete"):
                 code, body = await side.kube.delete(
                     delete["apiVersion"], delete["kind"], delete["name"], self.namespace
@@ -250,6 +336,22 @@ class Scenario:
             if kind in RUNTIME_KINDS and code < 300:
                 runtimes.add((kind, name))
         return snapshot
+
+    async def _update(self, side: Side, update: dict[str, Any]) -> tuple[int, Any]:
+        """Read the object, apply the merge patch ``update['merge']`` to it, PUT it whole; a
+        conflict (a controller wrote it in between) reads it again, up to ``UPDATE_ATTEMPTS``."""
+        resource = await side.kube.resource(update["apiVersion"], update["kind"])
+        namespace = self.namespace if (resource[1] if resource else True) else None
+        code: int = 0
+        body: Any = None
+        for _ in range(UPDATE_ATTEMPTS):
+            code, body = await side.kube.get(update["apiVersion"], update["kind"], update["name"], namespace)
+            if code >= 300:
+                return code, body
+            code, body = await side.kube.replace(merge_patch(body, update.get("merge") or {}), namespace)
+            if code != 409:
+                break
+        return code, body
 
     async def _await_runtime_admitted(self, side: Side, trainjob: dict[str, Any]) -> None:
         """Hold a TrainJob back until this side's webhook finds the runtime it names.
@@ -277,9 +379,12 @@ class Scenario:
             if resource and not resource[1]:
                 await side.kube.delete(doc["apiVersion"], doc["kind"], doc["metadata"]["name"], None)
 
-    async def _collect(self, side: Side, norm: Normaliser) -> dict[str, Any]:
+    async def _collect(self, side: Side, norm: Normaliser) -> tuple[dict[str, Any], list[float]]:
+        """The normalised snapshot, and when (``time.time()``) each Job pod still Running on a
+        local cluster of the harness is due to succeed (``running_pods_due``)."""
         snapshot: dict[str, Any] = {}
         events: list[dict[str, Any]] = []
+        due: list[float] = []
         ordered = sorted(COLLECTED, key=lambda ak: ak[1] != "Pod")  # pods first: their names
         for api_version, kind in ordered:
             items = await side.kube.list(api_version, kind, self.namespace)
@@ -288,26 +393,38 @@ class Scenario:
             if kind == "Event":
                 events = items
                 continue
+            if kind == "Pod":
+                due = running_pods_due(side, items)
             group = api_version.split("/")[0] if "/" in api_version else ""
             label = f"{kind}.{group}" if kind == "PodGroup" else kind
             snapshot.update(norm.objects(label, items))
         snapshot.update(norm.events(events))
-        return snapshot
+        return snapshot, due
 
-    async def _settle(self, side: Side, norm: Normaliser, out: Outcome, label: str) -> None:
-        """Poll until the normalised snapshot stays unchanged for quiet_seconds (bounded)."""
+    async def _settle(
+        self, side: Side, norm: Normaliser, out: Outcome, label: str, *, running: bool = False
+    ) -> None:
+        """Poll until the normalised snapshot stays unchanged for quiet_seconds (bounded by
+        max_seconds). Unless ``running``, a Job pod still Running on a local cluster is waited
+        for too: KWOK will complete it (``running_pods_due``), however long it runs, so the
+        state is not taken as settled in between; the bound then covers its due time."""
         started = time.monotonic()
         last_digest, stable_since = "", time.monotonic()
         snapshot: dict[str, Any] = {}
         while True:
-            snapshot = await self._collect(side, norm)
+            snapshot, due = await self._collect(side, norm)
             digest = hashlib.sha256(json.dumps(snapshot, sort_keys=True).encode()).hexdigest()
             now = time.monotonic()
+            pending = [] if running else due
             if digest != last_digest:
                 last_digest, stable_since = digest, now
-            elif now - stable_since >= self.settings.quiet_seconds:
+            elif now - stable_since >= self.settings.quiet_seconds and not pending:
                 break
-            if now - started > self.settings.max_seconds:
+            bound = started + self.settings.max_seconds
+            if pending:
+                latest = now + (max(pending) - time.time())
+                bound = max(bound, latest + self.settings.quiet_seconds + PENDING_GRACE_SECONDS)
+            if now > bound:
                 out.unsettled.append(label)
                 break
             await asyncio.sleep(self.settings.poll_seconds)

@@ -5,7 +5,9 @@ has it, a moment after it is written: objects created before that pass unchecked
 without its defaults, a runtime the validator would refuse). For each configuration this sends
 one dry-run create that one of its webhooks refuses or mutates, in the given namespace, until the
 answer shows that webhook acted (``Environment.wait_webhook_effective``). The probes are refused
-or mutated by the Go originals and by this repository's webhooks alike.
+or mutated by the Go originals and by this repository's webhooks alike. The TrainJob defaulter's
+probe (level v2.3: a TrainJob whose runtime patch gets its ``time``) names the shipped
+``torch-distributed`` runtime, so it is sent once the runtimes are applied (``needs_runtimes``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class Probe:
     plural: str
     body: Callable[[str], Json]
     mutated: Callable[[Any], bool] | None = None
+    needs_runtimes: bool = False
+    """The probe names a shipped runtime: it is sent once the runtimes are applied."""
 
     def path(self, namespace: str) -> str:
         return f"/apis/{self.api_version}/namespaces/{namespace}/{self.plural}"
@@ -90,6 +94,29 @@ def _defaulted(answer: Any) -> bool:
     return bool(isinstance(answer, dict) and (answer.get("spec") or {}).get("successPolicy"))
 
 
+PROBE_RUNTIME = "torch-distributed"
+"""The shipped ClusterTrainingRuntime the TrainJob defaulter's probe names (at every level)."""
+
+
+def _trainjob_with_patch(namespace: str) -> Json:
+    """A TrainJob with one runtime patch and no ``time``: the defaulter stamps it."""
+    return {
+        "apiVersion": f"{tc.GROUP}/{tc.VERSION}",
+        "kind": tc.TrainJobKind,
+        "metadata": {"generateName": "webhook-probe-", "namespace": namespace},
+        "spec": {
+            "runtimeRef": {"name": PROBE_RUNTIME},
+            "suspend": True,
+            "runtimePatches": [{"manager": "conformance.trainer.kubeflow.org/probe"}],
+        },
+    }
+
+
+def _patch_stamped(answer: Any) -> bool:
+    patches = (answer.get("spec") or {}).get("runtimePatches") if isinstance(answer, dict) else None
+    return bool(patches and isinstance(patches[0], dict) and patches[0].get("time"))
+
+
 PROBES = (
     Probe(
         "validator.trainingruntime.trainer.kubeflow.org",
@@ -105,6 +132,15 @@ PROBES = (
         jc.API_VERSION,
         "jobsets",
         lambda ns: _jobset(ns, successPolicy={"operator": "All", "targetReplicatedJobs": ["does-not-exist"]}),
+    ),
+    # Level v2.3: the TrainJob defaulter stamps a runtime patch's time.
+    Probe(
+        "defaulter.trainjob.trainer.kubeflow.org",
+        f"{tc.GROUP}/{tc.VERSION}",
+        "trainjobs",
+        _trainjob_with_patch,
+        mutated=_patch_stamped,
+        needs_runtimes=True,
     ),
 )
 
@@ -131,6 +167,11 @@ def probe_for(configuration: Mapping[str, Any]) -> Probe:
         f"no webhook probe for {configuration['kind']} {configuration['metadata']['name']} "
         f"(webhooks {sorted(hooks)}): add one to trainer/conformance/webhook_probes.py"
     )
+
+
+def needs_runtimes(configuration: Mapping[str, Any]) -> bool:
+    """Whether the configuration's probe names a shipped runtime (wait for it after them)."""
+    return probe_for(configuration).needs_runtimes
 
 
 async def wait_webhooks_effective(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 from pathlib import Path
 
 import pytest
 
+from manager.envtest.kwokstages import RUN_SECONDS_ANNOTATION
 from trainer.conformance.cli import DEFAULT_SCENARIOS, report
 from trainer.conformance.diff import (
     MISSING,
@@ -15,15 +17,21 @@ from trainer.conformance.diff import (
     compare,
     load_divergences,
 )
-from trainer.conformance.harness import Side
+from trainer.conformance.harness import PodTiming, Side
 from trainer.conformance.normalize import Normaliser
 from trainer.conformance.runner import (
     CONFORMANCE_API,
+    STEP_FIELDS,
+    Outcome,
     Scenario,
     ScenarioResult,
     Settings,
     _apply_json_patch,
     load_scenario,
+    merge_patch,
+    running_pods_due,
+    scenario_files,
+    scenario_levels,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -172,21 +180,156 @@ def test_json_patch_as_webhooks_answer() -> None:
 
 
 def test_every_scenario_parses_and_uses_known_step_fields() -> None:
-    files = sorted(DEFAULT_SCENARIOS.glob("*.yaml"))
-    assert len(files) >= 20
+    files = sorted(DEFAULT_SCENARIOS.rglob("*.yaml"))
+    assert len(files) >= 30
     for file in files:
         docs = load_scenario(file)
         assert docs, file
+        assert scenario_levels(file), f"{file}: names its levels (header or folder)"
         for doc in docs:
             assert doc.get("apiVersion") and doc.get("kind"), f"{file}: {doc}"
             if doc["apiVersion"] == CONFORMANCE_API:
                 assert doc["kind"] in ("Step", "WebhookRequest"), file
                 if doc["kind"] == "Step":
-                    assert set(doc) - {"apiVersion", "kind"} <= {"settle", "sleep", "patch", "delete"}, file
+                    assert set(doc) - {"apiVersion", "kind"} <= set(STEP_FIELDS), file
+                    assert doc.get("settle") in (None, True, "running"), file
+                    if "update" in doc:
+                        assert {"apiVersion", "kind", "name", "merge"} <= set(doc["update"]), file
                 else:
                     assert {"path", "requestKind", "resource", "object"} <= set(doc), file
             else:
                 assert doc.get("metadata", {}).get("name"), f"{file}: every object is named"
+
+
+def test_scenario_names_are_unique_across_levels() -> None:
+    # The namespace and the divergence patterns go by the file's stem.
+    stems = [f.stem for f in DEFAULT_SCENARIOS.rglob("*.yaml")]
+    assert len(stems) == len(set(stems))
+
+
+def test_a_scenario_belongs_to_its_header_levels_else_its_folder_else_every_level(tmp_path: Path) -> None:
+    both = tmp_path / "both.yaml"
+    both.write_text("# levels: v2.1, v2.3\n# what it does\napiVersion: v1\nkind: ConfigMap\n")
+    (tmp_path / "v2.3").mkdir()
+    folder = tmp_path / "v2.3" / "new.yaml"
+    folder.write_text("# no header\napiVersion: v1\nkind: ConfigMap\n")
+    anywhere = tmp_path / "mine.yaml"
+    anywhere.write_text(
+        "apiVersion: v1\nkind: ConfigMap\n# levels: v2.3 (not a header: after a document line)\n"
+    )
+    assert scenario_levels(both) == {"v2.1", "v2.3"}
+    assert scenario_levels(folder) == {"v2.3"}
+    assert scenario_levels(anywhere) is None
+    assert scenario_files([tmp_path], "v2.1") == [both, anywhere]
+    assert scenario_files([tmp_path], "v2.3") == [both, anywhere, folder]
+    assert scenario_files([tmp_path]) == [both, anywhere, folder]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("# levels: v9\n")
+    with pytest.raises(ValueError, match="unknown API level"):
+        scenario_levels(bad)
+
+
+def test_the_shipped_scenarios_split_by_level() -> None:
+    v21 = {f.stem for f in scenario_files([DEFAULT_SCENARIOS], "v2.1")}
+    v23 = {f.stem for f in scenario_files([DEFAULT_SCENARIOS], "v2.3")}
+    assert "trainjob-torch-auto" in v21 and "trainjob-torch-auto" not in v23  # v2.1 fields
+    assert "jobset-success-all" in v21 & v23  # JobSet only: both levels
+    assert "patches-two-managers" in v23 and "patches-two-managers" not in v21
+
+
+def test_merge_patch_is_rfc_7386() -> None:
+    target = {"a": 1, "b": {"c": 2, "d": 3}, "l": [1, 2]}
+    assert merge_patch(target, {"b": {"c": None, "e": 4}, "l": [3], "a": None}) == {
+        "b": {"d": 3, "e": 4},
+        "l": [3],
+    }
+    assert target == {"a": 1, "b": {"c": 2, "d": 3}, "l": [1, 2]}
+
+
+def _pod(phase: str, start: str | None, **meta: object) -> dict[str, object]:
+    return {
+        "metadata": {"name": "p", "ownerReferences": [{"kind": "Job", "name": "j"}], **meta},
+        "status": {"phase": phase, **({"startTime": start} if start else {})},
+    }
+
+
+def test_running_job_pods_are_due_at_their_start_plus_their_run_time() -> None:
+    side = Side("ours", None, pod_timing=PodTiming(2.0))  # type: ignore[arg-type]
+    long = {"annotations": {RUN_SECONDS_ANNOTATION: "45"}}
+    pods = [
+        _pod("Running", "2026-12-01T10:00:00Z"),
+        _pod("Running", "2026-12-01T10:00:00Z", **long),
+        _pod("Pending", None),
+        _pod("Succeeded", "2026-12-01T10:00:00Z"),
+        _pod("Running", "2026-12-01T10:00:00Z", deletionTimestamp="2026-12-01T10:00:01Z"),
+        {"metadata": {"name": "bare"}, "status": {"phase": "Running", "startTime": "2026-12-01T10:00:00Z"}},
+    ]
+    start = datetime.datetime(2026, 12, 1, 10, tzinfo=datetime.UTC).timestamp()
+    assert running_pods_due(side, pods) == [start + 2.0, start + 45.0]
+    assert running_pods_due(Side("attached", None), pods) == []  # type: ignore[arg-type]
+
+
+class _PodsKube:
+    """A cluster whose one Job pod is Running until ``polls`` lists have been served."""
+
+    def __init__(self, polls: int) -> None:
+        self.polls = polls
+        self.requests: list[tuple[str, object]] = []
+
+    async def list(self, api_version: str, kind: str, namespace: str | None) -> list[dict[str, object]]:
+        if kind != "Pod":
+            return []
+        self.polls -= 1
+        phase = "Running" if self.polls > 0 else "Succeeded"
+        started = datetime.datetime.now(datetime.UTC).isoformat()
+        return [_pod(phase, started, **{"annotations": {RUN_SECONDS_ANNOTATION: "600"}})]
+
+    async def resource(self, api_version: str, kind: str) -> tuple[str, bool]:
+        return kind.lower() + "s", True
+
+    async def create(self, obj: dict[str, object], namespace: str | None) -> tuple[int, object]:
+        return 201, obj
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None) -> tuple[int, object]:
+        self.requests.append(("get", name))
+        return 200, {
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": {"name": name, "labels": {"a": "1"}},
+        }
+
+    async def replace(self, obj: dict[str, object], namespace: str | None) -> tuple[int, object]:
+        self.requests.append(("put", obj))
+        if len([r for r in self.requests if r[0] == "put"]) == 1:
+            return 409, {"message": "the object has been modified"}
+        return 200, obj
+
+
+async def test_a_settle_waits_for_running_pods_unless_it_settles_running(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
+    side = Side("ours", _PodsKube(polls=4), pod_timing=PodTiming(2.0))  # type: ignore[arg-type]
+    out = Outcome()
+    norm = Normaliser("c-ns")
+    await scenario._settle(side, norm, out, "settle-1")
+    assert out.records["settle-1/Pod/p"]["status"]["phase"] == "Succeeded"  # waited (a 600 s pod)
+    assert not out.unsettled
+    side = Side("ours", _PodsKube(polls=4), pod_timing=PodTiming(2.0))  # type: ignore[arg-type]
+    await scenario._settle(side, norm, out, "settle-2", running=True)
+    assert out.records["settle-2/Pod/p"]["status"]["phase"] == "Running"
+
+
+async def test_an_update_step_puts_the_merged_object_and_retries_a_conflict(tmp_path: Path) -> None:
+    kube = _PodsKube(polls=0)
+    scenario = _scenario(
+        tmp_path,
+        "apiVersion: conformance.trainer.kubeflow.org/v1alpha1\nkind: Step\n"
+        "update: {apiVersion: v1, kind: ConfigMap, name: c, merge: {metadata: {labels: {b: '2'}}}}\n",
+    )
+    out = await scenario.run(Side("ours", kube))  # type: ignore[arg-type]
+    puts = [body for what, body in kube.requests if what == "put"]
+    assert len(puts) == 2 and [what for what, _ in kube.requests].count("get") == 2
+    assert puts[-1]["metadata"]["labels"] == {"a": "1", "b": "2"}  # type: ignore[index]
+    assert out.records["answer/0/update ConfigMap/c"] == {"allowed": True, "code": 200, "message": ""}
 
 
 class _LaggingKube:

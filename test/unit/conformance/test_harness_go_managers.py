@@ -3,13 +3,17 @@ its files and process arguments."""
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from manager.envtest.certs import TinyCA
+from trainer import levels
 from trainer.conformance import harness, originals
+from trainer.conformance.webhook_probes import configurations, needs_runtimes
 
 
 def test_go_managers_configure_both_managers_on_free_loopback_ports(tmp_path: Path) -> None:
@@ -89,3 +93,64 @@ def test_our_manager_configures_python_trainer_on_free_loopback_ports(tmp_path: 
 def test_our_manager_runs_every_component_unless_told(tmp_path: Path) -> None:
     ours = harness.our_manager(TinyCA("test-ca"), tmp_path, tmp_path / "kubeconfig")
     assert not any(arg.startswith("--controllers") for arg in ours.process.argv)
+
+
+def test_our_manager_is_told_its_api_level(tmp_path: Path) -> None:
+    ours = harness.our_manager(
+        TinyCA("test-ca"), tmp_path, tmp_path / "kubeconfig", api_level=levels.get("v2.3")
+    )
+    assert ours.process.argv[-1] == "--api-level=v2.3"
+
+
+def _routed(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Configurations by name, service references left out (the harness makes them URLs)."""
+    out = {}
+    for doc in copy.deepcopy(docs):
+        for hook in doc.get("webhooks", []):
+            hook["clientConfig"].pop("service", None)
+        out[doc["metadata"]["name"]] = doc
+    return out
+
+
+def test_at_the_default_level_both_sides_get_the_configurations_of_config_webhook() -> None:
+    inputs = harness.LevelInputs(levels.get("v2.1"))
+    today = _routed(
+        configurations([harness.WEBHOOK_DIR / "jobset.yaml", harness.WEBHOOK_DIR / "trainer.yaml"])
+    )
+    jobset, trainer = inputs.their_webhooks()
+    assert _routed(jobset + trainer) == today  # upstream's of jobset v0.10.1 and trainer v2.1.0
+    assert _routed(inputs.our_webhooks()) == today  # config/default's
+    assert inputs.runtimes_source() == "config/runtimes"
+    assert inputs.runtimes() == harness._runtime_files()
+    assert inputs.our_crds() == [harness.ROOT / "config/crd/bases"]
+
+
+def test_at_v2_3_theirs_are_upstreams_and_ours_the_overlays() -> None:
+    inputs = harness.LevelInputs(levels.get("v2.3"))
+    assert inputs.originals.describe() == "jobset v0.12.0 + trainer v2.3.0"
+    jobset, trainer = inputs.their_webhooks()
+    names = {d["metadata"]["name"] for d in trainer}
+    assert names == {"defaulter.trainer.kubeflow.org", "validator.trainer.kubeflow.org"}
+    defaulter = next(d for d in trainer if d["kind"] == "MutatingWebhookConfiguration")
+    assert defaulter["webhooks"][0]["clientConfig"]["service"]["path"] == (
+        "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
+    )
+    assert needs_runtimes(defaulter) and not any(needs_runtimes(d) for d in jobset)
+    assert {d["metadata"]["name"] for d in jobset} == {
+        "jobset-mutating-webhook-configuration",
+        "jobset-validating-webhook-configuration",
+    }
+    ours = {d["metadata"]["name"] for d in inputs.our_webhooks()}
+    assert {"jobset-mutating-webhook-configuration", "validator.trainer.kubeflow.org"} <= ours
+    if levels.get("v2.3").runtime.trainjob_defaulter:
+        assert levels.get("v2.3").runtime.trainjob_defaulter in ours
+    assert inputs.our_crds() == [
+        harness.ROOT / "config/overlays/v2.3/crd",
+        *harness.THIRD_PARTY_CRDS,
+    ]
+    assert inputs.their_crds()[0].match("sigs.k8s.io/jobset@v0.12.0/config/components/crd/bases/*.yaml")
+    # config/runtimes are v2.1's: both sides get upstream v2.3.0's
+    assert inputs.runtimes() == [inputs.originals.runtimes()]
+    assert "v2.3.0" in inputs.runtimes_source()
+    shipped = {p.name for p in inputs.originals.runtimes().rglob("*.yaml")}
+    assert {"jax_distributed.yaml", "xgboost_distributed.yaml", "torch_distributed.yaml"} <= shipped

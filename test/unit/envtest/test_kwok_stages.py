@@ -24,7 +24,10 @@ def test_all_three_pod_transitions_are_given_because_one_pod_stage_replaces_kwok
 
 def test_job_pods_succeed_after_the_run_time_without_jitter_by_default() -> None:
     complete = _by_name(2.5)["pod-complete"]["spec"]
-    assert complete["delay"] == {"durationMilliseconds": 2500}
+    assert complete["delay"] == {
+        "durationMilliseconds": 2500,
+        "durationFrom": {"expressionFrom": kwokstages._RUN_SECONDS_JQ},
+    }
     selectors = complete["selector"]["matchExpressions"]
     assert {"key": ".status.phase", "operator": "In", "values": ["Running"]} in selectors
     assert {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]} in selectors
@@ -40,6 +43,23 @@ def test_jitter_is_an_upper_bound_on_top_of_the_run_time() -> None:
         "durationMilliseconds": 1000,
         "jitterDurationMilliseconds": 4000,
     }
+
+
+def test_a_pod_annotation_sets_its_own_run_time() -> None:
+    # KWOK's durationFrom: a jq expression over the pod; a Go duration string is parsed, no output
+    # falls back to durationMilliseconds.
+    assert kwokstages._RUN_SECONDS_JQ == (
+        '.metadata.annotations["envtest.trainer.kubeflow.org/pod-run-seconds"] // empty | tostring + "s"'
+    )
+    annotated = {"metadata": {"annotations": {kwokstages.RUN_SECONDS_ANNOTATION: "45"}}}
+    assert kwokstages.pod_run_seconds(annotated, 2.0) == 45.0
+    assert kwokstages.pod_run_seconds({"metadata": {}}, 2.0) == 2.0
+    assert (
+        kwokstages.pod_run_seconds({"metadata": {"annotations": {kwokstages.RUN_SECONDS_ANNOTATION: "x"}}}, 2)
+        == 2
+    )
+    # With jitter KWOK would cap the annotation's delay at the jitter bound: not read then.
+    assert "durationFrom" not in _by_name(1, 3)["pod-complete"]["spec"]["delay"]
 
 
 def test_stages_survive_a_yaml_round_trip() -> None:
@@ -71,7 +91,7 @@ def test_without_start_time_or_probe_delays_the_stages_are_as_before() -> None:
 def test_a_start_time_keeps_a_scheduled_pod_pending_that_long() -> None:
     stages = {s["metadata"]["name"]: s for s in kwokstages.pod_stages(2, start_seconds=3)}
     assert stages["pod-ready"]["spec"]["delay"] == {"durationMilliseconds": 3000}
-    assert stages["pod-complete"]["spec"]["delay"] == {"durationMilliseconds": 2000}
+    assert stages["pod-complete"]["spec"]["delay"]["durationMilliseconds"] == 2000
 
 
 def test_probe_delays_add_a_readiness_stage_and_only_ready_pods_complete() -> None:
