@@ -117,3 +117,95 @@ def test_v2_1_fields_do_nothing_at_v2_3() -> None:
     info = new_runtime_info(job, template(), None, None, V2_3)
     assert "ignored" not in info.labels
     assert node_pod(info)["spec"]["nodeSelector"] == {"pool": "default", "zone": "a"}
+
+
+# -- the patch as Go encodes it (json.Marshal of the typed JobSetSpecPatch) ------------------
+# Each case below was a difference against the Go trainer v2.3.0 in `make conformance
+# LEVEL=v2.3` (scenario v2.3/patches-go-encoding).
+
+
+def encoded_template() -> JobSetTemplateSpec:
+    sidecar = {
+        "name": "sidecar",
+        "image": "busybox",
+        "env": [{"name": "EMPTIED", "value": "from-runtime"}],
+        "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True}],
+    }
+    return JobSetTemplateSpec.from_dict(
+        {
+            "spec": {
+                "replicatedJobs": [
+                    rjob(
+                        "node",
+                        "trainer",
+                        [{"name": "node", "image": "busybox"}, sidecar],
+                        volumes=[{"name": "data", "emptyDir": {"sizeLimit": "1Gi"}}],
+                    )
+                ]
+            }
+        }
+    )
+
+
+def test_an_empty_env_value_and_a_false_read_only_leave_the_runtimes_values() -> None:
+    # omitempty: `value: ""` and `readOnly: false` are not in Go's patch, so the merge keeps them
+    job = tj_model(
+        runtimePatches=[
+            patch(
+                "m",
+                containers=[
+                    {
+                        "name": "sidecar",
+                        "env": [{"name": "EMPTIED", "value": ""}, {"name": "ADDED", "value": ""}],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": False}],
+                    }
+                ],
+            )
+        ]
+    )
+    sidecar = node_pod(new_runtime_info(job, encoded_template(), None, None, V2_3))["spec"]["containers"][1]
+    assert sidecar["env"] == [{"name": "EMPTIED", "value": "from-runtime"}, {"name": "ADDED"}]
+    assert sidecar["volumeMounts"] == [{"name": "data", "mountPath": "/data", "readOnly": True}]
+
+
+def test_an_empty_dir_volume_keeps_its_source_and_quantities_are_canonical() -> None:
+    # a pointer to an empty struct is written ({}), an empty string (subPath) is not
+    job = tj_model(
+        runtimePatches=[
+            patch(
+                "m",
+                volumes=[
+                    {"name": "scratch", "emptyDir": {}},
+                    {"name": "cache", "emptyDir": {"medium": "Memory", "sizeLimit": "1024Mi"}},
+                ],
+                containers=[
+                    {"name": "node", "volumeMounts": [{"name": "cache", "mountPath": "/c", "subPath": ""}]}
+                ],
+            )
+        ]
+    )
+    spec = node_pod(new_runtime_info(job, encoded_template(), None, None, V2_3))["spec"]
+    assert spec["volumes"] == [
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "cache", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
+        {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
+    ]
+    assert spec["containers"][0]["volumeMounts"] == [{"name": "cache", "mountPath": "/c"}]
+
+
+def test_job_template_metadata_merges_as_the_whole_object_meta() -> None:
+    # JobTemplatePatch.metadata is a metav1.ObjectMeta: finalizers (which the CRD lets through)
+    # reach the JobSet's job template with the labels
+    node_patch = {
+        "name": "node",
+        "template": {"metadata": {"labels": {"job-level": "1"}, "finalizers": ["example.com/f"]}},
+    }
+    job = tj_model(
+        runtimePatches=[
+            {"manager": "m", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node_patch]}}}}
+        ]
+    )
+    info = new_runtime_info(job, encoded_template(), None, None, V2_3)
+    node = info.template_spec.obj_apply["replicatedJobs"][0]
+    assert node["template"]["metadata"]["finalizers"] == ["example.com/f"]
+    assert node["template"]["metadata"]["labels"]["job-level"] == "1"

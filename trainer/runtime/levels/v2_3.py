@@ -3,9 +3,10 @@
 
 * Step 1: the runtime template's labels and annotations, then each patch's
   ``trainingRuntimeSpec.template.metadata`` labels and annotations over them (later wins).
-* Step 2: each patch's ``trainingRuntimeSpec.template.spec`` strategic-merged onto the whole
-  JobSetSpec (JobSet v0.12's patch tags: ``replicatedJobs`` by ``name``; inside, the pod
-  template as core/v1 merges it), then the runtime's order of the replicated jobs restored.
+* Step 2: each patch's ``trainingRuntimeSpec.template.spec``, as Go encodes the typed patch
+  (``v2_3_patch.py``), strategic-merged onto the whole JobSetSpec (JobSet v0.12's patch tags:
+  ``replicatedJobs`` by ``name``; inside, the pod template as core/v1 merges it), then the
+  runtime's order of the replicated jobs restored.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, TrainJob
 from trainer.runtime.levels import Recorders
 from trainer.runtime.levels.v2_3_deadline import ACTIVE_DEADLINE
+from trainer.runtime.levels.v2_3_patch import marshal_spec_patch
 from trainer.runtime.levels.v2_3_status import MERGE_PATCH_STATUS
 
 __all__ = [
@@ -54,60 +56,15 @@ def _template(patch: Mapping[str, Any]) -> Json:
     return template if isinstance(template, dict) else {}
 
 
-def _omit_empty(value: Any) -> Any:
-    """Go's encoding of the patch types: ``omitempty`` fields leave no null or empty list."""
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            cleaned = _omit_empty(item)
-            if cleaned is None or cleaned == [] or cleaned == {}:
-                continue
-            out[key] = cleaned
-        return out
-    if isinstance(value, list):
-        return [_omit_empty(item) for item in value]
-    return value
-
-
-def _metadata_patch(metadata: Any) -> Json | None:
-    """The labels and annotations of a patch's ``metadata`` (the only fields it may set)."""
-    if not isinstance(metadata, dict):
-        return None
-    out = {key: dict(metadata[key]) for key in ("labels", "annotations") if metadata.get(key)}
-    return out or None
-
-
 def spec_patch(patch: Mapping[str, Any]) -> Json | None:
-    """The strategic-merge patch one runtime patch makes to the JobSetSpec (None: none)."""
+    """The strategic-merge patch one runtime patch makes to the JobSetSpec (None: none): its
+    ``template.spec`` as Go's ``json.Marshal`` of the typed ``JobSetSpecPatch`` writes it
+    (``v2_3_patch.py``: empty non-pointer values dropped, ``emptyDir: {}`` kept, quantities
+    canonical, the templates' whole ``metadata``)."""
     spec = _template(patch).get("spec")
     if not isinstance(spec, dict):
         return None
-    jobs = []
-    for rjob in spec.get("replicatedJobs") or ():
-        if not isinstance(rjob, dict):
-            continue
-        out: Json = {"name": rjob.get("name", "")}
-        template = rjob.get("template")
-        if isinstance(template, dict):
-            job_template: Json = {}
-            if (meta := _metadata_patch(template.get("metadata"))) is not None:
-                job_template["metadata"] = meta
-            job_spec = template.get("spec")
-            pod_template = job_spec.get("template") if isinstance(job_spec, dict) else None
-            if isinstance(pod_template, dict):
-                pod: Json = {}
-                if (meta := _metadata_patch(pod_template.get("metadata"))) is not None:
-                    pod["metadata"] = meta
-                if isinstance(pod_template.get("spec"), dict):
-                    pod_spec = _omit_empty(pod_template["spec"])
-                    if pod_spec:
-                        pod["spec"] = pod_spec
-                if pod:
-                    job_template["spec"] = {"template": pod}
-            if job_template:
-                out["template"] = job_template
-        jobs.append(out)
-    return {"replicatedJobs": jobs} if jobs else {}
+    return marshal_spec_patch(spec)
 
 
 def merge_runtime_patches(jobset_spec: Json, patches: list[Json]) -> Json:
