@@ -23,7 +23,7 @@ KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.en
 
 .PHONY: venv test test-unit test-integration test-e2e test-repeat test-chaos test-fuzz lint run cluster-up cluster-down \
         build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
-        conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e
+        conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e test-kueue build-kueue
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -151,6 +151,17 @@ test-upstream-e2e: $(STAMP) build-assets
 UPSTREAM_E2E_SUITES ?= jobset trainer
 build-upstream-e2e: $(STAMP)
 	$(PY) -m trainer upstream-e2e --build-only --suites $(UPSTREAM_E2E_SUITES)
+
+# Kueue v0.15.0 in front of this manager (docs/kueue.md): built once from the Go module proxy
+# and cached beside the Go originals, run outside the cluster against a full local cluster of its
+# own. `make test` runs the reduced suite (preemption and resume of TrainJobs, JobSets admitted
+# with the flavor's placement); test-kueue runs all of test/e2e/kueue (KUEUE_E2E=all).
+# KUEUE_VERSION picks another Kueue release.
+test-kueue: $(STAMP) build-assets build-kueue
+	KUEUE_E2E=all $(PY) -m pytest test/e2e/kueue $(PYTEST_ARGS)
+
+build-kueue: $(STAMP)
+	$(PY) -m trainer.conformance.kueue --build-only
 
 # Every benchmark scenario in one run, into $(BENCH_OUT): the burst (suspended and running, ours
 # and the Go managers), the scale scenario (test/bench/scale.py, when present), the framework

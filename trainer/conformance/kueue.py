@@ -52,9 +52,11 @@ from trainer.conformance.originals import module_dir
 
 Json = dict[str, Any]
 
-KUEUE = GoMain("sigs.k8s.io/kueue", "v0.15.0", "sigs.k8s.io/kueue/cmd/kueue", "kueue-controller-manager")
-"""Kueue's controller manager at the release tested here (its go.mod requires
-github.com/kubeflow/trainer/v2 v2.1.0 and sigs.k8s.io/jobset v0.10.1)."""
+KUEUE_VERSION = os.environ.get("KUEUE_VERSION", "v0.15.0")
+KUEUE = GoMain("sigs.k8s.io/kueue", KUEUE_VERSION, "sigs.k8s.io/kueue/cmd/kueue", "kueue-controller-manager")
+"""Kueue's controller manager at the release tested here, v0.15.0 (its go.mod requires
+github.com/kubeflow/trainer/v2 v2.1.0 and sigs.k8s.io/jobset v0.10.1, as do v0.15.1 and v0.15.2;
+``KUEUE_VERSION`` picks another release)."""
 
 API_GROUP = "kueue.x-k8s.io"
 API_VERSION = f"{API_GROUP}/v1beta2"

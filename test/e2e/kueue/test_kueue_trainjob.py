@@ -12,6 +12,7 @@ a removed override used to leave a null in the JobSet and block the resume).
 
 from __future__ import annotations
 
+import pytest
 from kueuee2e import (
     POOL,
     POOL_LABEL,
@@ -22,6 +23,7 @@ from kueuee2e import (
     Stack,
     condition,
     delete_queue_objects,
+    full_only,
     is_true,
     log_size,
     queue_objects,
@@ -32,6 +34,7 @@ from kueuee2e import (
 )
 
 from manager.testing import eventually
+from trainer.conformance import kueue as kq
 
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 
@@ -168,4 +171,79 @@ async def test_trainjobs_admitted_preempted_and_resumed(kueue_stack: Stack, api:
     finally:
         for name in ("a", "b", "c", "high"):
             await api.delete(api.trainjob(name))
+        await delete_queue_objects(api, names)
+
+
+async def _deactivate(api: Api, kind: str, name: str, active: bool) -> None:
+    wl = await api.workload_of(kind, name)
+    await api.patch(f"{api.workloads()}/{wl['metadata']['name']}", {"spec": {"active": active}})
+
+
+@full_only
+async def test_user_override_kept_when_kueue_removes_its_own(kueue_stack: Stack, api: Api) -> None:
+    """A TrainJob's own podTemplateOverrides entry comes first; Kueue appends its entry on
+    admission and, when the Workload is deactivated, cuts the list at its entry: the user's
+    stays, the JobSet keeps the user's label without the flavor's placement, and on reactivation
+    the pods carry both again."""
+    since = log_size(kueue_stack.manager.log)
+    names = await queue_objects(api, api.ns)
+    flavor = names["flavor"]
+    body = trainjob("u", api.ns, nodes=1, cpu="2")
+    user = {"targetJobs": [{"name": "node"}], "metadata": {"labels": {"team": "a"}}}
+    body["spec"]["podTemplateOverrides"] = [user]
+
+    async def running_with_both() -> None:
+        await assert_admitted(api, "u", 1, flavor)
+        tj = await api.must_get(api.trainjob("u"))
+        assert tj["spec"]["podTemplateOverrides"][0] == user, tj["spec"]["podTemplateOverrides"]
+        for pod in await api.jobset_pods("u"):
+            assert pod["metadata"]["labels"].get("team") == "a", pod["metadata"]["labels"]
+
+    async def suspended_with_users_only() -> None:
+        tj = await api.must_get(api.trainjob("u"))
+        assert tj["spec"].get("suspend") is True, tj["spec"]
+        assert tj["spec"]["podTemplateOverrides"] == [user], tj["spec"]["podTemplateOverrides"]
+        js = await api.must_get(api.jobset("u"))
+        assert js["spec"].get("suspend") is True
+        node = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        assert node["metadata"]["labels"].get("team") == "a", node["metadata"]
+        assert POOL_LABEL not in (node["spec"].get("nodeSelector") or {}), node["spec"]
+        assert await api.jobset_pods("u") == []
+
+    try:
+        await api.create(api.trainjob(), body)
+        await eventually(running_with_both, timeout=WAIT, message="u never ran with both overrides")
+        await _deactivate(api, "TrainJob", "u", False)
+        await eventually(suspended_with_users_only, timeout=WAIT, message="u was never deactivated")
+        await _deactivate(api, "TrainJob", "u", True)
+        await eventually(running_with_both, timeout=WAIT, message="u never ran again")
+        assert reconciler_errors(kueue_stack.manager.log, api.ns, since) == []
+    finally:
+        await api.delete(api.trainjob("u"))
+        await delete_queue_objects(api, names)
+
+
+@full_only
+@pytest.mark.xfail(
+    kq.KUEUE_VERSION == "v0.15.0",
+    strict=True,
+    reason="Kueue v0.15.0 counts one pod for the trainer job whatever numNodes says "
+    "(kubernetes-sigs/kueue#8101, fixed in v0.15.1 by #8135)",
+)
+async def test_multi_node_trainjob_accounted_as_num_nodes_pods(kueue_stack: Stack, api: Api) -> None:
+    """numNodes 2 of 1 CPU: the Workload's pod set counts 2 pods (2 CPUs of quota) and both run."""
+    names = await queue_objects(api, api.ns)
+    try:
+        await api.create(api.trainjob(), trainjob("m", api.ns, nodes=2, cpu="1"))
+
+        # The pod sets are fixed when Kueue creates the Workload.
+        wl = await eventually(
+            lambda: api.workload_of("TrainJob", "m"), timeout=WAIT, message="m never got a Workload"
+        )
+        assert [ps["count"] for ps in wl["spec"]["podSets"]] == [2], wl["spec"]["podSets"]
+        await eventually(
+            lambda: assert_admitted(api, "m", 2, names["flavor"]), timeout=WAIT, message="m never ran"
+        )
+    finally:
+        await api.delete(api.trainjob("m"))
         await delete_queue_objects(api, names)
