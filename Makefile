@@ -254,8 +254,17 @@ manifests: $(STAMP)
 
 # -- Container image and Helm ---------------------------------------------------------------
 # The image: the repo's Dockerfile (wheels built once, non-root, read-only root filesystem).
-# These machines have no container runtime; the targets are for a workstation with Docker/kind.
-CONTAINER_TOOL ?= docker
+# CONTAINER_TOOL=docker or podman builds it as always, `$(CONTAINER_TOOL) build -t $(IMG) .`,
+# on the Dockerfile's base image (PYTHON_IMAGE=<image> passes another as a build argument).
+# Left empty: docker when its daemon answers; otherwise (these development machines and CI: no
+# Docker daemon, no registry) podman as `make container-tools` sets it up, on the base image it
+# made from Debian's packages (`hack/container-tools.sh build`: no network namespace for RUN,
+# and images earlier builds left dangling are removed). CONTAINER_BUILD_ARGS adds build flags.
+CONTAINER_TOOL ?=
+PYTHON_IMAGE ?=
+CONTAINER_BUILD_ARGS ?=
+# Where `make container-tools` keeps its containers.conf and the base image's root filesystem.
+CONTAINER_CACHE ?= $(HOME)/.cache/trainer-py/images
 KIND ?= kind
 KIND_CLUSTER ?= kind
 CHART := charts/kubeflow-trainer
@@ -266,9 +275,25 @@ HELM_ARGS ?=
 HELM ?=
 HELM_FROM_CACHE = $(or $(HELM),$$($(PY) -c 'from manager.envtest import assets; print(assets.ensure(["helm"])["helm"])'))
 
-.PHONY: docker-build kind-load helm helm-install helm-uninstall
+.PHONY: docker-build container-tools kind-load helm helm-install helm-uninstall
 docker-build:
-	$(CONTAINER_TOOL) build -t $(IMG) .
+	@set -e; tool='$(CONTAINER_TOOL)'; base='$(PYTHON_IMAGE)'; \
+	if [ -z "$$tool" ]; then \
+	  if docker info > /dev/null 2>&1; then tool=docker; \
+	  else \
+	    echo "make docker-build: no Docker daemon answers: podman of make container-tools" >&2; \
+	    exec env CONTAINER_CACHE='$(CONTAINER_CACHE)' PYTHON_IMAGE="$$base" \
+	      hack/container-tools.sh build '$(IMG)' $(CONTAINER_BUILD_ARGS); \
+	  fi; \
+	fi; \
+	set -x; "$$tool" build $${base:+--build-arg PYTHON_IMAGE="$$base"} $(CONTAINER_BUILD_ARGS) -t '$(IMG)' .
+
+# podman, buildah and runc from Debian's packages (installed when missing; needs root), their
+# containers.conf, and the base image made once from Debian's packages (hack/container-tools.sh;
+# about 4 min on a fresh machine, then instant). Prints shell: `eval "$$(make -s container-tools)"`
+# sets CONTAINERS_CONF for podman run.
+container-tools:
+	@CONTAINER_CACHE='$(CONTAINER_CACHE)' hack/container-tools.sh setup
 
 kind-load:
 	$(KIND) load docker-image $(IMG) --name $(KIND_CLUSTER)

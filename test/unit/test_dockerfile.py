@@ -1,10 +1,12 @@
-"""The Dockerfile, checked without a container runtime (none exists on these machines).
+"""The Dockerfile, checked without a container runtime (test/e2e/deploy/test_image.py builds and
+runs the image itself).
 
-Its structure is read instruction by instruction: a build stage that makes the wheels once, a
-runtime stage that installs those wheels only, runs as a numeric non-root user and starts the
-console script the Deployment and the chart name. Then the build stage's command is run for
-real on exactly the files the build context (.dockerignore) sends: the wheel it makes must
-carry every module and data file of the packages and the console script.
+Its structure is read instruction by instruction: a build stage that makes the wheels once (the
+dependencies' from pyproject.toml alone, then the project's offline from those), a runtime stage
+that installs those wheels only, runs as a numeric non-root user and starts the console script
+the Deployment and the chart name. Then the build stage's command is run for real on exactly the
+files the build context (.dockerignore) sends: the wheel it makes must carry every module and
+data file of the packages and the console script.
 """
 
 from __future__ import annotations
@@ -89,13 +91,28 @@ def test_two_stages_from_a_slim_python(stages: list[Stage]) -> None:
         assert (major, minor) >= tuple(int(x) for x in required.split(".")), "the image's Python is too old"
 
 
+def test_the_base_image_is_a_build_argument_defaulting_to_upstreams() -> None:
+    args, _ = parse((ROOT / "Dockerfile").read_text())
+    assert args == {"PYTHON_IMAGE": "python:3.12-slim"}, "docker build without --build-arg: upstream's base"
+
+
 def test_the_build_stage_makes_every_wheel_once(stages: list[Stage]) -> None:
     build = stages[0]
     runs = build.all("RUN")
     wheel = [r for r in runs if "pip wheel" in r]
-    assert len(wheel) == 1, runs
-    argv = shlex.split(wheel[0])
-    assert argv[:3] == ["pip", "wheel", "."] and "--no-deps" not in argv, "dependencies are wheeled too"
+    assert len(wheel) == 2, runs
+    # First the dependencies (and the build backend), from pyproject.toml alone: their layer is
+    # reused until it changes.
+    dependencies, project = wheel
+    first_copy = build.all("COPY")[0]
+    assert first_copy.split() == ["pyproject.toml", "./"], "only pyproject.toml before the dependencies"
+    for key in ("['project']['dependencies']", "['build-system']['requires']"):
+        assert key in dependencies, f"the dependencies' wheels miss {key}"
+    assert "-w /wheels" in dependencies
+    # Then the project, offline: every dependency must be among those wheels.
+    argv = shlex.split(project.split("&&")[0])
+    assert argv[:2] == ["pip", "wheel"] and "." in argv and "--no-deps" not in argv, "dependencies resolved"
+    assert "--no-index" in argv and "--find-links=/wheels" in argv
     assert argv[argv.index("-w") + 1] == "/wheels"
     copied = [a.split()[0] for a in build.all("COPY")] + [
         w for a in build.all("COPY") for w in a.split()[1:-1]
@@ -106,11 +123,23 @@ def test_the_build_stage_makes_every_wheel_once(stages: list[Stage]) -> None:
 
 def test_the_runtime_stage_installs_wheels_only_and_runs_as_non_root(stages: list[Stage]) -> None:
     runtime = stages[1]
-    assert not runtime.all("COPY") and not runtime.all("ADD"), "no sources in the runtime image"
+    # Only the wheels' checksums are copied (they key the install layers, containers/buildah#6609).
+    for copy in runtime.all("COPY"):
+        words = copy.split()
+        assert words[0] == "--from=build" and all(w.endswith(".sha256") for w in words[1:-1]), copy
+    assert not runtime.all("ADD"), "no sources in the runtime image"
     installs = [r for r in runtime.all("RUN") if "pip install" in r]
-    assert len(installs) == 1
-    assert "--mount=type=bind,from=build,source=/wheels,target=/wheels" in installs[0]
-    assert "--no-index" in installs[0] and "--find-links=/wheels" in installs[0]
+    assert len(installs) == 2, "the dependencies, then the project"
+    for install in installs:
+        assert "--mount=type=bind,from=build,source=/wheels,target=/wheels" in install
+        assert "--no-index" in install and "--find-links=/wheels" in install
+    assert "-r /wheels/requirements.txt" in installs[0]
+    assert "trainer-controller-manager" in installs[1] and "--no-deps" not in installs[1]
+    # Each install follows the checksums of the wheels it installs.
+    ops = [op for op, _ in runtime.instructions]
+    for install in installs:
+        index = next(i for i, (op, arg) in enumerate(runtime.instructions) if op == "RUN" and arg == install)
+        assert ops[index - 1] == "COPY", "the install layer must follow the checksums it depends on"
     (user,) = runtime.all("USER")
     uid, _, gid = user.partition(":")
     assert uid.isdigit() and int(uid) > 0, "runAsNonRoot needs a numeric, non-zero UID"
