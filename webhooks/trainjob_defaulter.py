@@ -40,6 +40,7 @@ from manager.webhook import (
 from manager.webhook.custom import json_copy
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
+from trainer.runtime.levels.v2_3_admission import semantic
 from webhooks import typed
 
 __all__ = ["PATH", "WEBHOOK", "default_runtime_patches", "handler"]
@@ -50,32 +51,13 @@ WEBHOOK = "defaulter.trainjob.trainer.kubeflow.org"
 
 Clock = Callable[[], datetime.datetime]
 
-# The map-typed fields of the RuntimePatch types (and the core types inside them): for
-# Semantic.DeepEqual an empty map is an absent one; an empty struct is not.
-_MAP_FIELDS = frozenset({"labels", "annotations", "nodeSelector", "matchLabels"})
-
 
 def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def _semantic(value: Any, key: str = "") -> Any:
-    """``value`` in the form in which Semantic.DeepEqual equality is JSON equality."""
-    if isinstance(value, dict):
-        out = {}
-        for k, item in value.items():
-            canonical = _semantic(item, k)
-            if canonical is None or canonical == [] or (canonical == {} and k in _MAP_FIELDS):
-                continue
-            out[k] = canonical
-        return out
-    if isinstance(value, list):
-        return [_semantic(item) for item in value]
-    return value
-
-
 def _without_time(patch: Mapping[str, Any]) -> Any:
-    return _semantic({k: v for k, v in patch.items() if k != "time"})
+    return semantic({k: v for k, v in patch.items() if k != "time"})
 
 
 def _instant(text: Any) -> datetime.datetime | None:

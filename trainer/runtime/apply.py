@@ -18,6 +18,7 @@ __all__ = [
     "env_var",
     "env_vars",
     "extract_field",
+    "typed_env_var",
     "upsert_env_vars",
     "upsert_ports",
     "upsert_volume_mounts",
@@ -125,3 +126,10 @@ def extract_field(obj: Mapping[str, Any], *path: str) -> Any:
             raise FieldPathNotFound(f"requested field path not found: '.{'.'.join(path)}'")
         current = current[part]
     return copy.deepcopy(current)
+
+
+def typed_env_var(env: Json) -> Json:
+    """An EnvVar in Go's struct field order (name, value, valueFrom), as error messages print it."""
+    ordered: Json = {k: env[k] for k in ("name", "value", "valueFrom") if k in env}
+    ordered.update({k: v for k, v in env.items() if k not in ordered})
+    return ordered

@@ -26,6 +26,8 @@ from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime import indexes
 from trainer.runtime.errors import PluginFailure, RuntimeFailure
 from trainer.runtime.info import Info
+from trainer.runtime.levels import RuntimeLevel
+from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK
 from trainer.runtime.plugins import Registry, external
 from trainer.runtime.plugins.base import (
@@ -76,17 +78,19 @@ class Framework:
         registry: Registry,
         indexer: FieldIndexer | None,
         index_names: IndexNames | None = None,
+        level: RuntimeLevel = V2_1,
     ) -> Framework:
         """Register the runtimeClass indexes on ``indexer`` (awaited: the cache may create the
         informer), build every plugin and sort it into extension points.
 
         ``indexer`` None registers no index: for a second framework over the same cache (the
-        webhooks' runtimes), whose indexes the first one registered.
+        webhooks' runtimes), whose indexes the first one registered. ``level``: the API level
+        the plugins validate at (``PluginContext.level``).
         """
         if indexer is not None:
             await cls._register_indexes(indexer, index_names or IndexNames())
         framework = cls()
-        context = PluginContext(reader=reader)
+        context = PluginContext(reader=reader, level=level)
         third_party = {name for name, _ in external.enabled_factories()}
         for key, factory in registry.items():
             if key not in third_party:

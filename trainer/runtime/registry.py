@@ -55,8 +55,10 @@ TRAINING_RUNTIME_KEY = f"{tc.TrainingRuntimeKind}.{tc.GROUP}"
 CLUSTER_TRAINING_RUNTIME_KEY = f"{tc.ClusterTrainingRuntimeKind}.{tc.GROUP}"
 DEPRECATION_WARNING = (
     'Referenced ClusterTrainingRuntime "{name}" is deprecated and will be removed in a future release of '
-    "Kubeflow Trainer. See runtime deprecation policy: " + tc.RuntimeDeprecationPolicyURL
+    "Kubeflow Trainer. See runtime deprecation policy: {url}"
 )
+"""The TrainJob webhook's warning for a deprecated ClusterTrainingRuntime; ``url`` is the level's
+``runtime_deprecation_policy_url``."""
 
 
 def runtime_key(api_group: str | None, kind: str | None) -> str:
@@ -260,7 +262,7 @@ class ClusterTrainingRuntimeRuntime(_BaseRuntime):
         labels = (runtime.metadata.labels if runtime.metadata else None) or {}
         if labels.get(tc.LabelSupport) == tc.SupportDeprecated:
             name = (runtime.metadata.name if runtime.metadata else None) or ""
-            return [DEPRECATION_WARNING.format(name=name)]
+            return [DEPRECATION_WARNING.format(name=name, url=self.level.runtime_deprecation_policy_url)]
         return []
 
     def event_handler_registrars(self) -> list[Watch]:
@@ -282,7 +284,7 @@ async def new_runtimes(
         await _register_trainjob_indexes(indexer)
     try:
         framework = await Framework.new(
-            reader, new_registry() if registry is None else registry, indexer, index_names
+            reader, new_registry() if registry is None else registry, indexer, index_names, level
         )
     except RuntimeFailure as failure:
         raise RuntimeFailure(f'initializing runtime "{TRAINING_RUNTIME_KEY}": {failure.message}') from failure

@@ -1,6 +1,7 @@
 """`python -m trainer --api-level=v2.3` against a kube-apiserver with the v2.3 CRDs
 (docs/behaviour/trainer.md §12): the managedBy early return, spec.activeDeadlineSeconds, the
-status merge patch, the events.k8s.io events and the TrainJob defaulting webhook.
+status merge patch, the events.k8s.io events, the TrainJob defaulting webhook and the v2.3
+validation rules.
 
 The module's own control plane has ``config/overlays/v2.3/crd`` and the PodGroup and
 ElasticQuota CRDs of ``config/crd/bases`` installed (the session's ``control_plane`` has v2.1's,
@@ -24,7 +25,7 @@ import pytest
 import yaml
 from trainer_process import RunningManager, running_manager
 
-from manager.client import AlreadyExists, Client, Conflict, NotFound
+from manager.client import AlreadyExists, Client, Conflict, Forbidden, NotFound
 from manager.client.patch import Patch
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
@@ -465,3 +466,64 @@ async def test_the_cert_rotator_injects_the_ca_into_the_defaulters_configuration
         for obj in created:
             with contextlib.suppress(NotFound):
                 await api.delete(obj)
+
+
+# -- the v2.3 validation rules -------------------------------------------------------------------------
+
+
+async def test_runtime_patches_change_only_around_a_suspension(
+    api: Client, namespace: str, webhooks: None
+) -> None:
+    await api.create(
+        train_job(
+            namespace, "running", runtimePatches=[node_patch("example.com/kueue", nodeSelector={"a": "1"})]
+        )
+    )
+
+    def retarget(patches: list[Json]) -> list[Json]:
+        return [node_patch("example.com/kueue", nodeSelector={"a": "2"})]
+
+    with pytest.raises(Forbidden) as refused:
+        await update_runtime_patches(api, namespace, "running", retarget)
+    assert str(refused.value) == (
+        'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: spec.runtimePatches: '
+        "Forbidden: RuntimePatches can only be modified when the TrainJob is suspended before or after the update"
+    )
+
+    # Kueue's way: the patch and suspend in one request
+    async def suspend_and_retarget() -> Json:
+        tj = await api.get(TRAINJOB_GVK, "running", namespace)
+        spec = {**tj["spec"], "suspend": True, "runtimePatches": retarget([])}
+        updated: Json = await api.update({**tj, "spec": spec})
+        return updated
+
+    updated = await eventually(suspend_and_retarget, retry_on=(Conflict,), message="the update was refused")
+    assert updated["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][
+        0
+    ]["template"]["spec"]["template"]["spec"]["nodeSelector"] == {"a": "2"}
+
+
+async def test_a_runtime_patch_may_not_set_env_of_the_node_container_nor_name_a_bad_manager(
+    api: Client, namespace: str, webhooks: None
+) -> None:
+    bad_env = node_patch(
+        "example.com/kueue", containers=[{"name": "node", "env": [{"name": "A", "value": "1"}]}]
+    )
+    with pytest.raises(Forbidden) as refused:
+        await api.create(train_job(namespace, "env", runtimePatches=[bad_env]))
+    message = str(refused.value)
+    assert message.startswith(
+        'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: spec.runtimePatches: '
+        'Invalid value: [{"manager":"example.com/kueue","time":"'
+    ), message
+    assert message.endswith(
+        '"trainingRuntimeSpec":{"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":'
+        '{"template":{"spec":{"containers":[{"name":"node","env":[{"name":"A","value":"1"}]}]}}}}}]}}}}]: '
+        "must not have envs for the dataset-initializer, model-initializer, node containers"
+    ), message
+    with pytest.raises(Forbidden) as refused:
+        await api.create(train_job(namespace, "manager", runtimePatches=[{"manager": "kueue"}]))
+    assert str(refused.value) == (
+        'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
+        'spec.runtimePatches.manager: Invalid value: "kueue": must be a domain-prefixed path (such as "acme.io/foo")'
+    )

@@ -18,12 +18,15 @@ never asks which level it runs.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from manager.client.interfaces import Reader
 from manager.events import Recorder
+from manager.meta.field import FieldError
 from manager.meta.object import Json
-from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, TrainJob
+from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, Trainer, TrainJob
+from trainer.runtime.info import Info
 
 __all__ = ["Recorders", "RuntimeLevel", "StatusWrite", "TrainJobDeadline"]
 
@@ -111,6 +114,42 @@ class RuntimeLevel(Protocol):
         ...
 
     # -- admission ------------------------------------------------------------------------
+
+    @property
+    def runtime_deprecation_policy_url(self) -> str:
+        """The policy the TrainJob webhook's warning about a deprecated ClusterTrainingRuntime
+        links to (it moved to the Trainer docs site in v2.2)."""
+        ...
+
+    @property
+    def initializer_volume(self) -> str | None:
+        """JobSet plugin: the volume the dataset and model initializer containers of the
+        runtime must mount when the TrainJob configures them (v2.3: ``initializer``); None:
+        no such rule."""
+        ...
+
+    async def validate_customisation(
+        self,
+        reader: Reader,
+        old: TrainJob | None,
+        new: TrainJob,
+        containers_by_job: Mapping[str, set[str]],
+    ) -> list[FieldError]:
+        """JobSet plugin: the TrainJob's customisation of its runtime (v2.1
+        ``podTemplateOverrides``, v2.3 ``runtimePatches``) against the runtime's replicated jobs
+        and their containers (``containers_by_job``), and when it may change (``old``: the
+        TrainJob before an update; the JobSet is read through ``reader``)."""
+        ...
+
+    def validate_torch(self, info: Info, trainer: Trainer | None) -> tuple[list[FieldError], bool]:
+        """Torch plugin, for a runtime with a torch policy: the level's own errors, and whether
+        the shared rules (reserved env names, torchtune) run after them."""
+        ...
+
+    def validate_mpi(self, trainer: Trainer | None) -> tuple[list[FieldError], list[FieldError]]:
+        """MPI plugin, for a runtime with an MPI policy: the level's errors before and after the
+        shared ``numNodes`` rule."""
+        ...
 
     @property
     def trainjob_defaulter(self) -> str | None:

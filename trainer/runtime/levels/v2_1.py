@@ -4,22 +4,31 @@ steps 1 and 2): ``spec.labels``/``spec.annotations`` over the runtime template's
 
 Its reconciler and admission steps are Trainer v2.1.0's (docs/behaviour/trainer.md §3, §5):
 every TrainJob is reconciled whatever its ``managedBy``, there is no active deadline, a changed
-status is PUT (resourceVersion-checked), events are core/v1 Events, the built-in plugins are
-the shared ones and no TrainJob defaulting webhook is served.
+status is PUT (resourceVersion-checked), events are core/v1 Events and no TrainJob defaulting
+webhook is served. The plugins' rules of this level (§2.7-§2.10): ``podTemplateOverrides`` name
+existing jobs and containers and change only while suspended; ``numProcPerNode`` is an integer
+or ``auto``/``cpu``/``gpu`` for torch (and the torch rules are skipped without it), an integer
+for MPI.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from manager.client.errors import NotFound, RequestError
+from manager.client.interfaces import Reader
 from manager.events import Recorder
+from manager.meta.field import FieldError
 from manager.meta.object import Json
 from manager.meta.strategicmerge import POD_TEMPLATE_SPEC, strategic_merge
 from trainer.api import gocodec
-from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, PodTemplateOverride, TrainJob
+from trainer.api import trainer_constants as tc
+from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, PodTemplateOverride, Trainer, TrainJob
+from trainer.runtime.info import Info
 from trainer.runtime.levels import Recorders
+from trainer.runtime.objects import JOBSET_GVK, name_of, namespace_of
 
 __all__ = [
     "NO_DEADLINE",
@@ -134,6 +143,93 @@ class PutStatus:
 NO_DEADLINE = NoDeadline()
 PUT_STATUS = PutStatus()
 
+NUM_PROC_PER_NODE_WORDS = (tc.NumProcPerNodeAuto, tc.NumProcPerNodeCPU, tc.NumProcPerNodeGPU)
+
+
+def _overrides_dump(trainjob: TrainJob) -> list[Json]:
+    return [o.to_dict() for o in (trainjob.spec.pod_template_overrides if trainjob.spec else None) or []]
+
+
+async def validate_override_immutability(
+    reader: Reader, old: TrainJob | None, new: TrainJob
+) -> list[FieldError]:
+    """``podTemplateOverrides`` change only while the TrainJob is suspended, and not while its
+    JobSet still has active jobs (``checkPodTemplateOverridesImmutability``)."""
+    if old is None or old.spec is None or new.spec is None:
+        return []
+    if _overrides_dump(old) == _overrides_dump(new):
+        return []
+    path = "spec.podTemplateOverrides"
+    if not new.spec.suspend:
+        return [
+            FieldError.forbidden(
+                path, "PodTemplateOverrides can only be modified when the TrainJob is suspended"
+            )
+        ]
+    try:
+        jobset = await reader.get(JOBSET_GVK, name_of(new), namespace_of(new))
+    except NotFound:
+        return []
+    except RequestError as err:
+        return [FieldError.internal(path, err)]
+    return [
+        FieldError.forbidden(
+            path,
+            f"PodTemplateOverrides cannot be modified when the JobSet's ReplicatedJob {status.get('name', '')} "
+            "is still active",
+        )
+        for status in (jobset.get("status") or {}).get("replicatedJobsStatus") or ()
+        if (status.get("active") or 0) > 0
+    ]
+
+
+def validate_override_targets(new: TrainJob, containers_by_job: Mapping[str, set[str]]) -> list[FieldError]:
+    """Every override names jobs and containers the runtime has; no env for node or the
+    initializers."""
+    overrides = (new.spec.pod_template_overrides if new.spec else None) or []
+    bad_value = [o.to_dict() for o in overrides]
+
+    def invalid(detail: str) -> FieldError:
+        # Upstream reports every override error on the whole list.
+        return FieldError.invalid("spec.podTemplateOverrides", bad_value, detail)
+
+    errors: list[FieldError] = []
+    for override in overrides:
+        for target in override.target_jobs:
+            known = containers_by_job.get(target.name)
+            if known is None:
+                errors.append(
+                    invalid("must not have targetJob that doesn't exist in the runtime job template")
+                )
+                known = set()
+            if override.spec is None:
+                continue
+            for container in override.spec.init_containers or ():
+                if container.name not in known:
+                    errors.append(
+                        invalid(
+                            f"must not have initContainer that doesn't exist in the runtime job {target.name}"
+                        )
+                    )
+            for container in override.spec.containers or ():
+                if container.name not in known:
+                    errors.append(
+                        invalid(
+                            f"must not have container that doesn't exist in the runtime job {target.name}"
+                        )
+                    )
+                elif container.env and container.name in (
+                    tc.DatasetInitializer,
+                    tc.ModelInitializer,
+                    tc.Node,
+                ):
+                    errors.append(
+                        invalid(
+                            "must not have envs for the dataset-initializer, model-initializer, node containers"
+                        )
+                    )
+    return errors
+
 
 class V2_1Runtime:
     """``RuntimeLevel`` of v2.1."""
@@ -149,6 +245,50 @@ class V2_1Runtime:
 
     def trainjob_event_recorder(self, recorders: Recorders, component: str) -> Recorder:
         return recorders.event_recorder(component)
+
+    runtime_deprecation_policy_url = tc.RuntimeDeprecationPolicyURL
+    initializer_volume: str | None = None
+
+    async def validate_customisation(
+        self,
+        reader: Reader,
+        old: TrainJob | None,
+        new: TrainJob,
+        containers_by_job: Mapping[str, set[str]],
+    ) -> list[FieldError]:
+        return await validate_override_immutability(reader, old, new) + validate_override_targets(
+            new, containers_by_job
+        )
+
+    def validate_torch(self, info: Info, trainer: Trainer | None) -> tuple[list[FieldError], bool]:
+        """``numProcPerNode`` an integer or a word; without it nothing else is checked (v2.1.0
+        returns early when the TrainJob sets no numProcPerNode)."""
+        if trainer is None or trainer.num_proc_per_node is None:
+            return [], False
+        nproc = trainer.num_proc_per_node
+        if isinstance(nproc, str) and nproc not in NUM_PROC_PER_NODE_WORDS:
+            return [
+                FieldError.invalid(
+                    "spec.trainer.numProcPerNode", nproc, "must have an int value or [auto cpu gpu]"
+                )
+            ], True
+        return [], True
+
+    def validate_mpi(self, trainer: Trainer | None) -> tuple[list[FieldError], list[FieldError]]:
+        """``numProcPerNode`` must be an integer for an MPI TrainJob."""
+        if (
+            trainer is not None
+            and trainer.num_proc_per_node is not None
+            and not isinstance(trainer.num_proc_per_node, int)
+        ):
+            return [
+                FieldError.invalid(
+                    "spec.trainer.numProcPerNode",
+                    trainer.num_proc_per_node,
+                    "must have an int value for MPI TrainJob",
+                )
+            ], []
+        return [], []
 
     def jobset_metadata(
         self, trainjob: TrainJob, template: JobSetTemplateSpec | None

@@ -14,12 +14,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from manager.client.interfaces import Reader
 from manager.events import Recorder
+from manager.meta.field import FieldError
 from manager.meta.object import Json
 from manager.meta.strategicmerge import JOB_TEMPLATE_SPEC, Schema, strategic_merge
 from trainer.api import trainer_constants as tc
-from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, TrainJob
+from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, Trainer, TrainJob
+from trainer.api.v2_3 import trainer_constants as c23
+from trainer.runtime.info import Info
 from trainer.runtime.levels import Recorders
+from trainer.runtime.levels.v2_3_admission import (
+    INITIALIZER_VOLUME,
+    validate_env_injection_targets,
+    validate_mpi_reserved_envs,
+    validate_runtime_patches,
+)
 from trainer.runtime.levels.v2_3_deadline import ACTIVE_DEADLINE
 from trainer.runtime.levels.v2_3_patch import marshal_spec_patch
 from trainer.runtime.levels.v2_3_status import MERGE_PATCH_STATUS
@@ -122,6 +132,28 @@ class V2_3Runtime:
         """events.k8s.io/v1 Events (v2.3.0's ``mgr.GetEventRecorder``), reporting controller
         ``component``, action ``Reconciling`` (the one upstream's TrainJob controller writes)."""
         return recorders.events_recorder(component, TRAINJOB_EVENT_ACTION)
+
+    runtime_deprecation_policy_url = c23.RuntimeDeprecationPolicyURL
+    initializer_volume: str | None = INITIALIZER_VOLUME
+    """The initializer containers mount the ``initializer`` volume (``v2_3_admission.py``)."""
+
+    async def validate_customisation(
+        self,
+        reader: Reader,
+        old: TrainJob | None,
+        new: TrainJob,
+        containers_by_job: Mapping[str, set[str]],
+    ) -> list[FieldError]:
+        """``runtimePatches``: when they may change, the jobs and containers they name."""
+        return await validate_runtime_patches(reader, old, new, containers_by_job)
+
+    def validate_torch(self, info: Info, trainer: Trainer | None) -> tuple[list[FieldError], bool]:
+        """The torch policy's ``envInjection`` targets; the shared rules always follow."""
+        return validate_env_injection_targets(info), True
+
+    def validate_mpi(self, trainer: Trainer | None) -> tuple[list[FieldError], list[FieldError]]:
+        """After the shared rule: the reserved OpenMPI env names."""
+        return [], validate_mpi_reserved_envs(trainer)
 
     def jobset_metadata(
         self, trainjob: TrainJob, template: JobSetTemplateSpec | None

@@ -39,7 +39,7 @@ def new_registry() -> Registry:
         Volcano.name: Volcano,
         MPI.name: MPI,
         PlainML.name: lambda _context: PlainML(),
-        Torch.name: lambda _context: Torch(),
+        Torch.name: Torch,
     }
     if features.enabled(features.TrainJobStatus):
         registry[TrainJobStatus.name] = TrainJobStatus

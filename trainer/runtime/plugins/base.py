@@ -22,6 +22,8 @@ from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, ObjectKey
 from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.info import Info
+from trainer.runtime.levels import RuntimeLevel
+from trainer.runtime.levels.v2_1 import V2_1
 
 __all__ = [
     "ComponentBuilderPlugin",
@@ -40,9 +42,11 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PluginContext:
-    """What a plugin is built with: the cache reader, its only way to see the cluster."""
+    """What a plugin is built with: the cache reader, its only way to see the cluster, and the
+    API level's rules where the built-in plugins' validation differs (trainer/runtime/levels)."""
 
     reader: Reader
+    level: RuntimeLevel = V2_1
 
 
 class Plugin(Protocol):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from manager.client.errors import NotFound, RequestError
+from manager.client.errors import NotFound
 from manager.meta.conditions import set_status_condition
 from manager.meta.field import FieldError
 from manager.meta.object import Json, json_copy
@@ -196,6 +196,7 @@ class JobSet:
 
     def __init__(self, context: PluginContext) -> None:
         self._reader = context.reader
+        self._level = context.level
 
     def identify_pod_network(self, info: Info | None, trainjob: TrainJob | None) -> None:
         """Endpoints ``<tj>-<rjob>-0-<k>.<subdomain>`` of every PodSet."""
@@ -245,7 +246,9 @@ class JobSet:
     async def validate(
         self, info: Info | None, old: TrainJob | None, new: TrainJob
     ) -> tuple[list[str], list[FieldError]]:
-        """Initializer jobs exist, overrides name existing jobs and containers, override immutability."""
+        """Initializer jobs exist, then the level's rules of the TrainJob's customisation (v2.1
+        ``podTemplateOverrides``, v2.3 ``runtimePatches``: the jobs and containers they name,
+        when they may change)."""
         if info is None or not isinstance(info.template_spec.obj_apply, dict) or new.spec is None:
             return [], []
         rjobs = info.template_spec.obj_apply.get("replicatedJobs") or []
@@ -256,16 +259,17 @@ class JobSet:
                 c.get("name", "") for c in (pod.get("initContainers") or []) + (pod.get("containers") or [])
             }
             containers_by_job.setdefault(rjob.get("name", ""), set()).update(names)
-        errors = self._validate_initializers(new, containers_by_job)
-        errors += await self._validate_override_immutability(old, new)
-        errors += self._validate_override_targets(new, containers_by_job)
+        errors = self._validate_initializers(new, containers_by_job, rjobs)
+        errors += await self._level.validate_customisation(self._reader, old, new, containers_by_job)
         return [], errors
 
-    @staticmethod
-    def _validate_initializers(new: TrainJob, containers_by_job: dict[str, set[str]]) -> list[FieldError]:
+    def _validate_initializers(
+        self, new: TrainJob, containers_by_job: dict[str, set[str]], rjobs: list[Json]
+    ) -> list[FieldError]:
         errors: list[FieldError] = []
         initializer = new.spec.initializer if new.spec else None
         ref = new.spec.runtime_ref if new.spec else None
+        volume = self._level.initializer_volume
         for configured, job, config in (
             (
                 initializer is not None and initializer.dataset is not None,
@@ -290,80 +294,14 @@ class JobSet:
                         "spec.runtimeRef", ref, f"must have container with name - {job} in the {job} job"
                     )
                 )
-        return errors
-
-    async def _validate_override_immutability(self, old: TrainJob | None, new: TrainJob) -> list[FieldError]:
-        if old is None or old.spec is None or new.spec is None:
-            return []
-        if _overrides_dump(old) == _overrides_dump(new):
-            return []
-        path = "spec.podTemplateOverrides"
-        if not new.spec.suspend:
-            return [
-                FieldError.forbidden(
-                    path, "PodTemplateOverrides can only be modified when the TrainJob is suspended"
-                )
-            ]
-        try:
-            jobset = await self._reader.get(JOBSET_GVK, name_of(new), namespace_of(new))
-        except NotFound:
-            return []
-        except RequestError as err:
-            return [FieldError.internal(path, err)]
-        return [
-            FieldError.forbidden(
-                path,
-                f"PodTemplateOverrides cannot be modified when the JobSet's ReplicatedJob {status.get('name', '')} "
-                "is still active",
-            )
-            for status in (jobset.get("status") or {}).get("replicatedJobsStatus") or ()
-            if (status.get("active") or 0) > 0
-        ]
-
-    @staticmethod
-    def _validate_override_targets(new: TrainJob, containers_by_job: dict[str, set[str]]) -> list[FieldError]:
-        overrides = (new.spec.pod_template_overrides if new.spec else None) or []
-        bad_value = [o.to_dict() for o in overrides]
-
-        def invalid(detail: str) -> FieldError:
-            # Upstream reports every override error on the whole list.
-            return FieldError.invalid("spec.podTemplateOverrides", bad_value, detail)
-
-        errors: list[FieldError] = []
-        for override in overrides:
-            for target in override.target_jobs:
-                known = containers_by_job.get(target.name)
-                if known is None:
-                    errors.append(
-                        invalid("must not have targetJob that doesn't exist in the runtime job template")
+            elif volume is not None and not _mounts(rjobs, job, volume):
+                errors.append(
+                    FieldError.invalid(
+                        "spec.runtimeRef",
+                        ref,
+                        f"must have volumeMount with name - {volume} in container {job} of the {job} job",
                     )
-                    known = set()
-                if override.spec is None:
-                    continue
-                for container in override.spec.init_containers or ():
-                    if container.name not in known:
-                        errors.append(
-                            invalid(
-                                f"must not have initContainer that doesn't exist in the runtime job {target.name}"
-                            )
-                        )
-                for container in override.spec.containers or ():
-                    if container.name not in known:
-                        errors.append(
-                            invalid(
-                                f"must not have container that doesn't exist in the runtime job {target.name}"
-                            )
-                        )
-                    elif container.env and container.name in (
-                        tc.DatasetInitializer,
-                        tc.ModelInitializer,
-                        tc.Node,
-                    ):
-                        errors.append(
-                            invalid(
-                                "must not have envs for the dataset-initializer, model-initializer, node containers"
-                            )
-                        )
+                )
         return errors
 
     async def status(self, trainjob: TrainJob) -> Json | None:
@@ -415,5 +353,15 @@ class JobSet:
 _JOB_STATUS_KEYS = ("name", "ready", "succeeded", "failed", "active", "suspended")
 
 
-def _overrides_dump(trainjob: TrainJob) -> list[Json]:
-    return [o.to_dict() for o in (trainjob.spec.pod_template_overrides if trainjob.spec else None) or []]
+def _mounts(rjobs: list[Json], job: str, volume: str) -> bool:
+    """Whether a container named ``job`` of a replicated job named ``job`` mounts ``volume``."""
+    for rjob in rjobs:
+        if rjob.get("name") != job:
+            continue
+        pod = ((((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
+        for container in pod.get("containers") or ():
+            if container.get("name") == job and any(
+                mount.get("name") == volume for mount in container.get("volumeMounts") or ()
+            ):
+                return True
+    return False

@@ -118,6 +118,7 @@ class MPI:
 
     def __init__(self, context: PluginContext) -> None:
         self._reader = context.reader
+        self._level = context.level
 
     @staticmethod
     def _mpi(info: Info | None) -> MPIMLPolicySource | None:
@@ -128,20 +129,14 @@ class MPI:
     async def validate(
         self, info: Info | None, old: TrainJob | None, new: TrainJob
     ) -> tuple[list[str], list[FieldError]]:
-        """numProcPerNode must be an int; a launcher-as-node runtime needs both jobs for >1 node."""
+        """The level's rules (v2.1: numProcPerNode an int; v2.3: reserved OpenMPI env names) around
+        the shared one: a launcher-as-node runtime needs both jobs for more than one node."""
         mpi = self._mpi(info)
         trainer = new.spec.trainer if new.spec is not None else None
-        errors: list[FieldError] = []
         if info is None or mpi is None or trainer is None:
-            return [], errors
-        if trainer.num_proc_per_node is not None and not isinstance(trainer.num_proc_per_node, int):
-            errors.append(
-                FieldError.invalid(
-                    "spec.trainer.numProcPerNode",
-                    trainer.num_proc_per_node,
-                    "must have an int value for MPI TrainJob",
-                )
-            )
+            return [], []
+        before, after = self._level.validate_mpi(trainer)
+        errors = list(before)
         num_nodes = 1 if trainer.num_nodes is None else trainer.num_nodes
         if (
             num_nodes >= 2
@@ -156,7 +151,7 @@ class MPI:
                     "launcher and node",
                 )
             )
-        return [], errors
+        return [], errors + after
 
     def enforce_ml_policy(self, info: Info | None, trainjob: TrainJob | None) -> None:
         """Node count, slots, SSH and hostfile volumes/mounts, OpenMPI env on the launcher."""

@@ -13,10 +13,12 @@ from manager.meta.object import Json
 from trainer.api import jobset_constants as jc
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import Trainer, TrainJob
-from trainer.runtime.apply import env_vars, upsert_env_vars, upsert_ports
+from trainer.runtime.apply import env_vars, typed_env_var, upsert_env_vars, upsert_ports
 from trainer.runtime.info import Info
+from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.objects import name_of
 from trainer.runtime.plugins import torchtune
+from trainer.runtime.plugins.base import PluginContext
 from trainer.runtime.resources import (
     cpu_count,
     gpu_count,
@@ -34,14 +36,6 @@ PET_MASTER_PORT = "PET_MASTER_PORT"
 RESERVED_ENVS = (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT)
 CONTAINER_TRAINER_PORT = 29500
 NODE_RANK_FIELD_PATH = f"metadata.annotations['{jc.JobCompletionIndexAnnotation}']"
-NUM_PROC_PER_NODE_WORDS = (tc.NumProcPerNodeAuto, tc.NumProcPerNodeCPU, tc.NumProcPerNodeGPU)
-
-
-def typed_env_var(env: Json) -> Json:
-    """An EnvVar in Go's struct field order (name, value, valueFrom), as error messages print it."""
-    ordered: Json = {k: env[k] for k in ("name", "value", "valueFrom") if k in env}
-    ordered.update({k: v for k, v in env.items() if k not in ordered})
-    return ordered
 
 
 def _resources(trainer: Trainer | None, info: Info) -> Json | None:
@@ -60,6 +54,9 @@ def resolve_num_proc_per_node(nproc: int | str, resources: Json | None) -> int |
 
 class Torch:
     name = "Torch"
+
+    def __init__(self, context: PluginContext | None = None) -> None:
+        self._level = context.level if context is not None else V2_1
 
     def enforce_ml_policy(self, info: Info | None, trainjob: TrainJob | None) -> None:
         """Count, env and port of the trainer node, or the torchtune command."""
@@ -111,21 +108,15 @@ class Torch:
     async def validate(
         self, info: Info | None, old: TrainJob | None, new: TrainJob
     ) -> tuple[list[str], list[FieldError]]:
-        """numProcPerNode words, reserved env names, torchtune model/node/QLoRA rules."""
-        errors: list[FieldError] = []
+        """The level's rules (v2.1: numProcPerNode words; v2.3: the envInjection targets), then
+        reserved env names and the torchtune model/node/QLoRA rules."""
         policy = info.runtime_policy.ml_policy if info is not None else None
         trainer = new.spec.trainer if new.spec is not None else None
-        if info is None or policy is None or policy.torch is None or trainer is None:
+        if info is None or policy is None or policy.torch is None:
+            return [], []
+        errors, go_on = self._level.validate_torch(info, trainer)
+        if not go_on or trainer is None:
             return [], errors
-        if trainer.num_proc_per_node is None:
-            return [], errors
-        nproc = trainer.num_proc_per_node
-        if isinstance(nproc, str) and nproc not in NUM_PROC_PER_NODE_WORDS:
-            errors.append(
-                FieldError.invalid(
-                    "spec.trainer.numProcPerNode", nproc, "must have an int value or [auto cpu gpu]"
-                )
-            )
         reserved = sorted({e.get("name", "") for e in trainer.env or () if e.get("name") in RESERVED_ENVS})
         if reserved:
             errors.append(
