@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kueuee2e import POOL, POOL_LABEL, ROOT, Api, Stack
+from kueuee2e import GO_MANAGERS, POOL, POOL_LABEL, ROOT, Api, Stack
 
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.envtest.environment import POD_RUN_SECONDS_ENV, kwok_node
 from manager.envtest.process import Process, free_port, wait_http
+from trainer.conformance import harness, originals
 from trainer.conformance import kueue as kq
 from trainer.conformance.webhook_probes import configurations, wait_webhooks_effective
 
@@ -93,18 +94,43 @@ async def _our_manager(env: Environment, workdir: Path) -> Process:
     return manager
 
 
-async def _start(workdir: Path) -> tuple[Environment, Process, kq.KueueProcess]:
+async def _go_managers(env: Environment, workdir: Path) -> list[Process]:
+    """The Go trainer v2.1.0 and jobset v0.10.1 managers instead (``KUEUE_E2E_MANAGERS=go``),
+    as the conformance harness runs them, with the same webhook configurations; the trainer's
+    process first (its log is the one the tests read)."""
+    built = await asyncio.to_thread(originals.build_all)
+    ca = TinyCA("kueue-e2e-go-ca")
+    go = harness.go_managers(built, ca, workdir / "go-managers", env.kubeconfig)
+    processes = [go.trainer, go.jobset]
+    for process in processes:
+        process.start(detached=False)
+    try:
+        await wait_http(go.jobset, f"http://127.0.0.1:{go.jobset_health}/readyz", timeout=120)
+        await wait_http(go.trainer, f"http://127.0.0.1:{go.trainer_health}/readyz", timeout=120)
+        for hook_file, port in go.webhook_ports().items():
+            await env.install_webhooks([hook_file], host="127.0.0.1", port=port, ca_bundle=ca.cert_pem)
+        await wait_webhooks_effective(env, configurations(list(go.webhook_ports())), "default", timeout=120)
+        await env.apply_manifests([ROOT / "config" / "runtimes" / "torch-distributed.yaml"])
+    except BaseException:
+        for process in processes:
+            process.stop()
+        raise
+    return processes
+
+
+async def _start(workdir: Path) -> tuple[Environment, list[Process], kq.KueueProcess]:
+    go = GO_MANAGERS
     env = Environment(
         workdir / "cluster",
         full=True,
         nodes=1,
-        crd_paths=[ROOT / "config" / "crd"],
+        crd_paths=originals.upstream_crds() if go else [ROOT / "config" / "crd"],
         pod_run_seconds=None if os.environ.get(POD_RUN_SECONDS_ENV) else POD_RUN_SECONDS,
     )
     started = time.monotonic()
     await env.start()
     cluster_ready = time.monotonic()
-    manager: Process | None = None
+    managers: list[Process] = []
     try:
         await _pool_nodes(env)
         # Kueue's CRDs take the API server a while (the Workload CRD is 1.6 MB): meanwhile
@@ -113,13 +139,13 @@ async def _start(workdir: Path) -> tuple[Environment, Process, kq.KueueProcess]:
             kq.install_kueue(env, workdir / "kueue", wait_for_pods_ready=WAIT_FOR_PODS_READY)
         )
         try:
-            manager = await _our_manager(env, workdir)
+            managers = await _go_managers(env, workdir) if go else [await _our_manager(env, workdir)]
         finally:
             kueue = await installing
         await kueue.start()
     except BaseException:
-        if manager is not None:
-            manager.stop()
+        for process in managers:
+            process.stop()
         await env.stop()
         raise
     print(
@@ -128,17 +154,18 @@ async def _start(workdir: Path) -> tuple[Environment, Process, kq.KueueProcess]:
         + (f" (built in {kueue.build_seconds:.0f}s first)" if kueue.build_seconds else ""),
         file=sys.stderr,
     )
-    return env, manager, kueue
+    return env, managers, kueue
 
 
 @pytest.fixture(scope="package")
 def kueue_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    env, manager, kueue = asyncio.run(_start(tmp_path_factory.mktemp("kueue-e2e")))
+    env, managers, kueue = asyncio.run(_start(tmp_path_factory.mktemp("kueue-e2e")))
     try:
-        yield Stack(env, manager, kueue)
+        yield Stack(env, managers[0], kueue)
     finally:
         asyncio.run(kueue.stop())
-        manager.stop()
+        for process in managers:
+            process.stop()
         asyncio.run(env.stop())
 
 

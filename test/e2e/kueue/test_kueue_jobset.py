@@ -20,12 +20,12 @@ from kueuee2e import (
     Json,
     Stack,
     Watch,
+    assert_no_reconciler_errors,
     delete_queue_objects,
     full_only,
     is_true,
     log_size,
     queue_objects,
-    reconciler_errors,
 )
 
 from manager.testing import eventually
@@ -118,7 +118,7 @@ async def test_jobset_admitted_with_the_flavors_placement(kueue_stack: Stack, ap
             )
         assert_never_ran_unplaced(watch)
         assert any(obj["spec"].get("suspend") is False for _, obj in watch.events), watch.events
-        assert reconciler_errors(kueue_stack.manager.log, api.ns, since) == []
+        assert_no_reconciler_errors(kueue_stack, api.ns, since)
     finally:
         await api.delete(api.jobset("js"))
         await delete_queue_objects(api, names)
@@ -154,7 +154,7 @@ async def test_jobset_deactivated_and_reactivated(kueue_stack: Stack, api: Api) 
         await eventually(
             lambda: assert_running(api, "js", 2, names["flavor"]), timeout=WAIT, message="js never ran again"
         )
-        assert reconciler_errors(kueue_stack.manager.log, api.ns, since) == []
+        assert_no_reconciler_errors(kueue_stack, api.ns, since)
     finally:
         await api.delete(api.jobset("js"))
         await delete_queue_objects(api, names)

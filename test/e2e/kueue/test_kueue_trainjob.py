@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 from kueuee2e import (
+    GO_MANAGERS,
     POOL,
     POOL_LABEL,
     POOL_TOLERATION,
@@ -21,13 +22,13 @@ from kueuee2e import (
     Api,
     Json,
     Stack,
+    assert_no_reconciler_errors,
     condition,
     delete_queue_objects,
     full_only,
     is_true,
     log_size,
     queue_objects,
-    reconciler_errors,
     server_clock_past,
     timed,
     trainjob,
@@ -118,6 +119,12 @@ async def assert_preempted(api: Api, name: str) -> None:
     assert pods == [], [(p["metadata"]["name"], p["status"].get("phase")) for p in pods]
 
 
+@pytest.mark.xfail(
+    GO_MANAGERS,
+    strict=True,
+    reason="T-13 (docs/divergences.md): the Go trainer v2.1.0 applies the JobSet of a preempted "
+    "TrainJob with template metadata null, which the API server refuses on every attempt",
+)
 async def test_trainjobs_admitted_preempted_and_resumed(kueue_stack: Stack, api: Api) -> None:
     """4 CPUs of quota, three TrainJobs of 2: two run, one waits; a high-priority TrainJob of 4
     preempts both, and once it is deleted both are admitted again and run."""
@@ -166,8 +173,7 @@ async def test_trainjobs_admitted_preempted_and_resumed(kueue_stack: Stack, api:
             await admitted(name)
         done()
         await eventually(lambda: assert_waiting(api, "c"), timeout=WAIT, message="c no longer waits")
-        errors = reconciler_errors(kueue_stack.manager.log, api.ns, since)
-        assert errors == [], errors
+        assert_no_reconciler_errors(kueue_stack, api.ns, since)
     finally:
         for name in ("a", "b", "c", "high"):
             await api.delete(api.trainjob(name))
@@ -217,7 +223,7 @@ async def test_user_override_kept_when_kueue_removes_its_own(kueue_stack: Stack,
         await eventually(suspended_with_users_only, timeout=WAIT, message="u was never deactivated")
         await _deactivate(api, "TrainJob", "u", True)
         await eventually(running_with_both, timeout=WAIT, message="u never ran again")
-        assert reconciler_errors(kueue_stack.manager.log, api.ns, since) == []
+        assert_no_reconciler_errors(kueue_stack, api.ns, since)
     finally:
         await api.delete(api.trainjob("u"))
         await delete_queue_objects(api, names)
