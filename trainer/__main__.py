@@ -9,6 +9,11 @@ runs until SIGTERM/SIGINT. Exit codes: 0 after a graceful stop,
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # python -m trainer: signals kept from the first line (early_signals)
+    from trainer import early_signals
+
+    early_signals.defer()
+
 import argparse
 import asyncio
 import sys
@@ -22,7 +27,7 @@ from manager.config import RestConfigError, get_config
 from manager.health.checks import CheckFailedError, flag_checker, ping
 from manager.manager.signals import run_until_signalled
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
-from trainer import features
+from trainer import early_signals, features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError
 from trainer.components import COMPONENTS, select
 from trainer.controllers import podcache
@@ -213,7 +218,7 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
         if not enabled:
             log.warning("no controllers are registered: running the empty manager (probes and metrics only)")
         log.info("starting manager", controllers=enabled, leader_election=mgr.options.leader_election)
-        return await run_until_signalled(mgr)
+        return await run_until_signalled(mgr, pending=early_signals.received)
 
 
 def main(argv: list[str] | None = None) -> int:

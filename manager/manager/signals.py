@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import structlog
@@ -51,13 +51,19 @@ class _Stoppable(Protocol):
     async def run(self) -> None: ...
 
 
-async def run_until_signalled(mgr: _Stoppable) -> int:
+async def run_until_signalled(mgr: _Stoppable, pending: Sequence[signal.Signals] = ()) -> int:
     """Run ``mgr`` with SIGTERM/SIGINT wired to a graceful stop; return the process exit code.
 
     0 after a graceful stop; 1 when the lease was lost or a runnable failed (logged), so the
-    pod restarts and a lost leader never keeps working.
+    pod restarts and a lost leader never keeps working. ``pending``: signals the program
+    recorded while it was still starting (checked once the handlers are in place); with one,
+    the manager is not started at all and the exit is 0.
     """
     uninstall = install(mgr.stop)
+    if pending:
+        uninstall()
+        log.info("received signal before the manager started, exiting", signal=pending[0].name)
+        return 0
     try:
         await mgr.run()
     except Exception as err:
