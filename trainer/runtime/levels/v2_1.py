@@ -17,7 +17,6 @@ import datetime
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from manager.client.errors import NotFound, RequestError
 from manager.client.interfaces import Reader
 from manager.events import Recorder
 from manager.meta.field import FieldError
@@ -28,7 +27,7 @@ from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, PodTemplateOverride, Trainer, TrainJob
 from trainer.runtime.info import Info
 from trainer.runtime.levels import Recorders
-from trainer.runtime.objects import JOBSET_GVK, name_of, namespace_of
+from trainer.runtime.levels.active_jobs import refuse_while_jobs_are_active
 
 __all__ = [
     "NO_DEADLINE",
@@ -166,21 +165,7 @@ async def validate_override_immutability(
                 path, "PodTemplateOverrides can only be modified when the TrainJob is suspended"
             )
         ]
-    try:
-        jobset = await reader.get(JOBSET_GVK, name_of(new), namespace_of(new))
-    except NotFound:
-        return []
-    except RequestError as err:
-        return [FieldError.internal(path, err)]
-    return [
-        FieldError.forbidden(
-            path,
-            f"PodTemplateOverrides cannot be modified when the JobSet's ReplicatedJob {status.get('name', '')} "
-            "is still active",
-        )
-        for status in (jobset.get("status") or {}).get("replicatedJobsStatus") or ()
-        if (status.get("active") or 0) > 0
-    ]
+    return await refuse_while_jobs_are_active(reader, new, path, "PodTemplateOverrides")
 
 
 def validate_override_targets(new: TrainJob, containers_by_job: Mapping[str, set[str]]) -> list[FieldError]:

@@ -22,7 +22,6 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from manager.client.errors import NotFound, RequestError
 from manager.client.interfaces import Reader
 from manager.meta.field import FieldError
 from manager.meta.object import Json
@@ -35,7 +34,7 @@ from trainer.api.gocodec import GoField, GoStruct, GoType
 from trainer.api.trainer_v1alpha1 import Trainer, TrainJob
 from trainer.runtime.apply import typed_env_var
 from trainer.runtime.info import Info
-from trainer.runtime.objects import JOBSET_GVK, name_of, namespace_of
+from trainer.runtime.levels.active_jobs import refuse_while_jobs_are_active
 
 __all__ = [
     "INITIALIZER_VOLUME",
@@ -219,21 +218,7 @@ async def validate_runtime_patches_immutability(
                 "RuntimePatches can only be modified when the TrainJob is suspended before or after the update",
             )
         ]
-    try:
-        jobset = await reader.get(JOBSET_GVK, name_of(new), namespace_of(new))
-    except NotFound:
-        return []
-    except RequestError as err:
-        return [FieldError.internal(RUNTIME_PATCHES_PATH, err)]
-    return [
-        FieldError.forbidden(
-            RUNTIME_PATCHES_PATH,
-            f"RuntimePatches cannot be modified when the JobSet's ReplicatedJob {status.get('name', '')} "
-            "is still active",
-        )
-        for status in (jobset.get("status") or {}).get("replicatedJobsStatus") or ()
-        if (status.get("active") or 0) > 0
-    ]
+    return await refuse_while_jobs_are_active(reader, new, RUNTIME_PATCHES_PATH, "RuntimePatches")
 
 
 def validate_runtime_patch_targets(
