@@ -149,6 +149,14 @@ class Timeout(ServerError):
     status_code = 504
 
 
+def is_transient(err: BaseException) -> bool:
+    """Whether a request may succeed if sent again unchanged: no HTTP answer at all, a 429, or a
+    5xx (an API server restarting, overloaded, or a proxy in front of it failing)."""
+    return isinstance(err, TransportError) or (
+        isinstance(err, ApiError) and (err.status_code == 429 or err.status_code >= 500)
+    )
+
+
 def _by_range(code: int) -> type[ApiError]:
     if 400 <= code < 500:
         return ClientError

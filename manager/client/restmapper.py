@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from manager.client.errors import ApiError, NotFound, RequestError, TransportError
+from manager.client.errors import NotFound, RequestError, is_transient
 from manager.errors import Error
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
@@ -103,10 +103,7 @@ class RESTMapper:
             except NotFound:
                 raise NoKindMatch(gvk) from None
             except RequestError as err:
-                transient = isinstance(err, TransportError) or (
-                    isinstance(err, ApiError) and (err.status_code == 429 or err.status_code >= 500)
-                )
-                if not transient or loop.time() + delay > deadline:
+                if not is_transient(err) or loop.time() + delay > deadline:
                     raise
                 log.info("discovery of %s failed, retrying in %.1fs: %s", path, delay, err)
                 await asyncio.sleep(delay)

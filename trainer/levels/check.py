@@ -7,7 +7,11 @@ longer reads (``podTemplateOverrides``), silently. Refusing to start says so at 
 
 from __future__ import annotations
 
-from manager.client.errors import NotFound
+import asyncio
+
+import structlog
+
+from manager.client.errors import NotFound, RequestError, is_transient
 from manager.client.interfaces import Reader
 from manager.scheme import GroupVersionKind
 from trainer.levels import LEVELS, of_trainjob_crd
@@ -15,17 +19,34 @@ from trainer.levels.level import ApiLevel, CrdLevelMismatch
 
 __all__ = ["CRD_GVK", "TRAINJOB_CRD", "check_trainjob_crd"]
 
+log = structlog.get_logger("trainer.levels")
+
 CRD_GVK = GroupVersionKind("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
 TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
 
 
-async def check_trainjob_crd(reader: Reader, level: ApiLevel) -> None:
+async def check_trainjob_crd(reader: Reader, level: ApiLevel, *, retry_seconds: float = 60.0) -> None:
     """Raise ``CrdLevelMismatch`` (one line naming both) when the installed TrainJob CRD is not
-    ``level``'s. No TrainJob CRD at all passes: the trainer component then skips itself."""
-    try:
-        crd = await reader.get(CRD_GVK, TRAINJOB_CRD)
-    except NotFound:
-        return
+    ``level``'s. No TrainJob CRD at all passes: the trainer component then skips itself.
+
+    A transient answer (no answer, 429, 5xx) is asked again with backoff for up to
+    ``retry_seconds``, as discovery is: a manager starting while the API server is briefly away
+    waits for it instead of exiting."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + retry_seconds
+    delay = 0.5
+    while True:
+        try:
+            crd = await reader.get(CRD_GVK, TRAINJOB_CRD)
+            break
+        except NotFound:
+            return
+        except RequestError as err:
+            if not is_transient(err) or loop.time() + delay > deadline:
+                raise
+            log.info("reading the TrainJob CRD failed, retrying", delay=delay, error=str(err))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
     installed = of_trainjob_crd(crd)
     if installed is level:
         return

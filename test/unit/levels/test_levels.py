@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from manager.client.errors import BadRequest, InternalError, TooManyRequests, TransportError
 from manager.testing.fake import FakeClient
 from trainer import levels
 from trainer.api import config_constants
@@ -90,3 +91,26 @@ async def test_a_crd_of_no_known_level_is_refused_too() -> None:
     )
     with pytest.raises(levels.CrdLevelMismatch, match=r"of no API level this manager knows \(v2\.1, v2\.3\)"):
         await check_trainjob_crd(FakeClient([crd], cluster_scoped=[CRD_GVK]), levels.LEVELS["v2.1"])
+
+
+async def test_the_check_asks_again_through_transient_answers() -> None:
+    # a manager restarted while the API server (or a proxy in front of it) fails must not exit
+    client = FakeClient([v2_1_crd()], cluster_scoped=[CRD_GVK])
+    client.inject_error(
+        "get", InternalError("an error on the server (chaos) has prevented the request"), times=2
+    )
+    client.inject_error("get", TransportError("GET: connection refused"))
+    await check_trainjob_crd(client, levels.LEVELS["v2.1"], retry_seconds=10)
+    with pytest.raises(levels.CrdLevelMismatch):
+        client.inject_error("get", TooManyRequests("slow down"))
+        await check_trainjob_crd(client, levels.LEVELS["v2.3"], retry_seconds=10)
+
+
+async def test_the_check_gives_up_on_other_errors_and_past_its_deadline() -> None:
+    client = FakeClient([v2_1_crd()], cluster_scoped=[CRD_GVK])
+    client.inject_error("get", BadRequest("no"))
+    with pytest.raises(BadRequest):
+        await check_trainjob_crd(client, levels.LEVELS["v2.1"], retry_seconds=10)
+    client.inject_error("get", InternalError("down"), times=50)
+    with pytest.raises(InternalError):
+        await check_trainjob_crd(client, levels.LEVELS["v2.1"], retry_seconds=0.1)
