@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from trainer.api.base import KindModel
 
+from trainer.jobset.levels import JobSetLevel
 from trainer.runtime.levels import RuntimeLevel
 
 __all__ = ["ApiLevel", "CrdLevelMismatch"]
@@ -27,8 +28,8 @@ class ApiLevel:
     """The Configuration's ``apiLevel`` value, e.g. ``v2.3``."""
     trainer_version: str
     """The Kubeflow Trainer release whose API and behaviour this level has."""
-    jobset_version: str
-    """The JobSet release whose API and behaviour this level has."""
+    jobset: JobSetLevel
+    """The JobSet release whose API and behaviour this level has (``trainer/jobset/levels``)."""
     trainjob_spec_fields: frozenset[str]
     """``spec`` properties only this level's TrainJob CRD has: how an installed CRD is told apart."""
     manifests: str
@@ -42,6 +43,11 @@ class ApiLevel:
     the other kinds of ``ALL_CRD_KINDS`` are v2.1's classes, whose CRDs are in ``crd/bases``."""
     runtime: RuntimeLevel
     """How a TrainJob customises its runtime at this level (``trainer/runtime/levels``)."""
+
+    @property
+    def jobset_version(self) -> str:
+        """The JobSet release of this level, e.g. ``v0.12.0``."""
+        return self.jobset.version
 
     def owns_trainjob_crd(self, crd: Mapping[str, Any]) -> bool:
         """Whether ``crd`` (a TrainJob CustomResourceDefinition) is this level's."""

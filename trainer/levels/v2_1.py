@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from trainer.jobset.levels import v0_10 as jobset
 from trainer.levels.level import ApiLevel
 from trainer.runtime.levels import v2_1 as runtime
 
 V2_1 = ApiLevel(
     name="v2.1",
     trainer_version="v2.1.0",
-    jobset_version="v0.10.1",
+    jobset=jobset.V0_10,
     trainjob_spec_fields=frozenset({"podTemplateOverrides"}),
     manifests="default",
     runtime=runtime.V2_1,

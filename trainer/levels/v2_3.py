@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from trainer.jobset.levels import v0_12 as jobset
 from trainer.levels.level import ApiLevel
 from trainer.runtime.levels import v2_3 as runtime
 
 V2_3 = ApiLevel(
     name="v2.3",
     trainer_version="v2.3.0",
-    jobset_version="v0.12.0",
+    jobset=jobset.V0_12,
     trainjob_spec_fields=frozenset({"runtimePatches"}),
     manifests="overlays/v2.3",
     runtime=runtime.V2_3,

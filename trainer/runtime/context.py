@@ -5,7 +5,8 @@ The entry point (``trainer.__main__``, through ``trainer.components``) builds on
 turn. The context owns what more than one of them needs, so it is built once:
 
 * the manager and the webhook server (None when the process serves no webhooks);
-* the API level's runtime steps (``trainer/runtime/levels``; the Configuration's ``apiLevel``);
+* the API level's runtime steps (``trainer/runtime/levels``; the Configuration's ``apiLevel``)
+  and its JobSet release's steps (``trainer/jobset/levels``);
 * the runtimes: the controllers' (reads from the cache) and the webhooks' (a cache miss
   confirmed live, divergence T-3), each built once on first use, with their field indexes on
   the cache;
@@ -27,6 +28,8 @@ from manager.client.restmapper import NoKindMatch, RESTMapper
 from manager.events import EventRecorder, EventsV1Recorder
 from manager.scheme import GroupVersionKind
 from manager.webhook.server import WebhookServer
+from trainer.jobset.levels import JobSetLevel
+from trainer.jobset.levels.v0_10 import V0_10
 from trainer.runtime.levels import RuntimeLevel
 from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.readers import CacheReader
@@ -62,6 +65,8 @@ class SetupContext:
     max_concurrent_reconciles: int | None = None
     #: how TrainJobs customise their runtime at the Configuration's apiLevel
     level: RuntimeLevel = V2_1
+    #: the JobSet release's steps at the Configuration's apiLevel (``trainer/jobset/levels``)
+    jobset_level: JobSetLevel = V0_10
     _runtimes: dict[str, Runtime] | None = field(default=None, init=False, repr=False)
     _admission_runtimes: dict[str, Runtime] | None = field(default=None, init=False, repr=False)
 
