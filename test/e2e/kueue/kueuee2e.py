@@ -27,13 +27,9 @@ from trainer.conformance import kueue as kq
 Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[3]
 
-FULL_ENV = "KUEUE_E2E"
-"""``KUEUE_E2E=all`` (``make test-kueue``) runs the whole suite; ``make test`` runs the reduced part."""
-
-full_only = pytest.mark.skipif(
-    os.environ.get(FULL_ENV, "").lower() != "all",
-    reason=f"part of the full Kueue suite: make test-kueue ({FULL_ENV}=all)",
-)
+full_only = pytest.mark.kueue_full
+"""The tests only the whole suite runs: ``make test`` deselects them (``-m "... and not
+kueue_full"``), ``make test-kueue`` and a plain ``pytest test/e2e/kueue`` run them."""
 
 MANAGERS_ENV = "KUEUE_E2E_MANAGERS"
 """``go``: the suite against the Go trainer v2.1.0 and jobset v0.10.1 managers instead of this
