@@ -67,7 +67,36 @@ class Recorder(Protocol):
         ...
 
 
-class EventRecorder:
+class _BackgroundRecorder:
+    """What both recorders share: ``emit`` records in the background, in tasks this recorder
+    owns, and ``flush`` (which ``Cluster.aclose`` calls) awaits them."""
+
+    def __init__(self, tasks: str) -> None:
+        self._pending = TaskSet(tasks)
+
+    async def event(self, obj: object, event_type: EventType, reason: str, message: str) -> Json | None:
+        raise NotImplementedError
+
+    def emit(self, obj: object, event_type: EventType, reason: str, message: str) -> None:
+        """Record in the background (needs a running loop); errors are logged, never raised."""
+        self._pending.spawn(self.event(obj, event_type, reason, message), name=f"event {reason}")
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait for every event started with ``emit``; after ``timeout`` seconds the rest are
+        cancelled (dropped, as best-effort events are). True if all were written or failed."""
+        if timeout is None:
+            await self._pending.drain()
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await self._pending.drain()
+        except TimeoutError:
+            await self._pending.cancel()
+            return False
+        return True
+
+
+class EventRecorder(_BackgroundRecorder):
     """``await recorder.event(obj, "Normal", "Created", "created pod x")``, or ``emit(...)`` to
     fire and forget from synchronous code (Go's recorder is non-blocking too); ``flush()``
     awaits what ``emit`` started."""
@@ -87,27 +116,8 @@ class EventRecorder:
         self.max_tracked = max_tracked
         self._clock = clock
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
-        self._pending = TaskSet(f"events:{component}")
+        super().__init__(f"events:{component}")
         self._lock = asyncio.Lock()  # one write at a time keeps the dedup bookkeeping exact
-
-    def emit(self, obj: object, event_type: EventType, reason: str, message: str) -> None:
-        """Record in the background (needs a running loop); errors are logged, never raised. The
-        task is owned by this recorder: ``flush`` (which ``Cluster.aclose`` calls) awaits it."""
-        self._pending.spawn(self.event(obj, event_type, reason, message), name=f"event {reason}")
-
-    async def flush(self, timeout: float | None = None) -> bool:
-        """Wait for every event started with ``emit``; after ``timeout`` seconds the rest are
-        cancelled (dropped, as best-effort events are). True if all were written or failed."""
-        if timeout is None:
-            await self._pending.drain()
-            return True
-        try:
-            async with asyncio.timeout(timeout):
-                await self._pending.drain()
-        except TimeoutError:
-            await self._pending.cancel()
-            return False
-        return True
 
     @staticmethod
     def _involved(obj: Json) -> Json:
@@ -226,7 +236,7 @@ class _Isomorphic:
     """The series count the API server has."""
 
 
-class EventsV1Recorder:
+class EventsV1Recorder(_BackgroundRecorder):
     """events.k8s.io/v1 Events: ``await recorder.event(obj, "Warning", reason, note)``.
 
     ``reporting_controller`` names the controller (controller-runtime's recorder name),
@@ -257,24 +267,8 @@ class EventsV1Recorder:
         self._clock = clock
         self.max_tracked = max_tracked
         self._cache: OrderedDict[tuple[str, ...], _Isomorphic] = OrderedDict()
-        self._pending = TaskSet(f"events.k8s.io:{reporting_controller}")
+        super().__init__(f"events.k8s.io:{reporting_controller}")
         self._lock = asyncio.Lock()
-
-    def emit(self, obj: object, event_type: EventType, reason: str, message: str) -> None:
-        """Record in the background; ``flush`` awaits it."""
-        self._pending.spawn(self.event(obj, event_type, reason, message), name=f"event {reason}")
-
-    async def flush(self, timeout: float | None = None) -> bool:
-        if timeout is None:
-            await self._pending.drain()
-            return True
-        try:
-            async with asyncio.timeout(timeout):
-                await self._pending.drain()
-        except TimeoutError:
-            await self._pending.cancel()
-            return False
-        return True
 
     @staticmethod
     def _regarding(obj: Json) -> Json:
