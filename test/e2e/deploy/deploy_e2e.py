@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -158,3 +159,22 @@ def own_cluster(directory: Path) -> Iterator[Environment]:
     finally:
         if not os.environ.get("KEEP_CONTROL_PLANE"):
             asyncio.run(env.stop())
+
+
+async def write_service_account_volume(
+    env: Environment, client: Any, pod: dict[str, Any], namespace: str, sa_dir: Path
+) -> None:
+    """What the kubelet's projected ServiceAccount volume holds, written into ``sa_dir``: a
+    TokenRequest token of the pod's ServiceAccount, the cluster CA and the namespace."""
+    token = await client.transport.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{pod['serviceAccountName']}/token",
+        body={
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    (sa_dir / "token").write_text(token["status"]["token"])
+    (sa_dir / "ca.crt").write_bytes((env.dir / "serving-ca.crt").read_bytes())
+    (sa_dir / "namespace").write_text(namespace)

@@ -46,7 +46,14 @@ from urllib.parse import urlparse
 import aiohttp
 import pytest
 import yaml
-from deploy_e2e import ROOT, WEBHOOK_CONFIGURATIONS, kubectl, wait_until_ready, wait_webhooks_answer
+from deploy_e2e import (
+    ROOT,
+    WEBHOOK_CONFIGURATIONS,
+    kubectl,
+    wait_until_ready,
+    wait_webhooks_answer,
+    write_service_account_volume,
+)
 from test_in_cluster import (
     CONFIGMAP_GVK,
     DEPLOYMENT_GVK,
@@ -258,18 +265,7 @@ async def _start_container(
 
     # The projected ServiceAccount volume: a TokenRequest token, the cluster CA, the namespace.
     sa_dir = _shared_dir(work / "serviceaccount")
-    token = await client.transport.request(
-        "POST",
-        f"/api/v1/namespaces/{NS}/serviceaccounts/{pod['serviceAccountName']}/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )
-    (sa_dir / "token").write_text(token["status"]["token"])
-    (sa_dir / "ca.crt").write_bytes((env.dir / "serving-ca.crt").read_bytes())
-    (sa_dir / "namespace").write_text(NS)
+    await write_service_account_volume(env, client, pod, NS, sa_dir)
 
     # The shipped Configuration (the ConfigMap volume's subPath), its ports moved to free ones.
     shipped = await client.get(CONFIGMAP_GVK, "kubeflow-trainer-config", NS)

@@ -47,6 +47,7 @@ from deploy_e2e import (
     own_cluster,
     wait_until_ready,
     wait_webhooks_answer,
+    write_service_account_volume,
 )
 
 from manager.client import Client, NotFound
@@ -189,18 +190,7 @@ async def manager_as_the_pod_runs_it(
     # The ServiceAccount's token (TokenRequest, as the kubelet's projected volume) and the CA.
     sa_dir = work / "serviceaccount"
     sa_dir.mkdir()
-    token = await client.transport.request(
-        "POST",
-        f"/api/v1/namespaces/{NS}/serviceaccounts/{pod['serviceAccountName']}/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )
-    (sa_dir / "token").write_text(token["status"]["token"])
-    (sa_dir / "ca.crt").write_bytes((env.dir / "serving-ca.crt").read_bytes())
-    (sa_dir / "namespace").write_text(NS)
+    await write_service_account_volume(env, client, pod, NS, sa_dir)
 
     # The shipped Configuration, its ports moved as the module docstring explains.
     shipped = await client.get(CONFIGMAP_GVK, "kubeflow-trainer-config", NS)
