@@ -49,38 +49,52 @@ def test_each_levels_manifests_install_its_own_crds_and_start_the_manager_at_its
         assert flags == ([] if level is levels.DEFAULT else [f"--api-level={level.name}"])
 
 
-def test_the_v2_3_overlay_changes_only_the_crds_the_managers_flag_and_its_events_rule() -> None:
+def test_the_v2_3_overlay_adds_v2_3_0s_objects_and_changes_only_what_v2_3_0_changed() -> None:
     default = {key(d): d for d in rendered(ROOT / "config" / "default")}
     overlay = {key(d): d for d in rendered(ROOT / "config" / "overlays" / "v2.3")}
-    defaulter = ("MutatingWebhookConfiguration", "", "defaulter.trainer.kubeflow.org")
-    assert sorted(overlay) == sorted([*default, defaulter])
-    del overlay[defaulter]
-    changed = sorted(k for k in overlay if overlay[k] != default[k])
+    added = [
+        ("ConfigMap", "kubeflow-system", "kubeflow-trainer-public"),
+        ("MutatingWebhookConfiguration", "", "defaulter.trainer.kubeflow.org"),
+        ("Role", "kubeflow-system", "kubeflow-trainer-public"),
+        ("RoleBinding", "kubeflow-system", "kubeflow-trainer-public"),
+    ]
+    assert sorted(overlay) == sorted([*default, *added])
+    changed = sorted(k for k in default if overlay[k] != default[k])
     assert changed == [
         ("ClusterRole", "", "kubeflow-trainer-controller-manager"),
+        ("ClusterRole", "", "kubeflow-trainer-controller-manager-extra"),
         ("CustomResourceDefinition", "", "clustertrainingruntimes.trainer.kubeflow.org"),
         ("CustomResourceDefinition", "", "jobsets.jobset.x-k8s.io"),
         ("CustomResourceDefinition", "", "trainingruntimes.trainer.kubeflow.org"),
         ("CustomResourceDefinition", "", "trainjobs.trainer.kubeflow.org"),
         ("Deployment", "kubeflow-system", "kubeflow-trainer-controller-manager"),
+        ("Service", "kubeflow-system", "kubeflow-trainer-controller-manager"),
+        ("ValidatingWebhookConfiguration", "", "validator.trainer.kubeflow.org"),
     ]
 
 
-def test_the_v2_3_role_writes_events_k8s_io_events_as_v2_3_0s_does() -> None:
-    role_key = ("ClusterRole", "", "kubeflow-trainer-controller-manager")
-    default = {key(d): d for d in rendered(ROOT / "config" / "default")}[role_key]
-    overlay = {key(d): d for d in rendered(ROOT / "config" / "overlays" / "v2.3")}[role_key]
-    changed = [(a, b) for a, b in zip(default["rules"], overlay["rules"], strict=True) if a != b]
-    assert changed == [
-        (
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update", "watch"]},
-            {
-                "apiGroups": ["", "events.k8s.io"],
-                "resources": ["events"],
-                "verbs": ["create", "patch", "update", "watch"],
-            },
-        )
-    ]
+def test_the_v2_3_roles_grant_what_v2_1s_do_plus_v2_3_0s_new_grants() -> None:
+    """The -extra role loses only the two grants upstream's role now has: together the
+    ServiceAccount may do exactly what it may at v2.1, and also write events.k8s.io Events."""
+
+    def grants(docs: list[Json]) -> set[tuple[str, str, str, str]]:
+        out = set()
+        for doc in docs:
+            if doc["kind"] != "ClusterRole" or not doc["metadata"]["name"].startswith(
+                "kubeflow-trainer-controller-manager"
+            ):
+                continue
+            for rule in doc["rules"]:
+                for group in rule.get("apiGroups") or ():
+                    for resource in rule["resources"]:
+                        for verb in rule["verbs"]:
+                            out.add((group, resource, verb, ",".join(rule.get("resourceNames") or ())))
+        return out
+
+    v2_1 = grants(rendered(ROOT / "config" / "default"))
+    v2_3 = grants(rendered(ROOT / "config" / "overlays" / "v2.3"))
+    assert v2_3 - v2_1 == {("events.k8s.io", "events", v, "") for v in ("create", "patch", "update", "watch")}
+    assert v2_1 - v2_3 == set()
 
 
 def test_the_v2_3_overlay_ships_v2_3_0s_trainjob_defaulter_configuration() -> None:
