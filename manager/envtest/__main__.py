@@ -1,10 +1,11 @@
 """``python -m manager.envtest``: start or stop a local control plane from the shell.
 
-up --dir DIR [--full] [--nodes N] [--crds PATH ...]   start detached, write DIR/kubeconfig
+up --dir DIR [--full] [--nodes N] [--real-node] [--crds PATH ...]
+                                                        start detached, write DIR/kubeconfig
                                                         (stopped by SIGINT/SIGTERM: what it
                                                         started is stopped again, exit 130/143)
 down --dir DIR                                          stop it and remove what up wrote
-build [--pieces etcd kube kwok]                         build the binaries into the cache
+build [--pieces etcd kube node kwok]                    build the binaries into the cache
 build-go MODULE@VERSION PACKAGE NAME                    build a Go main package, cache it
 status --dir DIR                                        print the recorded state
 """
@@ -35,15 +36,18 @@ def _up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     env = Environment(
         directory,
-        full=args.full,
+        full=args.full or args.real_node,
         nodes=args.nodes,
+        real_node=args.real_node,
         crd_paths=args.crds,
         detached=True,
         pod_run_seconds=args.pod_run_seconds,
         pod_start_seconds=args.pod_start_seconds,
         pod_probe_delays=args.pod_probe_delays or None,
     )
-    mode = "full" if args.full else "plain"
+    mode = "full" if args.full or args.real_node else "plain"
+    if args.real_node:
+        mode += " (with a real node)"
     progress = longrun.Progress("envtest up", unit=None)
 
     async def start() -> int:
@@ -116,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--dir", required=True)
     up.add_argument("--full", action="store_true", help="add controller-manager, scheduler and KWOK")
     up.add_argument("--nodes", type=int, default=2, help="fake KWOK nodes in full mode")
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        help="implies --full: also one real kubelet node (containerd, runc, CNI bridge, kube-proxy), "
+        "tainted envtest/real-node=true:NoSchedule; root only (docs/realnode.md)",
+    )
     up.add_argument("--crds", nargs="*", default=[], help="CRD files or directories to install")
     up.add_argument(
         "--pod-run-seconds",
@@ -143,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     down.set_defaults(run=_down)
     build = sub.add_parser("build", help="build the control-plane binaries into the cache")
     build.add_argument(
-        "--pieces", nargs="+", default=["etcd", "kube", "kwok"], choices=["etcd", "kube", "kwok"]
+        "--pieces",
+        nargs="+",
+        default=["etcd", "kube", "kwok"],
+        choices=["etcd", "kube", "node", "kwok"],
     )
     build.set_defaults(run=_build)
     build_go = sub.add_parser("build-go", help="build a Go main package at MODULE@VERSION, cache it")

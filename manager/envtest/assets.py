@@ -43,9 +43,11 @@ PIECES: dict[str, str] = {
     "kubectl": "kube",
     "kwok": "kwok",
     "helm": "helm",
+    "kubelet": "node",
+    "kube-proxy": "node",
 }
 #: Build order of the pieces.
-_PIECE_ORDER = ["etcd", "kube", "kwok", "helm"]
+_PIECE_ORDER = ["etcd", "kube", "node", "kwok", "helm"]
 
 
 def _stamped_version(binary: str) -> str | None:
@@ -61,6 +63,8 @@ def _stamped_version(binary: str) -> str | None:
 
 PLAIN = ("etcd", "kube-apiserver")
 FULL = (*PLAIN, "kube-controller-manager", "kube-scheduler", "kwok")
+NODE = ("kubelet", "kube-proxy")
+"""What a real node adds (``Environment(real_node=True)``): built only when asked for."""
 
 _BUILD_SCRIPT = Path(__file__).with_name("build_binaries.sh")
 
@@ -133,7 +137,7 @@ def build(
     quiet: bool = False,
     extra_env: dict[str, str] | None = None,
 ) -> float:
-    """Build the named pieces (etcd, kube, kwok) into the cache; returns the seconds it took."""
+    """Build the named pieces (etcd, kube, node, kwok, helm) into the cache; returns the seconds it took."""
     if shutil.which("go") is None:
         raise AssetBuildError("go toolchain", "`go` is not on PATH; install Go or set KUBEBUILDER_ASSETS")
     out = out or assets_dir()

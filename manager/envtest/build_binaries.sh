@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries from Go modules into $1 (published atomically).
-# Usage: build_binaries.sh OUT_DIR PIECE...   (pieces: etcd kube kwok gomain)
+# Usage: build_binaries.sh OUT_DIR PIECE...   (pieces: etcd kube node kwok helm gomain)
 # Env: K8S_VERSION, ETCD_VERSION, KWOK_VERSION. Each failing step names itself on stderr.
 # The gomain piece builds any Go main package at an exact module version:
 #   GOMAIN_MODULE (e.g. sigs.k8s.io/jobset), GOMAIN_VERSION (v0.10.1), GOMAIN_PACKAGE (the
@@ -61,12 +61,10 @@ build_etcd() {
   mv "$SCRATCH/etcd/etcd" "$OUT/etcd.tmp" && mv "$OUT/etcd.tmp" "$OUT/etcd"
 }
 
-build_kube() {
-  local staging="v0.${K8S#v1.}" minor
-  minor=$(echo "$K8S" | cut -d. -f2)
-  step "kubernetes $K8S: resolve modules"
-  mkdir -p "$SCRATCH/kube" && cd "$SCRATCH/kube"
-  local gomod
+# A module requiring k8s.io/kubernetes at $K8S with the staging replaces, in the current
+# directory, and the ldflags that stamp the version: shared by the kube and node pieces.
+kube_module() {
+  local staging="v0.${K8S#v1.}" gomod
   gomod=$(go mod download -json "k8s.io/kubernetes@$K8S" | python3 -c 'import json,sys;print(json.load(sys.stdin)["GoMod"])') \
     || fail "kubernetes $K8S: go mod download"
   { echo "module local/k8s-test-bins"; echo
@@ -77,24 +75,54 @@ build_kube() {
   for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/.*#\1#p' "$gomod"); do
     go mod edit -replace="$m=$m@$staging"
   done
+}
+
+kube_ldflags() {
+  local minor ldf="-s -w"
+  minor=$(echo "$K8S" | cut -d. -f2)
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf+=" -X $p.gitVersion=$K8S -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ldf+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "$ldf"
+}
+
+build_kube() {
+  step "kubernetes $K8S: resolve modules"
+  mkdir -p "$SCRATCH/kube" && cd "$SCRATCH/kube"
+  kube_module
   go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S" \
                "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S" \
                "k8s.io/kubernetes/cmd/kube-scheduler@$K8S" \
                "k8s.io/kubernetes/cmd/kubectl@$K8S" || fail "kubernetes $K8S: go get"
   go mod tidy || fail "kubernetes $K8S: go mod tidy"
-  local ldf="-s -w"
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldf+=" -X $p.gitVersion=$K8S -X $p.gitMajor=1 -X $p.gitMinor=$minor"
-    ldf+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
-  done
   step "kubernetes $K8S: compile kube-apiserver kube-controller-manager kube-scheduler kubectl"
   mkdir -p "$SCRATCH/kube/bin"
-  go build -trimpath -ldflags "$ldf" -o "$SCRATCH/kube/bin/" \
+  go build -trimpath -ldflags "$(kube_ldflags)" -o "$SCRATCH/kube/bin/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl || fail "kubernetes $K8S: go build"
   "$SCRATCH/kube/bin/kube-apiserver" --version || fail "kubernetes $K8S: kube-apiserver --version"
   for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     mv "$SCRATCH/kube/bin/$b" "$OUT/$b.tmp" && mv "$OUT/$b.tmp" "$OUT/$b"
+  done
+}
+
+# The node piece: kubelet and kube-proxy for a real node (Environment(real_node=True)), from
+# the same module setup (and so mostly the same Go build cache) as the kube piece.
+build_node() {
+  step "kubernetes $K8S: resolve modules (node)"
+  mkdir -p "$SCRATCH/node" && cd "$SCRATCH/node"
+  kube_module
+  go get -tool "k8s.io/kubernetes/cmd/kubelet@$K8S" "k8s.io/kubernetes/cmd/kube-proxy@$K8S" \
+    || fail "kubernetes $K8S: go get (node)"
+  go mod tidy || fail "kubernetes $K8S: go mod tidy (node)"
+  step "kubernetes $K8S: compile kubelet kube-proxy"
+  mkdir -p "$SCRATCH/node/bin"
+  go build -trimpath -ldflags "$(kube_ldflags)" -o "$SCRATCH/node/bin/" \
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy || fail "kubernetes $K8S: go build (node)"
+  "$SCRATCH/node/bin/kubelet" --version || fail "kubernetes $K8S: kubelet --version"
+  for b in kubelet kube-proxy; do
+    mv "$SCRATCH/node/bin/$b" "$OUT/$b.tmp" && mv "$OUT/$b.tmp" "$OUT/$b"
   done
 }
 
@@ -137,9 +165,10 @@ for piece in $PIECES; do
     helm) build_helm ;;
     etcd) build_etcd ;;
     kube) build_kube ;;
+    node) build_node ;;
     kwok) build_kwok ;;
     gomain) build_gomain ;;
-    *) fail "unknown piece '$piece' (want etcd, kube, kwok or gomain)" ;;
+    *) fail "unknown piece '$piece' (want etcd, kube, node, kwok, helm or gomain)" ;;
   esac
 done
 step "done: $(ls "$OUT" | tr '\n' ' ')"

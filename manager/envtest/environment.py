@@ -18,14 +18,14 @@ import ssl
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import yaml
 
-from manager.envtest import assets, kwokstages
+from manager.envtest import assets, kwokstages, realnode
 from manager.envtest.certs import KeyPair, TinyCA, key_pem, public_key_pem
 from manager.envtest.errors import EnvtestError, StartError
 from manager.envtest.process import Process, free_port, pid_alive, pid_executable, stop_pid, wait_http
@@ -60,6 +60,8 @@ class ControlPlaneInfo:
     nodes: list[str]
     processes: list[Json] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
+    real_node: Json | None = None
+    """The real node's recorded state (``realnode.NodeState``), when there is one."""
 
 
 class Environment:
@@ -85,8 +87,16 @@ class Environment:
         pod_probe_delays: bool | None = None,
         kwok_args: Iterable[str] = (),
         controller_manager_args: Iterable[str] = (),
+        real_node: bool = False,
     ) -> None:
+        if real_node and not full:
+            raise ValueError("a real node needs a full environment (full=True)")
         self.full = full
+        self.real_node = real_node
+        """Also run one real kubelet node (containerd, kube-proxy), tainted ``realnode.TAINT_KEY``
+        so only pods that tolerate it run there (``realnode``; docs/realnode.md)."""
+        self.node: realnode.RealNode | None = None
+        self.node_ip = ""
         # Extra flags, after the defaults (the last of a repeated flag wins): a large simulated
         # cluster renews node leases less often and keeps its nodes Ready meanwhile.
         self.kwok_args = list(kwok_args)
@@ -167,6 +177,10 @@ class Environment:
 
     async def start(self) -> None:
         binaries = assets.ensure(assets.FULL if self.full else assets.PLAIN)
+        if self.real_node:
+            realnode.ensure_packages()
+            assets.ensure(assets.NODE)
+            self.node_ip = realnode.host_ip()
         self.dir.mkdir(parents=True, exist_ok=True)
         if not self.detached and not self._atexit_registered:
             atexit.register(self._stop_processes)
@@ -188,6 +202,8 @@ class Environment:
             await self._wait_default_namespace()
             if self.full:
                 await self._start_cluster_components(binaries)
+            if self.real_node:
+                await self._start_real_node()
             if self.crd_paths:
                 await self.install_crds(self.crd_paths)
             self._write_state()
@@ -201,6 +217,12 @@ class Environment:
 
     def _stop_processes(self) -> None:
         timeout = _timeout("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT", 20)
+        if self.node is not None:
+            # Before the control plane: the node's pods, containerd, network and mounts.
+            problems = self.node.stop()
+            self.node = None
+            if problems:
+                raise EnvtestError("the real node left something behind: " + "; ".join(problems))
         for proc in reversed(self.processes):
             proc.stop(timeout=timeout)
         self.processes.clear()
@@ -243,7 +265,16 @@ class Environment:
         )
         await wait_http(etcd, f"{self.etcd_url}/health", timeout=30)
 
-        serving = self.serving_ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"])
+        ips, dns = ["127.0.0.1"], ["localhost"]
+        if self.real_node:  # pods reach it as the `kubernetes` Service (its first IP), at the node IP
+            ips += [self.node_ip, SERVICE_CIDR_FIRST_IP]
+            dns += [
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ]
+        serving = self.serving_ca.issue_server("localhost", ips=ips, dns=dns)
         serving.write(self._file("apiserver.crt"), self._file("apiserver.key"))
         self._file("serving-ca.crt").write_bytes(self.serving_ca.cert_pem)
         self._file("client-ca.crt").write_bytes(self.client_ca.cert_pem)
@@ -260,8 +291,8 @@ class Environment:
             [
                 str(binaries["kube-apiserver"]),
                 f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={'0.0.0.0' if self.real_node else '127.0.0.1'}",
+                f"--advertise-address={self.node_ip or '127.0.0.1'}",
                 f"--secure-port={api_port}",
                 f"--cert-dir={cert_dir}",
                 f"--tls-cert-file={self.dir / 'apiserver.crt'}",
@@ -269,7 +300,7 @@ class Environment:
                 f"--client-ca-file={self.dir / 'client-ca.crt'}",
                 "--authorization-mode=RBAC",
                 "--disable-admission-plugins=ServiceAccount",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 f"--service-account-issuer={self.url}/",
                 f"--service-account-key-file={self.dir / 'sa.pub'}",
@@ -452,7 +483,10 @@ class Environment:
         kwok_args = [
             str(binaries["kwok"]),
             f"--kubeconfig={self.kubeconfig}",
-            "--manage-all-nodes=true",
+            # With a real node, KWOK keeps to its own nodes (the kubelet runs the real one).
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake"
+            if self.real_node
+            else "--manage-all-nodes=true",
             "--cidr=10.244.0.1/16",
             "--node-ip=10.243.0.1",
             "--node-lease-duration-seconds=40",
@@ -500,6 +534,34 @@ class Environment:
             if time.monotonic() > deadline:
                 raise kwok.failure(f"nodes not Ready and untainted after 90s (ready: {sorted(ready)})")
             await asyncio.sleep(0.2)
+
+    # -- the real node -----------------------------------------------------------------------
+
+    async def _start_real_node(self) -> None:
+        node = realnode.RealNode(self._file("real-node"), REAL_NODE_NAME, self.node_ip)
+        self.node = node
+        await node.start(
+            self._spawn, kubeconfig=self.kubeconfig, client_ca=self.dir / "client-ca.crt", wait_http=wait_http
+        )
+        deadline = time.monotonic() + _timeout("ENVTEST_REAL_NODE_TIMEOUT", 180)
+        conditions: list[Json] = []
+        while True:
+            for proc in node.processes:
+                if (code := proc.exited()) is not None:
+                    raise proc.failure(f"exited with code {code} before the node was Ready")
+            status, body = await self.request("GET", f"/api/v1/nodes/{REAL_NODE_NAME}")
+            conditions = body.get("status", {}).get("conditions", []) if status == 200 else []
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                return
+            if time.monotonic() > deadline:
+                raise node.processes[1].failure(f"node {REAL_NODE_NAME} not Ready ({conditions})")
+            await asyncio.sleep(0.5)
+
+    def import_image(self, archive: bytes | Path) -> None:
+        """Import an image archive (OCI layout, ``podman save``) into the real node's containerd."""
+        if self.node is None:
+            raise EnvtestError("this environment has no real node")
+        self.node.import_image(archive)
 
     # -- API helpers -------------------------------------------------------------------------
 
@@ -772,12 +834,19 @@ class Environment:
                 for p in self.processes
             ],
             written=[str(p) for p in self.written],
+            real_node=asdict(self.node.state) if self.node is not None else None,
         )
 
     def _write_state(self) -> None:
         state = self._file(STATE_FILE)
         state.write_text(json.dumps(self.info().__dict__, indent=2))
 
+
+REAL_NODE_NAME = "envtest-real-node"
+"""The name of the real node of an ``Environment(real_node=True)``."""
+SERVICE_CIDR = "10.0.0.0/24"
+SERVICE_CIDR_FIRST_IP = "10.0.0.1"
+"""The ClusterIP of the ``kubernetes`` Service."""
 
 NODE_RESOURCES = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}
 """Capacity (and allocatable) of each fake node of a full ``Environment``."""
@@ -878,6 +947,13 @@ def stop_detached(directory: Path | str) -> ControlPlaneInfo | None:
     if not state_path.exists():
         return None
     info = ControlPlaneInfo(**json.loads(state_path.read_text()))
+    node = info.real_node or (lambda s: asdict(s) if s else None)(
+        realnode.load_state(Path(info.dir) / "real-node")
+    )
+    if node is not None:
+        problems = realnode.cleanup(realnode.NodeState(**node))
+        if problems:
+            raise EnvtestError("the real node left something behind: " + "; ".join(problems))
     for proc in reversed(info.processes):
         pid = int(proc["pid"])
         # Never signal a pid that the kernel has since handed to another program.

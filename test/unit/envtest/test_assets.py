@@ -44,8 +44,13 @@ def test_cache_dir_is_keyed_by_versions(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_ensure_rejects_unknown_binary() -> None:
-    with pytest.raises(ValueError, match="kube-proxy"):
-        assets.ensure(["kube-proxy"])
+    with pytest.raises(ValueError, match="cloud-controller-manager"):
+        assets.ensure(["cloud-controller-manager"])
+
+
+def test_the_node_binaries_are_their_own_piece_outside_the_control_planes() -> None:
+    assert {assets.PIECES[b] for b in assets.NODE} == {"node"}
+    assert not set(assets.NODE) & (set(assets.FULL) | set(assets.PLAIN))
 
 
 def test_failed_build_names_the_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
