@@ -42,13 +42,17 @@ async def setup_controllers(context: SetupContext) -> TrainerControllers:
     """Runtimes and indexes first, then the TR, CTR and TrainJob controllers (upstream order)."""
     mgr = context.manager
     runtimes = await context.runtimes()
-    training_runtime = setup_runtime_controller(mgr, TRAINING_RUNTIME)
-    cluster_training_runtime = setup_runtime_controller(mgr, CLUSTER_TRAINING_RUNTIME)
+    finalizer = context.level.runtime_finalizer
+    training_runtime = setup_runtime_controller(mgr, TRAINING_RUNTIME, finalizer)
+    cluster_training_runtime = setup_runtime_controller(mgr, CLUSTER_TRAINING_RUNTIME, finalizer)
+    # v2.1.0's TrainJob controller tells the runtime reconcilers of every TrainJob event;
+    # v2.3.0's has no watchers
+    watchers = [training_runtime, cluster_training_runtime] if finalizer.follows_trainjobs else []
     trainjob = await setup_trainjob_controller(
         mgr,
         runtimes,
         context.reader(),
-        [training_runtime, cluster_training_runtime],
+        watchers,
         context.level.trainjob_event_recorder(context, RECORDER_NAME),
         level=context.level,
     )

@@ -1,14 +1,14 @@
-"""TrainingRuntime and ClusterTrainingRuntime reconcilers (docs/behaviour/trainer.md §4): the
+"""TrainingRuntime and ClusterTrainingRuntime reconcilers (docs/behaviour/trainer.md §4, §12.7): the
 ``resource-in-use`` finalizer.
 
-Why: a runtime must not vanish while TrainJobs still point at it (their JobSets would no longer
-be rebuildable). The finalizer is added as soon as one TrainJob references the runtime and
-removed only when the runtime is being deleted and no TrainJob references it any more; it is
-never removed from a live runtime (upstream asserts this).
+What the reconcile does with the finalizer is the API level's ``RuntimeFinalizer``
+(``trainer/runtime/levels``): v2.1.0 adds it while TrainJobs reference the runtime and removes it
+once the runtime is being deleted and no TrainJob references it; v2.3.0 only removes it.
 
-Both kinds share one reconciler parametrised by ``RuntimeKind``. TrainJob events reach it
-through ``notify_trainjob_update`` (called by the TrainJob controller's predicate) and a
-channel source that enqueues the referenced runtime after one second, as upstream does.
+Both kinds share one reconciler parametrised by ``RuntimeKind``. When the level's finalizer
+follows TrainJobs, their events reach it through ``notify_trainjob_update`` (called by the
+TrainJob controller's predicate) and a channel source that enqueues the referenced runtime
+after one second, as upstream v2.1.0 does.
 """
 
 from __future__ import annotations
@@ -17,22 +17,18 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from manager import Builder, ChannelSource, Manager
-from manager.client.errors import Conflict, NotFound
+from manager.client.errors import NotFound
 from manager.controller.event import GenericEvent
 from manager.controller.handler import Funcs, RequestQueue
 from manager.controller.reconcile import Request, Result
-from manager.controller_util import add_finalizer, contains_finalizer, remove_finalizer
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
-from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.runtime import indexes
+from trainer.runtime.levels import RuntimeFinalizer
+from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK
-
-log = structlog.get_logger("trainer.runtime_reconciler")
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME",
@@ -75,43 +71,24 @@ CLUSTER_TRAINING_RUNTIME = RuntimeKind(
 
 
 class RuntimeReconciler:
-    """Keeps the finalizer of one runtime kind in step with the TrainJobs that reference it."""
+    """Keeps the finalizer of one runtime kind as the API level wants it (``finalizer``)."""
 
-    def __init__(self, client: Any, kind: RuntimeKind) -> None:
+    def __init__(
+        self, client: Any, kind: RuntimeKind, finalizer: RuntimeFinalizer = V2_1.runtime_finalizer
+    ) -> None:
         self.client = client
         self.kind = kind
+        self.finalizer = finalizer
         self.channel: asyncio.Queue[Json] = asyncio.Queue()
-        """Keys of runtimes to reconcile, as ``{"metadata": {namespace, name}}`` (fed by TrainJob events)."""
+        """Keys of runtimes to reconcile, as ``{"metadata": {namespace, name}}`` (fed by TrainJob
+        events when the level's finalizer follows them)."""
 
     async def reconcile(self, req: Request) -> Result | None:
         runtime = await self.get_runtime(req)
         if runtime is None:
             return None
-        trainjobs = await self.list_referencing_trainjobs(runtime)
-        try:
-            if not contains_finalizer(runtime, tc.ResourceInUseFinalizer) and trainjobs:
-                add_finalizer(runtime, tc.ResourceInUseFinalizer)
-                await self.client.update(self.typed(runtime))
-            elif (
-                (runtime.get("metadata") or {}).get("deletionTimestamp")
-                and not trainjobs
-                and remove_finalizer(runtime, tc.ResourceInUseFinalizer)
-            ):
-                await self.client.update(self.typed(runtime))
-        except Conflict:
-            # the cache holds an older runtime (typically before our own finalizer update): the
-            # newer version's watch event reconciles it again -- cache lag, no error, no back-off
-            log.debug("finalizer update conflict: waiting for the newer runtime")
+        await self.finalizer.reconcile(self.client, runtime, lambda: self.list_referencing_trainjobs(runtime))
         return None
-
-    def typed(self, runtime: Json) -> Json:
-        """The runtime as upstream's typed ``client.Update`` sends it: Go's re-encoded struct.
-
-        Upstream writes the whole decoded object back, so fields Go always writes
-        (``metadata: {}`` of pod templates, ``resources: {}``, ``name: ""``...) are stored with
-        their zero values and, the spec having changed, ``generation`` goes to 2.
-        """
-        return gocodec.codec_for(self.kind.gvk.api_version, self.kind.gvk.kind).encode(runtime)
 
     async def get_runtime(self, req: Request) -> Json | None:
         try:
@@ -164,14 +141,14 @@ def _enqueue_after_delay(event: GenericEvent, queue: RequestQueue) -> None:
         queue.add(request)
 
 
-def setup_runtime_controller(mgr: Manager, kind: RuntimeKind) -> RuntimeReconciler:
-    """The runtime kind itself plus the channel of TrainJob notifications."""
-    reconciler = RuntimeReconciler(mgr.client, kind)
-    (
-        Builder(mgr)
-        .named(kind.controller_name)
-        .for_(kind.gvk)
-        .watches_raw_source(ChannelSource(reconciler.channel, Funcs(on_generic=_enqueue_after_delay)))
-        .complete(reconciler)
-    )
+def setup_runtime_controller(
+    mgr: Manager, kind: RuntimeKind, finalizer: RuntimeFinalizer = V2_1.runtime_finalizer
+) -> RuntimeReconciler:
+    """The runtime kind itself, plus the channel of TrainJob notifications when the level's
+    finalizer follows TrainJobs."""
+    reconciler = RuntimeReconciler(mgr.client, kind, finalizer)
+    builder = Builder(mgr).named(kind.controller_name).for_(kind.gvk)
+    if finalizer.follows_trainjobs:
+        builder.watches_raw_source(ChannelSource(reconciler.channel, Funcs(on_generic=_enqueue_after_delay)))
+    builder.complete(reconciler)
     return reconciler

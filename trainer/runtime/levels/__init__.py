@@ -18,7 +18,8 @@ never asks which level it runs.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from manager.client.interfaces import Reader
@@ -28,7 +29,14 @@ from manager.meta.object import Json
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, Trainer, TrainJob
 from trainer.runtime.info import Info
 
-__all__ = ["Recorders", "RuntimeLevel", "StatusWrite", "TrainJobDeadline"]
+__all__ = [
+    "MPISSHAuthModes",
+    "Recorders",
+    "RuntimeFinalizer",
+    "RuntimeLevel",
+    "StatusWrite",
+    "TrainJobDeadline",
+]
 
 
 class TrainJobDeadline(Protocol):
@@ -77,6 +85,37 @@ class Recorders(Protocol):
         ...
 
 
+class RuntimeFinalizer(Protocol):
+    """The ``resource-in-use`` finalizer of TrainingRuntimes and ClusterTrainingRuntimes
+    (v2.1: kept while TrainJobs reference the runtime; v2.3: only removed)."""
+
+    @property
+    def follows_trainjobs(self) -> bool:
+        """Whether TrainJob events reconcile the runtime they reference (v2.1.0's TrainJob
+        controller watchers); else only the runtimes' own events do."""
+        ...
+
+    async def reconcile(
+        self, client: Any, runtime: Json, referencing: Callable[[], Awaitable[list[Json]]]
+    ) -> None:
+        """Bring the finalizer of ``runtime`` (as the cache has it) to what the level wants,
+        writing it through ``client``; ``referencing`` lists the TrainJobs naming it."""
+        ...
+
+
+@dataclass(frozen=True)
+class MPISSHAuthModes:
+    """The file modes of the MPI plugin's SSH key Secret volume (v2.3: set; v2.1: the kubelet's
+    default 0644 for every file)."""
+
+    default: int
+    """The volume's ``defaultMode``."""
+    private_key: int
+    """``id_rsa``'s ``mode``."""
+    public_key: int
+    """``id_rsa.pub``'s and ``authorized_keys``' ``mode``."""
+
+
 class RuntimeLevel(Protocol):
     """The level-specific steps of ``newRuntimeInfo`` (docs/behaviour/trainer.md §2.4), of the
     TrainJob reconciler and of admission."""
@@ -111,6 +150,20 @@ class RuntimeLevel(Protocol):
 
     def trainjob_event_recorder(self, recorders: Recorders, component: str) -> Recorder:
         """The TrainJob controller's event recorder, named ``component``."""
+        ...
+
+    # -- the runtime reconcilers ----------------------------------------------------------
+
+    @property
+    def runtime_finalizer(self) -> RuntimeFinalizer:
+        """What the TrainingRuntime and ClusterTrainingRuntime reconcilers do."""
+        ...
+
+    # -- the plugins ----------------------------------------------------------------------
+
+    @property
+    def mpi_ssh_auth_modes(self) -> MPISSHAuthModes | None:
+        """MPI plugin: the modes of the SSH key Secret volume (None: none set)."""
         ...
 
     # -- admission ------------------------------------------------------------------------

@@ -26,8 +26,9 @@ from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, PodTemplateOverride, Trainer, TrainJob
 from trainer.runtime.info import Info
-from trainer.runtime.levels import Recorders
+from trainer.runtime.levels import MPISSHAuthModes, Recorders
 from trainer.runtime.levels.active_jobs import refuse_while_jobs_are_active
+from trainer.runtime.levels.v2_1_finalizer import KEEP_WHILE_REFERENCED
 
 __all__ = [
     "NO_DEADLINE",
@@ -223,6 +224,10 @@ class V2_1Runtime:
     deadline = NO_DEADLINE
     status_write = PUT_STATUS
     trainjob_defaulter: str | None = None
+    runtime_finalizer = KEEP_WHILE_REFERENCED
+    """Added while TrainJobs reference the runtime (``v2_1_finalizer.py``)."""
+    mpi_ssh_auth_modes: MPISSHAuthModes | None = None
+    """The SSH key files get the kubelet's default mode."""
 
     def reconciles(self, trainjob: Json) -> bool:
         """Every TrainJob: v2.1.0's reconciler does not look at ``managedBy``."""

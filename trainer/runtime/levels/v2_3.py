@@ -23,7 +23,7 @@ from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, Trainer, TrainJob
 from trainer.api.v2_3 import trainer_constants as c23
 from trainer.runtime.info import Info
-from trainer.runtime.levels import Recorders
+from trainer.runtime.levels import MPISSHAuthModes, Recorders
 from trainer.runtime.levels.v2_3_admission import (
     INITIALIZER_VOLUME,
     validate_env_injection_targets,
@@ -31,11 +31,13 @@ from trainer.runtime.levels.v2_3_admission import (
     validate_runtime_patches,
 )
 from trainer.runtime.levels.v2_3_deadline import ACTIVE_DEADLINE
+from trainer.runtime.levels.v2_3_finalizer import REMOVE_ONLY
 from trainer.runtime.levels.v2_3_patch import marshal_spec_patch
 from trainer.runtime.levels.v2_3_status import MERGE_PATCH_STATUS
 
 __all__ = [
     "JOBSET_SPEC",
+    "MPI_SSH_AUTH_MODES",
     "TRAINJOB_DEFAULTER",
     "TRAINJOB_EVENT_ACTION",
     "V2_3",
@@ -94,6 +96,11 @@ def merge_runtime_patches(jobset_spec: Json, patches: list[Json]) -> Json:
     return merged
 
 
+MPI_SSH_AUTH_MODES = MPISSHAuthModes(default=0o400, private_key=0o640, public_key=0o644)
+"""The MPI plugin's SSH key Secret volume (v2.3.0 ``pkg/constants``): owner read-only for any
+item without a mode, the private key owner read-write and group read, the public key and
+``authorized_keys`` also world-readable."""
+
 TRAINJOB_DEFAULTER = "defaulter.trainer.kubeflow.org"
 """v2.3.0's MutatingWebhookConfiguration (config/overlays/v2.3/webhook/defaulter.yaml)."""
 
@@ -121,6 +128,10 @@ class V2_3Runtime:
     trainjob_defaulter: str | None = TRAINJOB_DEFAULTER
     """The TrainJob defaulter's MutatingWebhookConfiguration (``webhooks/trainjob_defaulter.py``
     stamps ``runtimePatches[].time``)."""
+    runtime_finalizer = REMOVE_ONLY
+    """``resource-in-use`` only removed, no TrainJob watchers (``v2_3_finalizer.py``)."""
+    mpi_ssh_auth_modes: MPISSHAuthModes | None = MPI_SSH_AUTH_MODES
+    """v2.3.0's ``MPISSHAuthDefaultMode``, ``MPISSHPrivateKeyFileMode``, ``MPISSHPublicKeyFileMode``."""
 
     def reconciles(self, trainjob: Json) -> bool:
         """Only TrainJobs the Trainer's own controller manages (v2.3.0's early return; v2.1.0
