@@ -20,6 +20,7 @@ from trainer.api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
 from trainer.runtime.apply import upsert_env_vars, upsert_volume_mounts, upsert_volumes
 from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import Info
+from trainer.runtime.levels import MPISSHAuthModes
 from trainer.runtime.objects import (
     CONFIGMAP_GVK,
     SECRET_GVK,
@@ -45,18 +46,20 @@ HOSTFILE_DIR = "/etc/mpi"
 HOSTFILE_MODE = 0o444
 
 
-def _ssh_volume(trainjob_name: str) -> Json:
-    return {
-        "name": SSH_AUTH_VOLUME,
-        "secret": {
-            "secretName": f"{trainjob_name}{SSH_AUTH_SECRET_SUFFIX}",
-            "items": [
-                {"key": SSH_PRIVATE_KEY, "path": "id_rsa"},
-                {"key": SSH_PUBLIC_KEY, "path": "id_rsa.pub"},
-                {"key": SSH_PUBLIC_KEY, "path": "authorized_keys"},
-            ],
-        },
-    }
+def _ssh_volume(trainjob_name: str, modes: MPISSHAuthModes | None) -> Json:
+    """The SSH key Secret volume; the level's file modes when it sets them (v2.3)."""
+    items: list[Json] = [
+        {"key": SSH_PRIVATE_KEY, "path": "id_rsa"},
+        {"key": SSH_PUBLIC_KEY, "path": "id_rsa.pub"},
+        {"key": SSH_PUBLIC_KEY, "path": "authorized_keys"},
+    ]
+    secret: Json = {"secretName": f"{trainjob_name}{SSH_AUTH_SECRET_SUFFIX}", "items": items}
+    if modes is not None:
+        secret["defaultMode"] = modes.default
+        items[0]["mode"] = modes.private_key
+        items[1]["mode"] = modes.public_key
+        items[2]["mode"] = modes.public_key
+    return {"name": SSH_AUTH_VOLUME, "secret": secret}
 
 
 def _hostfile_volume(trainjob_name: str) -> Json:
@@ -167,7 +170,7 @@ class MPI:
         for pod_set in info.template_spec.pod_sets:
             if pod_set.name not in (tc.Node, tc.Launcher):
                 continue
-            upsert_volumes(pod_set.volumes, [_ssh_volume(tj_name)])
+            upsert_volumes(pod_set.volumes, [_ssh_volume(tj_name, self._level.mpi_ssh_auth_modes)])
             is_launcher = pod_set.name == tc.Launcher
             if is_launcher:
                 upsert_volumes(pod_set.volumes, [_hostfile_volume(tj_name)])
