@@ -21,7 +21,7 @@ DEPLOY_TIMEOUT ?= 300s
 # kustomize built in). Override with KUBECTL=kubectl to use your own.
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
-.PHONY: venv test test-unit test-integration test-e2e test-repeat test-chaos test-fuzz lint run cluster-up cluster-down \
+.PHONY: venv test test-unit test-integration test-e2e test-repeat test-chaos test-fuzz test-realnode lint run cluster-up cluster-down \
         build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
         conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e test-kueue build-kueue
 
@@ -38,7 +38,7 @@ build-assets: $(STAMP)
 	$(PY) -c 'from manager.envtest import assets; assets.ensure(assets.FULL); print(assets.assets_dir())'
 
 test: $(STAMP) build-assets
-	$(PY) -m pytest test -m "(unit or integration or e2e) and not kueue_full" $(PYTEST_ARGS)
+	$(PY) -m pytest test -m "(unit or integration or e2e) and not kueue_full and not realnode" $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest test -m unit $(PYTEST_ARGS)
@@ -157,6 +157,11 @@ build-upstream-e2e: $(STAMP)
 # own. `make test` runs the reduced suite (preemption and resume of TrainJobs, JobSets admitted
 # with the flavor's placement); test-kueue runs all of test/e2e/kueue (make test deselects the kueue_full tests).
 # KUEUE_VERSION picks another Kueue release.
+# The real-node suite (docs/realnode.md): a full local cluster with one real kubelet node
+# (containerd, runc, CNI bridge, kube-proxy); root only. Not in `make test` yet.
+test-realnode: $(STAMP) build-assets
+	$(PY) -m pytest test/e2e/realnode -m realnode -s $(PYTEST_ARGS)
+
 test-kueue: $(STAMP) build-assets build-kueue
 	$(PY) -m pytest test/e2e/kueue $(PYTEST_ARGS)
 

@@ -1,0 +1,3 @@
+module envtest/realnode-app
+
+go 1.24
