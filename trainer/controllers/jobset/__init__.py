@@ -1,4 +1,6 @@
-"""JobSet v0.10.1 in Python: the JobSet and exclusive-placement Pod controllers.
+"""JobSet in Python: the JobSet and exclusive-placement Pod controllers, as the API level's
+JobSet release (v0.10.1 at level v2.1, v0.12.0 at v2.3) has them: what differs between the
+releases are the steps of ``context.jobset_level.controller`` (``trainer/jobset/levels``).
 
 ``setup(context)`` is the one entry the product's entry point calls (its webhooks are registered
 by ``webhooks.setup_jobset``). It is a coroutine because field indexes are registered on the
@@ -16,12 +18,7 @@ from manager.meta.gvk import POD as POD_GVK
 from manager.meta.gvk import SERVICE as SERVICE_GVK
 from trainer.controllers.jobset.metrics import default_metrics
 from trainer.controllers.jobset.pod_reconciler import PodReconciler, leader_pod_predicate
-from trainer.controllers.jobset.reconciler import (
-    JOB_OWNER_KEY,
-    JOBSET_GVK,
-    JobSetReconciler,
-    job_owner_index,
-)
+from trainer.controllers.jobset.reconciler import JOB_OWNER_KEY, JOBSET_GVK, JobSetReconciler
 from trainer.jobset.placement import POD_JOB_KEY, POD_NAME_KEY, pod_job_key_index, pod_name_index
 from trainer.runtime.context import SetupContext
 
@@ -37,16 +34,17 @@ async def setup(context: SetupContext) -> bool:
         return False
     mgr = context.manager
     cache = mgr.cache
-    await cache.index_field(JOB_GVK, JOB_OWNER_KEY, job_owner_index)
+    steps = context.jobset_level.controller
+    await cache.index_field(JOB_GVK, JOB_OWNER_KEY, steps.job_owner_index)
     await cache.index_field(POD_GVK, POD_JOB_KEY, pod_job_key_index)
     await cache.index_field(POD_GVK, POD_NAME_KEY, pod_name_index)
     await cache.get_informer(NODE_GVK)  # the leader's Node is read from the cache, as upstream
 
     default_metrics()
     Builder(mgr).for_(JOBSET_GVK).owns(JOB_GVK).owns(SERVICE_GVK).named("jobset").complete(
-        JobSetReconciler(mgr.client, context.event_recorder("jobset"))
+        JobSetReconciler(mgr.client, steps.event_recorder(context, "jobset"), steps=steps)
     )
     Builder(mgr).for_(POD_GVK).with_event_filter(leader_pod_predicate()).named("pod").complete(
-        PodReconciler(mgr.client)
+        PodReconciler(mgr.client, steps)
     )
     return True

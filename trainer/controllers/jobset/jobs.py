@@ -17,6 +17,9 @@ from manager.meta.object import Json as Object
 from manager.meta.object import annotations_of, labels_of, name_of
 from manager.meta.object import meta_of as meta
 from trainer.api import jobset_constants as c
+from trainer.jobset.levels.controller import ControllerSteps
+from trainer.jobset.levels.v0_10_controller import STEPS as V0_10_STEPS
+from trainer.jobset.objects import owner_reference as owner_reference
 
 JOB_API_VERSION = "batch/v1"
 JOB_KIND = "Job"
@@ -176,22 +179,6 @@ def group_replicas(js: Object, group_name: str) -> str:
 # -- construction (2.9) ----------------------------------------------------------------------------
 
 
-def owner_reference(js: Object) -> Object:
-    """The controller reference upstream's SetControllerReference writes.
-
-    Built here rather than with ``manager.controller_util.set_controller_reference`` because
-    that helper refuses an owner without a uid, and upstream's unit fixtures have none.
-    """
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.KIND,
-        "name": name_of(js),
-        "uid": str(meta(js).get("uid") or ""),
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
 def standard_keys(js: Object, rjob: Object, job_index: int) -> dict[str, str]:
     """The labels (and identical annotations) every child Job and its pod template carry."""
     js_name, namespace = name_of(js), str(meta(js).get("namespace") or "")
@@ -237,7 +224,7 @@ def _label_and_annotate(target: Object, keys: dict[str, str], extra_annotations:
     target_meta["annotations"] = {**(target_meta.get("annotations") or {}), **keys, **extra_annotations}
 
 
-def construct_job(js: Object, rjob: Object, job_index: int) -> Object:
+def construct_job(js: Object, rjob: Object, job_index: int, steps: ControllerSteps = V0_10_STEPS) -> Object:
     """One child Job, field for field as upstream's constructJob builds it."""
     template = rjob.get("template") or {}
     template_meta = template.get("metadata") or {}
@@ -271,6 +258,7 @@ def construct_job(js: Object, rjob: Object, job_index: int) -> Object:
             {"key": c.NoScheduleTaintKey, "operator": "Exists", "effect": "NoSchedule"},
         ]
     job["spec"]["suspend"] = jobset_suspended(js)
+    steps.add_volumes(job, js)
     job_meta["ownerReferences"] = [owner_reference(js)]
     return job
 
@@ -280,7 +268,9 @@ def blocking_recreate(js: Object) -> bool:
     return policy.get("restartStrategy") == c.BlockingRecreate
 
 
-def jobs_to_create(js: Object, rjob: Object, owned: ChildJobs) -> list[Object]:
+def jobs_to_create(
+    js: Object, rjob: Object, owned: ChildJobs, steps: ControllerSteps = V0_10_STEPS
+) -> list[Object]:
     """The rjob's Jobs whose names are not taken by any owned Job (2.10).
 
     BlockingRecreate creates nothing while any previous-attempt Job still exists.
@@ -291,5 +281,5 @@ def jobs_to_create(js: Object, rjob: Object, owned: ChildJobs) -> list[Object]:
     out = []
     for index in range(replicas_of(rjob)):
         if gen_job_name(name_of(js), str(rjob.get("name") or ""), index) not in taken:
-            out.append(construct_job(js, rjob, index))
+            out.append(construct_job(js, rjob, index, steps))
     return out

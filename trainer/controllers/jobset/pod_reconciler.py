@@ -22,6 +22,8 @@ from manager.meta.object import annotations_of, labels_of, name_of
 from manager.meta.object import meta_of as meta
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.reconciler import run_bounded
+from trainer.jobset.levels.controller import ControllerSteps
+from trainer.jobset.levels.v0_10_controller import STEPS as V0_10_STEPS
 from trainer.jobset.placement import POD_JOB_KEY, PlacementError, is_leader_pod, topology_from_pod
 
 log = logging.getLogger(__name__)
@@ -103,8 +105,9 @@ async def delete_follower_pods(client: Any, pods: list[Object]) -> None:
 
 
 class PodReconciler:
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, steps: ControllerSteps = V0_10_STEPS) -> None:
         self.client = client
+        self.steps = steps
 
     async def reconcile(self, req: Request) -> Result | None:
         try:
@@ -116,6 +119,7 @@ class PodReconciler:
             raise ReconcileError(f'job key label not found on leader pod: "{name_of(leader)}"')
         pods = await self.client.list(POD_GVK, namespace=req.namespace, field_selector={POD_JOB_KEY: job_key})
         try:
+            pods = self.steps.leader_job_pods(leader, pods)
             await validate_pod_placements(self.client, leader, pods)
         except PlacementError as err:
             raise ReconcileError(str(err)) from err

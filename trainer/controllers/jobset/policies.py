@@ -22,11 +22,13 @@ from trainer.controllers.jobset.metrics import JobSetMetrics
 from trainer.controllers.jobset.status import (
     Event,
     ReconcileOpts,
+    RestartEnd,
     completed_condition,
     failed_condition,
     find_first_finished_condition,
     msg_with_job,
     set_condition,
+    set_restart_ended,
 )
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,7 @@ def set_jobset_failed(
 ) -> None:
     """Failed condition, terminalState and the counter: all on every call, as upstream (2.6 step 5)."""
     set_condition(js, failed_condition(reason, message), opts, now)
+    set_restart_ended(js, RestartEnd.FAILED, opts, now)
     js.setdefault("status", {})["terminalState"] = c.TerminalStateFailed
     metrics.jobset_failed(name_of(js), str(meta(js).get("namespace") or ""))
 
@@ -53,6 +56,7 @@ def set_jobset_completed(
     js: Object, opts: ReconcileOpts, now: datetime.datetime, metrics: JobSetMetrics
 ) -> None:
     set_condition(js, completed_condition(), opts, now)
+    set_restart_ended(js, RestartEnd.COMPLETED, opts, now)
     js.setdefault("status", {})["terminalState"] = c.TerminalStateCompleted
     metrics.jobset_completed(name_of(js), str(meta(js).get("namespace") or ""))
 
@@ -138,7 +142,9 @@ def apply_failure_policy_rule_action(
     opts: ReconcileOpts,
     now: datetime.datetime,
     metrics: JobSetMetrics,
+    rule: Object | None = None,
 ) -> None:
+    """``rule``: the failure-policy rule whose action this is (None: the default action)."""
     job_name = name_of(failed_job)
     status = js.setdefault("status", {})
     if action == c.FailJobSet:
@@ -162,26 +168,52 @@ def apply_failure_policy_rule_action(
                 metrics,
             )
             return
-        status["restarts"] = int(status.get("restarts") or 0) + 1
-        status["restartsCountTowardsMax"] = int(status.get("restartsCountTowardsMax") or 0) + 1
-        opts.should_update = True
-        opts.events.append(
+        restart_all(
+            js,
             Event(
                 "Warning", c.RestartJobSetActionReason, msg_with_job(c.RestartJobSetActionMessage, job_name)
-            )
+            ),
+            rule,
+            opts,
+            now,
+            counts_towards_max=True,
         )
     elif action == c.RestartJobSetAndIgnoreMaxRestarts:
-        status["restarts"] = int(status.get("restarts") or 0) + 1
-        opts.should_update = True
-        opts.events.append(
+        restart_all(
+            js,
             Event(
                 "Warning",
                 c.RestartJobSetAndIgnoreMaxRestartsActionReason,
                 msg_with_job(c.RestartJobSetAndIgnoreMaxRestartsActionMessage, job_name),
-            )
+            ),
+            rule,
+            opts,
+            now,
+            counts_towards_max=False,
         )
     else:
         raise PolicyError(f"failed to find a corresponding action for the FailurePolicyRuleAction {action}")
+
+
+def restart_all(
+    js: Object,
+    event: Event,
+    rule: Object | None,
+    opts: ReconcileOpts,
+    now: datetime.datetime,
+    *,
+    counts_towards_max: bool,
+) -> None:
+    """Upstream's failurePolicyRecreateAll: the next pass sees every Job as of an earlier
+    attempt and recreates it. The release's restart condition (with the event's message) is
+    set before the restart's own event is queued, in that order."""
+    status = js.setdefault("status", {})
+    status["restarts"] = int(status.get("restarts") or 0) + 1
+    if counts_towards_max:
+        status["restartsCountTowardsMax"] = int(status.get("restartsCountTowardsMax") or 0) + 1
+    opts.should_update = True
+    set_condition(js, opts.steps.restart_condition(rule, event.message), opts, now)
+    opts.events.append(event)
 
 
 def execute_failure_policy(
@@ -199,7 +231,7 @@ def execute_failure_policy(
     action = str(rule.get("action")) if rule is not None else c.RestartJobSet
     if job is None:
         job = find_first_failed_job(owned.failed) or {}
-    apply_failure_policy_rule_action(js, job, action, opts, now, metrics)
+    apply_failure_policy_rule_action(js, job, action, opts, now, metrics, rule)
 
 
 # -- success policy (2.7) -------------------------------------------------------------------------------

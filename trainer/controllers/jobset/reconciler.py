@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from manager import Request, Result
-from manager.client.errors import AlreadyExists, Conflict, Invalid, NotFound, RequestError
+from manager.client.errors import AlreadyExists, Conflict, NotFound, RequestError
 from manager.events import Recorder
 from manager.meta.gvk import JOB as JOB_GVK
 from manager.meta.gvk import SERVICE as SERVICE_GVK
@@ -26,6 +26,7 @@ from manager.meta.object import labels_of, meta_of, name_of
 from manager.scheme import GroupVersionKind
 from trainer.api import gocodec
 from trainer.api import jobset_constants as c
+from trainer.api.v2_3 import jobset_constants as c23
 from trainer.controllers.jobset import jobs as J
 from trainer.controllers.jobset import policies as P
 from trainer.controllers.jobset import status as S
@@ -33,6 +34,9 @@ from trainer.controllers.jobset.metrics import JobSetMetrics, default_metrics
 from trainer.controllers.jobset.service import construct_headless_service
 from trainer.controllers.jobset.util import merge_maps, merge_slices
 from trainer.controllers.status_writes import StatusWrites
+from trainer.jobset.levels.controller import ControllerSteps
+from trainer.jobset.levels.v0_10_controller import STEPS as V0_10_STEPS
+from trainer.jobset.objects import controller_uid
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +48,10 @@ _JOBSET_CODEC = gocodec.codec_for("jobset.x-k8s.io/v1alpha2", "JobSet")
 
 
 def job_owner_index(job: Object) -> list[str]:
-    """``.metadata.controller``: the controller owner's name, only when it is a JobSet (2.1)."""
-    for ref in meta_of(job).get("ownerReferences") or []:
-        if ref.get("controller"):
-            if ref.get("apiVersion") == c.API_VERSION and ref.get("kind") == c.KIND:
-                return [str(ref.get("name") or "")]
-            return []
-    return []
+    """``.metadata.controller`` as v0.10.1 (level v2.1) indexes it: the controller owner's
+    name, only when it is a JobSet (2.1). Each release's index is its step's
+    ``job_owner_index``."""
+    return V0_10_STEPS.job_owner_index(job)
 
 
 def utc_now() -> datetime.datetime:
@@ -79,6 +80,16 @@ class JobCreationError(Exception):
     """Joined create errors, one line each (Go's errors.Join)."""
 
 
+class VolumeClaimError(Exception):
+    """Joined PVC create errors, one per volume-claim policy (Go's errors.Join)."""
+
+
+def all_jobs_ready(js: Object, statuses: list[Object]) -> bool:
+    """Every Job the spec asks for is ready or succeeded (upstream's allJobsReady)."""
+    wanted = sum(J.replicas_of(r) for r in J.replicated_jobs(js))
+    return wanted == sum(int(s.get("ready") or 0) + int(s.get("succeeded") or 0) for s in statuses)
+
+
 class JobSetReconciler:
     def __init__(
         self,
@@ -87,11 +98,13 @@ class JobSetReconciler:
         *,
         now: Callable[[], datetime.datetime] = utc_now,
         metrics: JobSetMetrics | None = None,
+        steps: ControllerSteps = V0_10_STEPS,
     ) -> None:
         self.client = client
         self.recorder = recorder
         self.now = now
         self.metrics = metrics or default_metrics()
+        self.steps = steps
         self.status_writes = StatusWrites()
 
     async def reconcile(self, req: Request) -> Result | None:
@@ -104,7 +117,7 @@ class JobSetReconciler:
             return None
         log.debug("Reconciling JobSet")  # upstream's V(2)
         cache_behind = self.status_writes.cache_is_behind(js)
-        opts = S.ReconcileOpts()
+        opts = S.ReconcileOpts(steps=self.steps)
         # An error aborts before the status write: the status is not written and events are dropped.
         result = await self.reconcile_jobset(js, opts)
         if opts.should_update:
@@ -160,6 +173,8 @@ class JobSetReconciler:
 
         await self.delete_jobs(owned.previous)
         now = self.now()
+        if not J.jobset_suspended(js) and all_jobs_ready(js, statuses):
+            S.set_restart_ended(js, S.RestartEnd.JOBS_READY, opts, now)
         if owned.failed:
             P.execute_failure_policy(js, owned, opts, now, self.metrics)
             return None
@@ -183,12 +198,16 @@ class JobSetReconciler:
         JobSet's worker. Neither create reads the other's result, so they run concurrently (one
         round trip less per new JobSet; docs/divergences.md J-12). A Service error still fails
         the pass with its Warning; the Jobs it did not hold back are the ones the next pass
-        would create anyway.
+        would create anyway. The volume claims come before the Jobs that mount them: a claim
+        that cannot be created holds the Jobs back, as upstream.
         """
+
+        async def claims_then_jobs() -> list[Object]:
+            await self.reconcile_volume_claim_policies(js)
+            return await self.reconcile_replicated_jobs(js, owned, statuses, opts)
+
         service, jobs = await asyncio.gather(
-            self.create_headless_svc_if_necessary(js),
-            self.reconcile_replicated_jobs(js, owned, statuses, opts),
-            return_exceptions=True,
+            self.create_headless_svc_if_necessary(js), claims_then_jobs(), return_exceptions=True
         )
         if isinstance(service, BaseException):
             raise service
@@ -198,7 +217,9 @@ class JobSetReconciler:
 
     async def get_child_jobs(self, js: Object) -> J.ChildJobs:
         children = await self.client.list(
-            JOB_GVK, namespace=meta_of(js).get("namespace"), field_selector={JOB_OWNER_KEY: name_of(js)}
+            JOB_GVK,
+            namespace=meta_of(js).get("namespace"),
+            field_selector={JOB_OWNER_KEY: self.steps.job_owner_key(js)},
         )
         restarts = int((js.get("status") or {}).get("restarts") or 0)
         return J.classify_jobs(children, restarts)
@@ -305,9 +326,8 @@ class JobSetReconciler:
             causes = [e for e in errors if isinstance(e, Exception)]
             cause = causes[0] if len(causes) == 1 else ExceptionGroup("job creation failed", causes)
             message = "\n".join(str(e) for e in errors)
-            if js is not None and any(isinstance(e.__cause__, Invalid) for e in causes):
-                # A Job template the API server refuses as invalid cannot succeed on a retry:
-                # say so on the JobSet (upstream only logs it; docs/divergences.md J-11).
+            api_errors = [e.__cause__ if isinstance(e.__cause__, Exception) else e for e in causes]
+            if js is not None and self.steps.announces_job_creation_failure(api_errors):
                 self.recorder.emit(js, "Warning", c.JobCreationFailedReason, message)
             raise JobCreationError(message) from cause
         return created
@@ -318,8 +338,8 @@ class JobSetReconciler:
             cached = await self.client.get(JOB_GVK, name_of(job), str(meta.get("namespace") or ""))
         except NotFound:
             return True
-        owner = _controller_uid(cached)
-        return owner is not None and owner == _controller_uid(job)
+        owner = controller_uid(cached)
+        return owner is not None and owner == controller_uid(job)
 
     # -- headless Service (2.8) -----------------------------------------------------------------------
 
@@ -339,6 +359,30 @@ class JobSetReconciler:
             await self.recorder.event(js, "Warning", c.HeadlessServiceCreationFailedReason, str(err))
             raise
 
+    # -- volume claims (v0.12.0: jobset-v0.12.md §1.4) ------------------------------------------------
+
+    async def reconcile_volume_claim_policies(self, js: Object) -> None:
+        """Create the PVCs the release's step asks for; one that exists is left as it is.
+
+        Each policy stops at its first refused PVC, announced at once as a
+        ``PVCCreationFailed`` Warning; the policies' errors are joined and fail the pass.
+        """
+        errors: list[RequestError] = []
+        for claims in self.steps.volume_claims(js):
+            for claim in claims:
+                try:
+                    await self.client.create(claim)
+                    log.debug("successfully created PVC", extra={"pvc": _ref(claim)})
+                except AlreadyExists:
+                    continue
+                except RequestError as err:
+                    self.recorder.emit(js, "Warning", c23.PVCCreationFailedReason, str(err))
+                    errors.append(err)
+                    break
+        if errors:
+            cause = errors[0] if len(errors) == 1 else ExceptionGroup("PVC creation failed", errors)
+            raise VolumeClaimError("\n".join(str(e) for e in errors)) from cause
+
     # -- startup policy and dependsOn gating (2.11) ---------------------------------------------------
 
     async def reconcile_replicated_jobs(
@@ -357,7 +401,7 @@ class JobSetReconciler:
             status = by_name.get(str(rjob.get("name")), {})
             if gated_by_order and P.all_replicas_started(J.replicas_of(rjob), status):
                 continue
-            created += await self.create_jobs(J.jobs_to_create(js, rjob, owned), js)
+            created += await self.create_jobs(J.jobs_to_create(js, rjob, owned, self.steps), js)
             if gated_by_order:
                 S.set_condition(js, S.in_order_in_progress_condition(), opts, self.now())
                 return created
@@ -373,6 +417,7 @@ class JobSetReconciler:
                 job.setdefault("spec", {})["suspend"] = True
                 await self.client.update(job)
         S.set_condition(js, S.suspended_condition(), opts, self.now())
+        S.set_restart_ended(js, S.RestartEnd.SUSPENDED, opts, self.now())
 
     async def resume_jobs_if_necessary(
         self, js: Object, active: list[Object], statuses: list[Object], opts: S.ReconcileOpts
@@ -416,13 +461,6 @@ class JobSetReconciler:
 def _ref(obj: Object) -> str:
     """``namespace/name``, as klog.KObj renders it."""
     return f"{meta_of(obj).get('namespace') or ''}/{name_of(obj)}"
-
-
-def _controller_uid(obj: Object) -> str | None:
-    for ref in meta_of(obj).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return str(ref.get("uid") or "") or None
-    return None
 
 
 def merge_pod_template(job: Object, template: Object) -> None:

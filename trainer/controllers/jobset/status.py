@@ -9,16 +9,18 @@ from __future__ import annotations
 import datetime
 import logging
 from dataclasses import dataclass, field
-from typing import Literal
 
 from manager.meta.object import Json as Object
 from manager.meta.object import labels_of, name_of
 from manager.meta.times import format_time
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.jobs import ChildJobs, replicated_jobs
+from trainer.jobset.conditions import ConditionOpts, EventType, RestartEnd
+from trainer.jobset.levels.controller import ControllerSteps
+from trainer.jobset.levels.v0_10_controller import STEPS as V0_10_STEPS
 
+__all__ = ["ConditionOpts", "Event", "EventType", "ReconcileOpts", "RestartEnd"]
 log = logging.getLogger(__name__)
-EventType = Literal["Normal", "Warning"]
 
 
 @dataclass(frozen=True)
@@ -34,17 +36,8 @@ class Event:
 class ReconcileOpts:
     should_update: bool = False
     events: list[Event] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ConditionOpts:
-    """A condition the controller sets, with the type of the event that announces it."""
-
-    type: str
-    status: Literal["True", "False"]
-    reason: str
-    message: str
-    event_type: EventType
+    #: the JobSet release's steps, for the conditions and policies this pass applies
+    steps: ControllerSteps = V0_10_STEPS
 
 
 # -- replicatedJobsStatus (2.4) ---------------------------------------------------------------------
@@ -108,7 +101,9 @@ def statuses_equal(old: list[Object] | None, new: list[Object] | None) -> bool:
 _STARTUP_PAIR = {c.JobSetStartupPolicyInProgress, c.JobSetStartupPolicyCompleted}
 
 
-def update_condition(js: Object, cond: ConditionOpts | None, now: datetime.datetime) -> bool:
+def update_condition(
+    js: Object, cond: ConditionOpts | None, now: datetime.datetime, steps: ControllerSteps = V0_10_STEPS
+) -> bool:
     """Apply upstream's updateCondition to ``js.status.conditions``; True if anything changed."""
     if cond is None:
         return False
@@ -128,6 +123,9 @@ def update_condition(js: Object, cond: ConditionOpts | None, now: datetime.datet
             if current.get("status") != cond.status:
                 conditions[i] = dict(new)
                 changed = True
+            elif (replaced := steps.same_status_condition(current, new)) is not None:
+                conditions[i] = replaced
+                changed = True
         elif (
             {current.get("type"), cond.type} == _STARTUP_PAIR
             and current.get("status") == "True"
@@ -143,9 +141,11 @@ def update_condition(js: Object, cond: ConditionOpts | None, now: datetime.datet
     return changed
 
 
-def set_condition(js: Object, cond: ConditionOpts, opts: ReconcileOpts, now: datetime.datetime) -> None:
+def set_condition(
+    js: Object, cond: ConditionOpts | None, opts: ReconcileOpts, now: datetime.datetime
+) -> None:
     """Update the condition; on a change, mark the status for writing and queue its event."""
-    if update_condition(js, cond, now):
+    if cond is not None and update_condition(js, cond, now, opts.steps):
         opts.should_update = True
         opts.events.append(Event(cond.event_type, cond.reason, cond.message))
 
@@ -165,6 +165,11 @@ def jobset_finished(js: Object) -> bool:
 
 def msg_with_job(base: str, job_name: str) -> str:
     return f"{base} (first failed job: {job_name})"
+
+
+def set_restart_ended(js: Object, end: RestartEnd, opts: ReconcileOpts, now: datetime.datetime) -> None:
+    """Say on the JobSet that a restart is over, where the release has a condition for it."""
+    set_condition(js, opts.steps.restart_end_condition(end), opts, now)
 
 
 # The conditions of the table in 2.13, as constructors.

@@ -1,12 +1,55 @@
-"""JobSet v0.10.1's own steps of the JobSet and Pod reconcilers."""
+"""JobSet v0.10.1's own steps of the JobSet and Pod reconcilers (docs/behaviour/jobset.md)."""
 
 from __future__ import annotations
+
+from manager.client.errors import Invalid
+from manager.events import Recorder
+from manager.meta.object import Json as Object
+from manager.meta.object import name_of
+from trainer.jobset.conditions import ConditionOpts, RestartEnd
+from trainer.jobset.levels.controller import Recorders
+from trainer.jobset.objects import jobset_controller_ref
 
 __all__ = ["STEPS"]
 
 
 class _Steps:
     """ControllerSteps of JobSet v0.10.1."""
+
+    def event_recorder(self, recorders: Recorders, component: str) -> Recorder:
+        """core/v1 Events (``mgr.GetEventRecorderFor``)."""
+        return recorders.event_recorder(component)
+
+    def job_owner_index(self, job: Object) -> list[str]:
+        """The JobSet's name (quirk: a Job of an earlier JobSet of that name is listed too)."""
+        ref = jobset_controller_ref(job)
+        return [] if ref is None else [str(ref.get("name") or "")]
+
+    def job_owner_key(self, js: Object) -> str:
+        return name_of(js)
+
+    def restart_condition(self, rule: Object | None, message: str) -> ConditionOpts | None:
+        return None  # a restart is told by its event only
+
+    def restart_end_condition(self, end: RestartEnd) -> ConditionOpts | None:
+        return None
+
+    def same_status_condition(self, current: Object, new: Object) -> Object | None:
+        return None  # same type and status: the condition is kept as it is (§2.13)
+
+    def announces_job_creation_failure(self, causes: list[Exception]) -> bool:
+        # Upstream only logs it. A Job template the API server refuses as invalid cannot
+        # succeed on a retry, so we say so on the JobSet (docs/divergences.md J-11).
+        return any(isinstance(cause, Invalid) for cause in causes)
+
+    def add_volumes(self, job: Object, js: Object) -> None:
+        return None  # there are no volumeClaimPolicies in v0.10.1
+
+    def volume_claims(self, js: Object) -> list[list[Object]]:
+        return []
+
+    def leader_job_pods(self, leader: Object, pods: list[Object]) -> list[Object]:
+        return pods  # every pod with the leader's job-key
 
 
 STEPS = _Steps()
