@@ -75,7 +75,8 @@ def test_the_v2_3_overlay_adds_v2_3_0s_objects_and_changes_only_what_v2_3_0_chan
 
 def test_the_v2_3_roles_grant_what_v2_1s_do_plus_v2_3_0s_new_grants() -> None:
     """The -extra role loses only the two grants upstream's role now has: together the
-    ServiceAccount may do exactly what it may at v2.1, and also write events.k8s.io Events."""
+    ServiceAccount may do exactly what it may at v2.1, and also write events.k8s.io Events and
+    create PVCs (JobSet v0.12.0's volumeClaimPolicies)."""
 
     def grants(docs: list[Json]) -> set[tuple[str, str, str, str]]:
         out = set()
@@ -93,7 +94,11 @@ def test_the_v2_3_roles_grant_what_v2_1s_do_plus_v2_3_0s_new_grants() -> None:
 
     v2_1 = grants(rendered(ROOT / "config" / "default"))
     v2_3 = grants(rendered(ROOT / "config" / "overlays" / "v2.3"))
-    assert v2_3 - v2_1 == {("events.k8s.io", "events", v, "") for v in ("create", "patch", "update", "watch")}
+    assert v2_3 - v2_1 == {
+        *(("events.k8s.io", "events", v, "") for v in ("create", "patch", "update", "watch")),
+        # JobSet v0.12.0's volumeClaimPolicies
+        *(("", "persistentvolumeclaims", v, "") for v in ("create", "get", "list", "watch")),
+    }
     assert v2_1 - v2_3 == set()
 
 
