@@ -15,17 +15,20 @@ Served at ``/mutate-trainer-kubeflow-org-v1alpha1-trainjob`` (webhook
 ``defaulter.trainer.kubeflow.org``) by the levels whose ``trainjob_defaulter`` names that
 configuration (``RuntimeLevel.trainjob_defaulter``; v2.1 has none). As
 controller-runtime's defaulter does, the answer has no patch when nothing changed; otherwise the
-patch is to the object as Go re-encodes it, which for this kind means the ``time`` values
-written in the form above.
+patch is to the object as Go re-encodes it: the ``time`` values written in the form above and
+quantities canonical (``1024Mi`` as ``1Gi``). The request is decoded as into v2.3.0's typed
+``TrainJob`` (``trainjob_codec``): an object it does not decode, e.g. ``numProcPerNode: auto``
+(an ``*int32`` at v2.3), is answered 400 with encoding/json's text.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from manager.meta.object import Json, json_kind
+from manager.meta.object import Json
 from manager.meta.times import format_time
 from manager.webhook import (
     AdmissionRequest,
@@ -40,10 +43,11 @@ from manager.webhook import (
 from manager.webhook.custom import json_copy
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
+from trainer.api.gocodec import GoField, GoStruct, GoType
 from trainer.runtime.levels.v2_3_admission import semantic
-from webhooks import typed
+from trainer.runtime.levels.v2_3_patch import JOBSET_SPEC_PATCH
 
-__all__ = ["PATH", "WEBHOOK", "default_runtime_patches", "handler"]
+__all__ = ["PATH", "WEBHOOK", "default_runtime_patches", "handler", "trainjob_codec"]
 
 PATH = mutate_path(tc.GROUP, tc.VERSION, tc.TrainJobKind)
 WEBHOOK = "defaulter.trainjob.trainer.kubeflow.org"
@@ -104,66 +108,109 @@ def default_runtime_patches(new: Json, old: Json | None, now: datetime.datetime)
     return changed
 
 
-def _check_runtime_patches(obj: Json | None) -> None:
-    """What ``json.Unmarshal`` into v2.3.0's TrainJob would refuse in ``spec.runtimePatches``
-    (the shared decoder is v2.1.0's struct, which has no such field): a 400 with Go's words."""
-    spec = (obj or {}).get("spec")
-    patches = spec.get("runtimePatches") if isinstance(spec, dict) else None
-    if patches is None:
-        return
-    field = "Go struct field {struct}.spec.runtimePatches{path} of type {go}"
-    if not isinstance(patches, list):
-        raise DecodeError(
-            f"json: cannot unmarshal {json_kind(patches)} into "
-            + field.format(struct="TrainJobSpec", path="", go="[]v1alpha1.RuntimePatch")
-        )
-    for patch in patches:
-        if patch is None:
-            continue
-        if not isinstance(patch, dict):
-            raise DecodeError(
-                f"json: cannot unmarshal {json_kind(patch)} into "
-                + field.format(struct="TrainJobSpec", path="", go="v1alpha1.RuntimePatch")
-            )
-        manager = patch.get("manager")
-        if manager is not None and not isinstance(manager, str):
-            raise DecodeError(
-                f"json: cannot unmarshal {json_kind(manager)} into "
-                + field.format(struct="RuntimePatch", path=".manager", go="string")
-            )
-        stamp = patch.get("time")
-        if stamp is None:
-            continue
-        if not isinstance(stamp, str):
-            raise DecodeError(
-                f"json: cannot unmarshal {json_kind(stamp)} into "
-                + field.format(struct="RuntimePatch", path=".time", go="string")
-            )
-        try:
-            gocodec.parse_time(stamp)
-        except Exception as err:  # gocodec's abort carries Go's text
-            raise DecodeError(str(getattr(err, "message", err))) from None
+_TRAINER = "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+_META = "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+
+def _struct_type(name: str, fields: dict[str, GoType], *, omitzero: frozenset[str] = frozenset()) -> GoType:
+    """A v2.3.0 struct of ``pkg/apis/trainer/v1alpha1`` (fields ``omitempty`` or ``omitzero``)."""
+    key = f"{_TRAINER}.{name}"
+    struct = GoStruct(
+        key, name, {n: GoField(n, t, always=False, omitzero=n in omitzero) for n, t in fields.items()}
+    )
+    return GoType("struct", f"v1alpha1.{name}", key, struct=struct)
+
+
+def _ptr(t: GoType) -> GoType:
+    return GoType("ptr", f"*{t.go}", elem=t)
+
+
+def _v2_1_field(struct: str, name: str) -> GoType:
+    return gocodec.codec(f"{_TRAINER}.{struct}").fields[name].type
+
+
+def _v2_3_trainjob() -> GoStruct:
+    """v2.3.0's ``TrainJob`` (``trainjob_types.go``), built from v2.1.0's where they agree:
+    ``numProcPerNode`` an ``*int32``, ``runtimePatches`` (``RuntimePatch`` down to
+    ``JobSetSpecPatch``, ``trainer/runtime/levels/v2_3_patch.py``) and ``activeDeadlineSeconds``
+    added, ``labels``, ``annotations`` and ``podTemplateOverrides`` gone; ``spec``, ``status`` and
+    ``runtimeRef`` ``omitzero``. ``status.trainerStatus`` is not typed here (kept as written)."""
+    v2_1_trainer = gocodec.codec(f"{_TRAINER}.Trainer")
+    trainer = _struct_type(
+        "Trainer",
+        {
+            **{n: f.type for n, f in v2_1_trainer.fields.items()},
+            "numProcPerNode": _ptr(GoType("int32", "int32")),
+        },
+    )
+    object_meta = _ptr(gocodec.field_type("trainer.kubeflow.org/v1alpha1", "TrainJob", "metadata"))
+    time = gocodec.codec(f"{_META}.ObjectMeta").fields["creationTimestamp"].type
+    template = _struct_type("JobSetTemplatePatch", {"metadata": object_meta, "spec": _ptr(JOBSET_SPEC_PATCH)})
+    runtime_spec = _struct_type("TrainingRuntimeSpecPatch", {"template": _ptr(template)})
+    runtime_patch = _struct_type(
+        "RuntimePatch",
+        {
+            "manager": GoType("string", "string"),
+            "time": _ptr(time),
+            "trainingRuntimeSpec": _ptr(runtime_spec),
+        },
+    )
+    spec = _struct_type(
+        "TrainJobSpec",
+        {
+            "runtimeRef": _v2_1_field("TrainJobSpec", "runtimeRef"),
+            "initializer": _v2_1_field("TrainJobSpec", "initializer"),
+            "trainer": _ptr(trainer),
+            "runtimePatches": GoType("slice", "[]v1alpha1.RuntimePatch", elem=runtime_patch),
+            "suspend": _v2_1_field("TrainJobSpec", "suspend"),
+            "activeDeadlineSeconds": GoType("int64", "int64"),
+            "managedBy": _v2_1_field("TrainJobSpec", "managedBy"),
+        },
+        omitzero=frozenset({"runtimeRef"}),
+    )
+    v2_1 = gocodec.codec(f"{_TRAINER}.TrainJob")
+    fields = dict(v2_1.fields)
+    fields["spec"] = GoField("spec", spec, always=False, omitzero=True)
+    fields["status"] = GoField("status", fields["status"].type, always=False, omitzero=True)
+    return GoStruct(v2_1.key, v2_1.name, fields)
+
+
+@functools.cache
+def trainjob_codec() -> gocodec.Codec:
+    """Decoding and re-encoding of a TrainJob as v2.3.0's typed struct does them."""
+    return gocodec.Codec(f"{tc.GROUP}/{tc.VERSION}", tc.TrainJobKind, _v2_3_trainjob())
+
+
+def _decode(raw: Json | None) -> Json:
+    """Go's 400 for an object v2.3.0's struct does not decode (e.g. ``numProcPerNode: auto``:
+    ``json: cannot unmarshal string into Go struct field Trainer.spec.trainer.numProcPerNode of
+    type int32``, before the CRD's 422); else a copy with nulls in lists and maps as Go's zero
+    values."""
+    codec = trainjob_codec()
+    try:
+        codec.check(raw)
+    except gocodec.GoDecodeError as err:
+        raise DecodeError(str(err)) from None
+    assert raw is not None
+    return codec.nulls_to_zero(json_copy(raw))
 
 
 def handler(clock: Clock = _utcnow) -> Handler:
     """The admission handler: DELETE allowed untouched, decode errors answered 400."""
-    decode = typed.decoder(f"{tc.GROUP}/{tc.VERSION}", tc.TrainJobKind)
 
     async def handle(req: AdmissionRequest) -> AdmissionResponse:
         if req.operation == "DELETE":
             return allowed()
         try:
-            _check_runtime_patches(req.object)
-            decode(req.object)  # Go's 400 for an ill-typed object
-            old = None
-            if req.operation == "UPDATE":
-                _check_runtime_patches(req.old_object)
-                old = decode(req.old_object)
+            result = _decode(req.object)  # Go's 400 for an ill-typed object
+            old = _decode(req.old_object) if req.operation == "UPDATE" else None
         except DecodeError as err:
             return errored(400, err)
-        result = json_copy(req.object or {})
         if not default_runtime_patches(result, old, clock()):
             return allowed()
-        return AdmissionResponse(True, 200, patches=jsonpatch.diff(req.object, result))
+        # the patch to the whole object as json.Marshal writes the defaulted struct: quantities
+        # canonical, times in seconds; the encoding removes nothing, so no removal is dropped
+        encoded = trainjob_codec().encode(result)
+        return AdmissionResponse(True, 200, patches=jsonpatch.diff(req.object, encoded))
 
     return handle
