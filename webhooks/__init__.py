@@ -56,13 +56,15 @@ async def setup_trainer(context: SetupContext) -> bool:
 
 
 async def setup_jobset(context: SetupContext) -> bool:
-    """The JobSet defaulting and validating webhooks, then the exclusive-placement Pod webhooks."""
+    """The JobSet defaulting and validating webhooks, then the exclusive-placement Pod webhooks,
+    with the steps of the level's JobSet release (``context.jobset_level.admission``)."""
     server = context.webhooks
     if server is None:
         return False
     client = context.manager.client
-    server.register(jobset.MUTATE_PATH, jobset.mutating_handler())
-    server.register(jobset.VALIDATE_PATH, jobset.validation_handler())
-    server.register(pod.MUTATE_PATH, pod.mutating_handler(client))
-    server.register(pod.VALIDATE_PATH, pod.validation_handler(client))
+    steps = context.jobset_level.admission
+    server.register(jobset.MUTATE_PATH, jobset.mutating_handler(steps))
+    server.register(jobset.VALIDATE_PATH, jobset.validation_handler(steps, client))
+    server.register(pod.MUTATE_PATH, pod.mutating_handler(client, steps))
+    server.register(pod.VALIDATE_PATH, pod.validation_handler(client, steps))
     return True

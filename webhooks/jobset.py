@@ -1,9 +1,12 @@
 """JobSet admission webhooks: defaulting on CREATE (docs/behaviour/jobset.md §1.7), validation on CREATE and
-UPDATE (§1.8, §1.9).
+UPDATE (§1.8, §1.9); what JobSet v0.12.0 (level v2.3) does differently is a step of the level's
+``AdmissionSteps`` (``trainer/jobset/levels``, docs/behaviour/jobset-v0.12.md §2).
 
 Objects are the JSON dicts the API server sends, so a field this code does not know is never
-touched. Denials carry upstream's texts; several create errors are joined with newlines (Go's
-``errors.Join``), update errors are aggregated as ``[e1, e2]``.
+touched. Denials carry upstream's texts; how the errors make the answer is the release's step
+(v0.10.1: create errors joined with newlines, Go's ``errors.Join``, update errors aggregated as
+``[e1, e2]``, both 403; v0.12.0: 422 ``apierrors.NewInvalid``). Without ``steps`` the handlers
+are v0.10.1's (level v2.1, the default).
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from manager.meta.field import FieldError, aggregate
+from manager.meta.field import FieldError
 from manager.meta.object import Json as Object
 from manager.meta.validation import is_dns1035_label, is_dns1123_subdomain, is_domain_prefixed_path
-from manager.webhook import Denied, Handler, defaulting_handler, validating_handler
+from manager.webhook import Handler, validating_handler
 from trainer.api import gocodec
 from trainer.api import jobset_constants as c
+from trainer.jobset.levels import v0_10_admission
+from trainer.jobset.levels.admission import AdmissionSteps, Problem
 from webhooks import typed
 
 API_VERSION, KIND = "jobset.x-k8s.io/v1alpha2", "JobSet"
@@ -36,8 +41,11 @@ RULE_NAME_FMT = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 _RULE_NAME = re.compile(RULE_NAME_FMT)
 
 
-def _invalid(path: str, value: Any, detail: str, *, value_text: str | None = None) -> str:
-    return str(FieldError.invalid(path, value, detail, value_text=value_text))
+_V0_10: AdmissionSteps = v0_10_admission.STEPS
+
+
+def _invalid(path: str, value: Any, detail: str, *, value_text: str | None = None) -> FieldError:
+    return FieldError.invalid(path, value, detail, value_text=value_text)
 
 
 def _spec(js: Object) -> Object:
@@ -59,11 +67,14 @@ def _child(parent: Object, key: str) -> Object:
 class JobSetDefaulter:
     """Fills what the controller assumes present; applied on CREATE only."""
 
+    def __init__(self, steps: AdmissionSteps = _V0_10) -> None:
+        self.steps = steps
+
     async def default(self, js: Object) -> None:
-        default_jobset(js)
+        default_jobset(js, self.steps)
 
 
-def default_jobset(js: Object) -> None:
+def default_jobset(js: Object, steps: AdmissionSteps = _V0_10) -> None:
     spec = _spec(js)
     if spec.get("successPolicy") is None:
         spec["successPolicy"] = {"operator": c.OperatorAll}
@@ -88,6 +99,7 @@ def default_jobset(js: Object) -> None:
         for i, rule in enumerate(policy.get("rules") or []):
             if not rule.get("name"):
                 rule["name"] = f"failurePolicyRule{i}"
+    steps.default_jobset(js)
 
 
 # -- validation: create (1.8) -----------------------------------------------------------------------
@@ -97,8 +109,8 @@ def _replace_too_long(messages: list[str], replacement: str) -> list[str]:
     return [replacement if DNS1035_MAX_LENGTH_EXCEEDED in m else m for m in messages]
 
 
-def _validate_replicated_job(js: Object, index: int, rjob: Object, seen: set[str]) -> list[str]:
-    errs: list[str] = []
+def _validate_replicated_job(js: Object, index: int, rjob: Object, seen: set[str]) -> list[Problem]:
+    errs: list[Problem] = []
     path = f"spec.replicatedJobs[{index}]"
     name = str(rjob.get("name") or "")
     seen.add(name)
@@ -130,8 +142,13 @@ def _validate_replicated_job(js: Object, index: int, rjob: Object, seen: set[str
     return errs
 
 
-def _validate_failure_policy(policy: Object, names: set[str]) -> list[str]:
-    errs: list[str] = []
+def _validate_failure_policy(
+    js: Object, policy: Object, names: set[str], steps: AdmissionSteps
+) -> list[Problem]:
+    gated = steps.failure_action_problems(js)
+    if gated is not None:
+        return gated
+    errs: list[Problem] = []
     by_name: dict[str, list[int]] = defaultdict(list)
     for index, rule in enumerate(policy.get("rules") or []):
         rule_name = str(rule.get("name") or "")
@@ -188,11 +205,11 @@ def _validate_coordinator(spec: Object) -> str | None:
     return None
 
 
-def validate_create(js: Object) -> list[str]:
-    """Every create check, in upstream's order; an empty list means valid."""
+def create_problems(js: Object, steps: AdmissionSteps = _V0_10) -> list[Problem]:
+    """Every create check but the volume claims' (which read PVCs), in upstream's order."""
     spec = js.get("spec") or {}
     rjobs = list(spec.get("replicatedJobs") or [])
-    errs: list[str] = []
+    errs: list[Problem] = steps.restart_strategy_problems(js)
     if rjobs and rjobs[0].get("dependsOn") is not None:
         errs.append("DependsOn can't be set for the first ReplicatedJob")
     network = spec.get("network")
@@ -206,9 +223,9 @@ def validate_create(js: Object) -> list[str]:
         ]
     managed_by = spec.get("managedBy")
     if managed_by is not None:
-        errs += [str(e) for e in is_domain_prefixed_path("spec.managedBy", str(managed_by))]
+        errs += is_domain_prefixed_path("spec.managedBy", str(managed_by))
         if len(str(managed_by)) > MAX_MANAGED_BY_LENGTH:
-            errs.append(str(FieldError.too_long("spec.managedBy", MAX_MANAGED_BY_LENGTH)))
+            errs.append(FieldError.too_long("spec.managedBy", MAX_MANAGED_BY_LENGTH))
     names: set[str] = set()
     for index, rjob in enumerate(rjobs):
         errs += _validate_replicated_job(js, index, rjob, names)
@@ -217,12 +234,18 @@ def validate_create(js: Object) -> list[str]:
         if target not in names:
             errs.append(f"invalid replicatedJob name '{target}' does not appear in .spec.ReplicatedJobs")
     if spec.get("failurePolicy") is not None:
-        errs += _validate_failure_policy(spec["failurePolicy"], names)
+        errs += _validate_failure_policy(js, spec["failurePolicy"], names, steps)
     if spec.get("coordinator") is not None:
         coord_err = _validate_coordinator(spec)
         if coord_err:
             errs.append(coord_err)
+        errs += steps.coordinator_problems(js)
     return errs
+
+
+def validate_create(js: Object) -> list[str]:
+    """v0.10.1's create checks as the texts its denial joins; an empty list means valid."""
+    return [str(p) for p in create_problems(js)]
 
 
 # -- validation: update (1.9) -------------------------------------------------------------------------
@@ -264,60 +287,72 @@ def _semantic(value: Any) -> Any:
     return value
 
 
-_RJOBS_TYPE = gocodec.field_type("jobset.x-k8s.io/v1alpha2", "JobSet", "spec.replicatedJobs")
-
-
-def validate_update(old: Object, new: Object) -> list[str]:
+def update_problems(old: Object, new: Object, steps: AdmissionSteps = _V0_10) -> list[FieldError]:
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     munged = copy.deepcopy(new_spec)
     old_rjobs = list(old_spec.get("replicatedJobs") or [])
     new_rjobs = list(munged.get("replicatedJobs") or [])
     immutable_rjobs = False
     if old_spec.get("suspend") is True or new_spec.get("suspend") is True:
-        if len(new_rjobs) > len(old_rjobs):
-            immutable_rjobs = True  # PORT NOTE: Go indexes past the old list and panics
+        pairs = steps.kueue_pairs(old_rjobs, new_rjobs)
+        if pairs is None:
+            immutable_rjobs = True
         else:
-            for index, rjob in enumerate(new_rjobs):
-                _copy_kueue_fields(rjob, old_rjobs[index])
-    errs: list[str] = []
+            for rjob, old_rjob in pairs:
+                _copy_kueue_fields(rjob, old_rjob)
+    errs: list[FieldError] = []
     if immutable_rjobs or _semantic(new_rjobs) != _semantic(old_rjobs):
         rjobs = new_spec.get("replicatedJobs")
         # Go prints the typed []ReplicatedJob (field order, zero fields), not the JSON we got
-        typed = gocodec.marshal(rjobs, _RJOBS_TYPE) if isinstance(rjobs, dict | list) else None
+        rjobs_type = gocodec.field_type(API_VERSION, KIND, "spec.replicatedJobs", steps.go_types)
+        typed = gocodec.marshal(rjobs, rjobs_type) if isinstance(rjobs, dict | list) else None
         errs.append(_invalid("spec.replicatedJobs", rjobs, "field is immutable", value_text=typed))
     if munged.get("managedBy") != old_spec.get("managedBy"):
         errs.append(_invalid("spec.managedBy", munged.get("managedBy"), "field is immutable"))
     return errs
 
 
+def validate_update(old: Object, new: Object) -> list[str]:
+    """v0.10.1's update checks as the texts its denial aggregates; an empty list means valid."""
+    return [str(p) for p in update_problems(old, new)]
+
+
 class JobSetValidator:
-    """CREATE and UPDATE checks; DELETE is always allowed."""
+    """CREATE and UPDATE checks; DELETE is always allowed. ``reader`` reads the PVCs a
+    JobSet's volume claim policies name (v0.12.0)."""
+
+    def __init__(self, steps: AdmissionSteps = _V0_10, reader: Any = None) -> None:
+        self.steps = steps
+        self.reader = reader
 
     async def validate_create(self, js: Object) -> list[str] | None:
-        errs = validate_create(js)
-        if errs:
-            raise Denied("\n".join(errs))
+        problems = create_problems(js, self.steps)
+        problems += await self.steps.volume_claim_problems(js, self.reader)
+        if problems:
+            raise self.steps.create_denial(js, problems)
         return None
 
     async def validate_update(self, old: Object, new: Object) -> list[str] | None:
-        errs = validate_update(old, new)
-        if errs:
-            raise Denied(aggregate(errs))
+        problems = update_problems(old, new, self.steps)
+        if problems:
+            raise self.steps.update_denial(new, problems)
         return None
 
     async def validate_delete(self, js: Object) -> list[str] | None:
         return None
 
 
-def mutating_handler() -> Handler:
+def mutating_handler(steps: AdmissionSteps = _V0_10) -> Handler:
     """The defaulter behind Go's typed decode and re-encode (the patch carries Go's zero fields)."""
-    return defaulting_handler(
-        JobSetDefaulter(),
-        decode=typed.decoder(API_VERSION, KIND, typed_view=True),
-        encode=typed.encoder(API_VERSION, KIND),
+    return steps.defaulting_handler(
+        JobSetDefaulter(steps),
+        decode=typed.decoder(API_VERSION, KIND, typed_view=True, types_file=steps.go_types),
+        encode=typed.encoder(API_VERSION, KIND, types_file=steps.go_types),
     )
 
 
-def validation_handler() -> Handler:
+def validation_handler(steps: AdmissionSteps = _V0_10, reader: Any = None) -> Handler:
     """The validator behind Go's typed decode (an ill-typed object is answered 400)."""
-    return validating_handler(JobSetValidator(), decode=typed.decoder(API_VERSION, KIND))
+    return validating_handler(
+        JobSetValidator(steps, reader), decode=typed.decoder(API_VERSION, KIND, types_file=steps.go_types)
+    )

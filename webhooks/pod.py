@@ -1,4 +1,6 @@
-"""Pod admission webhooks for exclusive placement (docs/behaviour/jobset.md §3.2, §3.3).
+"""Pod admission webhooks for exclusive placement (docs/behaviour/jobset.md §3.2, §3.3; what JobSet
+v0.12.0 does differently -- the priority label on every JobSet pod, no patch for an untouched pod,
+a missing leader Node -- is a step of the level's ``AdmissionSteps``, docs/behaviour/jobset-v0.12.md §2).
 
 The mutating webhook pins a follower pod to its leader's topology domain through a
 nodeSelector and gives leaders the affinity terms that keep one Job per domain; the validating
@@ -14,10 +16,14 @@ from typing import Any
 
 from manager.meta.object import Json as Object
 from manager.meta.object import annotations_of, labels_of, namespace_of
-from manager.webhook import Denied, Handler, defaulting_handler, validating_handler
+from manager.webhook import Denied, Handler, validating_handler
 from trainer.api import jobset_constants as c
-from trainer.jobset.placement import PlacementError, is_leader_pod, leader_pod_for_follower, topology_from_pod
+from trainer.jobset.levels import v0_10_admission
+from trainer.jobset.levels.admission import AdmissionSteps
+from trainer.jobset.placement import PlacementError, is_leader_pod, leader_pod_for_follower
 from webhooks import typed
+
+_V0_10: AdmissionSteps = v0_10_admission.STEPS
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +62,18 @@ def set_leader_affinities(pod: Object) -> None:
 
 
 class PodDefaulter:
-    def __init__(self, reader: Any) -> None:
+    def __init__(self, reader: Any, steps: AdmissionSteps = _V0_10) -> None:
         self.reader = reader
+        self.steps = steps
 
     async def default(self, pod: Object) -> None:
-        annotations = annotations_of(pod)
-        if c.ExclusiveKey not in annotations or c.NodeSelectorStrategyKey in annotations:
+        if not self.steps.pod_labelled_with_priority(pod):
             return
         priority = (pod.get("spec") or {}).get("priority")
         if priority is not None:
             pod.setdefault("metadata", {}).setdefault("labels", {})[c.PriorityKey] = str(priority)
+        if c.ExclusiveKey not in annotations_of(pod):
+            return
         if is_leader_pod(pod):
             set_leader_affinities(pod)
             return
@@ -81,7 +89,7 @@ class PodDefaulter:
             return
         topology_key = annotations_of(pod)[c.ExclusiveKey]
         try:
-            value = await topology_from_pod(self.reader, leader, topology_key)
+            value = await self.steps.leader_topology(self.reader, leader, topology_key)
         except PlacementError as err:
             raise Denied(str(err)) from err
         pod.setdefault("spec", {}).setdefault("nodeSelector", {})[topology_key] = value
@@ -122,14 +130,16 @@ class PodValidator:
         return None
 
 
-def mutating_handler(client: Any) -> Handler:
+def mutating_handler(client: Any, steps: AdmissionSteps = _V0_10) -> Handler:
     """The pod defaulter behind Go's typed decode and re-encode of a corev1.Pod."""
-    return defaulting_handler(
-        PodDefaulter(client),
-        decode=typed.decoder("v1", "Pod", typed_view=True),
-        encode=typed.encoder("v1", "Pod"),
+    return steps.defaulting_handler(
+        PodDefaulter(client, steps),
+        decode=typed.decoder("v1", "Pod", typed_view=True, types_file=steps.go_types),
+        encode=typed.encoder("v1", "Pod", types_file=steps.go_types),
     )
 
 
-def validation_handler(client: Any) -> Handler:
-    return validating_handler(PodValidator(client), decode=typed.decoder("v1", "Pod"))
+def validation_handler(client: Any, steps: AdmissionSteps = _V0_10) -> Handler:
+    return validating_handler(
+        PodValidator(client), decode=typed.decoder("v1", "Pod", types_file=steps.go_types)
+    )

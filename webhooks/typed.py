@@ -17,10 +17,13 @@ from manager.webhook.custom import json_copy
 from trainer.api import gocodec
 
 
-def decoder(api_version: str, kind: str, *, typed_view: bool = False) -> Callable[[Object | None], Object]:
+def decoder(
+    api_version: str, kind: str, *, typed_view: bool = False, types_file: str = gocodec.TYPES_FILE
+) -> Callable[[Object | None], Object]:
     """Check ``raw`` against the Go struct (``DecodeError`` with Go's text) and return a copy;
-    with ``typed_view`` the copy is what the struct would hold, zero values written out."""
-    codec = gocodec.codec_for(api_version, kind)
+    with ``typed_view`` the copy is what the struct would hold, zero values written out.
+    ``types_file`` names the Go types of the binary being mirrored (``gocodec``)."""
+    codec = gocodec.codec_for(api_version, kind, types_file)
 
     def decode(raw: Object | None) -> Object:
         try:
@@ -34,7 +37,9 @@ def decoder(api_version: str, kind: str, *, typed_view: bool = False) -> Callabl
     return decode
 
 
-def encoder(api_version: str, kind: str) -> Callable[[Object], Object]:
+def encoder(
+    api_version: str, kind: str, *, types_file: str = gocodec.TYPES_FILE
+) -> Callable[[Object], Object]:
     """``json.Marshal`` of the struct the defaulter changed."""
-    codec = gocodec.codec_for(api_version, kind)
+    codec = gocodec.codec_for(api_version, kind, types_file)
     return codec.encode

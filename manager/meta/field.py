@@ -38,6 +38,16 @@ class _Omit:
 
 OMIT: Final = _Omit()
 
+# Go's ``field.ErrorType`` values: a StatusCause's ``reason`` (``apierrors.NewInvalid``).
+_CAUSE_TYPES: Final = {
+    ErrorType.INVALID: "FieldValueInvalid",
+    ErrorType.FORBIDDEN: "FieldValueForbidden",
+    ErrorType.INTERNAL: "InternalError",
+    ErrorType.REQUIRED: "FieldValueRequired",
+    ErrorType.NOT_SUPPORTED: "FieldValueNotSupported",
+    ErrorType.TOO_LONG: "FieldValueTooLong",
+}
+
 # Only these types print the offending value (Go's field.Error.ErrorBody).
 _PRINTS_VALUE = frozenset({ErrorType.INVALID, ErrorType.NOT_SUPPORTED})
 
@@ -85,6 +95,11 @@ class FieldError:
     @classmethod
     def too_long(cls, path: str, max_length: int) -> FieldError:
         return cls(ErrorType.TOO_LONG, path, OMIT, f"may not be more than {max_length} bytes")
+
+    @property
+    def cause_type(self) -> str:
+        """The error's type as a StatusCause names it (``FieldValueInvalid``, ``InternalError``)."""
+        return _CAUSE_TYPES[self.type]
 
     def error_body(self) -> str:
         body = str(self.type)

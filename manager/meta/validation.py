@@ -17,6 +17,7 @@ __all__ = [
     "is_dns1035_label",
     "is_dns1123_subdomain",
     "is_domain_prefixed_path",
+    "is_valid_label_value",
     "max_len_error",
     "regex_error",
 ]
@@ -26,6 +27,8 @@ DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
 DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
 HTTP_PATH_FMT = "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+"
 
+LABEL_VALUE_FMT = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
+_LABEL_VALUE = re.compile(f"^{LABEL_VALUE_FMT}$")
 _DNS1123_SUBDOMAIN = re.compile(f"^{DNS1123_SUBDOMAIN_FMT}$")
 _DNS1035_LABEL = re.compile(f"^{DNS1035_LABEL_FMT}$")
 _HTTP_PATH = re.compile(f"^{HTTP_PATH_FMT}$")
@@ -90,4 +93,23 @@ def is_domain_prefixed_path(path: str, value: str) -> list[FieldError]:
     errs = [FieldError.invalid(path, host, msg) for msg in is_dns1123_subdomain(host)]
     if not _HTTP_PATH.match(rest):
         errs.append(FieldError.invalid(path, rest, regex_error("Invalid path", HTTP_PATH_FMT)))
+    return errs
+
+
+def is_valid_label_value(value: str) -> list[str]:
+    """``IsValidLabelValue``: at most 63 characters, alphanumeric at both ends."""
+    errs = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _LABEL_VALUE.match(value):
+        errs.append(
+            regex_error(
+                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+                "and must start and end with an alphanumeric character",
+                LABEL_VALUE_FMT,
+                "MyValue",
+                "my_value",
+                "12345",
+            )
+        )
     return errs

@@ -34,18 +34,46 @@ class Denied(Exception):
 
     The one way a handler denies (controller-runtime's ``admission.Denied``); ``warnings`` are
     returned with the denial, as a Go validator returns warnings and an error together. Any
-    other exception is an internal error (500), never a denial.
+    other exception is an internal error (500), never a denial. A Go handler that returns an
+    ``apierrors.APIStatus`` error is answered with that Status instead: ``code``, ``reason`` and
+    ``details`` say which (``Denied.invalid`` builds ``apierrors.NewInvalid``'s).
     """
 
-    def __init__(self, message: str, *, warnings: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        warnings: Sequence[str] = (),
+        code: int = 403,
+        reason: str = "Forbidden",
+        details: Object | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.warnings = list(warnings)
+        self.code = code
+        self.reason = reason
+        self.details = details
 
     @classmethod
     def from_field_errors(cls, errors: Iterable[FieldError | str], *, warnings: Sequence[str] = ()) -> Denied:
         """``ErrorList.ToAggregate()`` of ``errors`` as the message (Go's validator return)."""
         return cls(aggregate(errors), warnings=warnings)
+
+    @classmethod
+    def invalid(
+        cls, group: str, kind: str, name: str, errors: Sequence[FieldError], *, warnings: Sequence[str] = ()
+    ) -> Denied:
+        """``apierrors.NewInvalid(GroupKind{group, kind}, name, errors)``: 422 ``Invalid``, the message
+        ``<Kind>.<group> "<name>" is invalid: <aggregate>`` and one cause per error (duplicates
+        included, as Go lists them)."""
+        qualified = f"{kind}.{group}" if group else kind
+        message = f"{qualified} {_json.dumps(name).decode()} is invalid"
+        if errors:
+            message += f": {aggregate(errors)}"
+        causes = [{"reason": e.cause_type, "message": e.error_body(), "field": e.field} for e in errors]
+        details: Object = {"name": name, "group": group, "kind": kind, "causes": causes}
+        return cls(message, warnings=warnings, code=422, reason="Invalid", details=details)
 
 
 @dataclass
@@ -74,6 +102,8 @@ class AdmissionResponse:
     warnings: list[str] = field(default_factory=list)
     patches: list[jsonpatch.Operation] = field(default_factory=list)
     causes: list[dict[str, str]] = field(default_factory=list)
+    details: Object | None = None
+    """The Status's ``details`` whole (name, group, kind, causes); without it, ``causes`` alone."""
 
     def with_warnings(self, *warnings: str) -> AdmissionResponse:
         self.warnings.extend(warnings)
@@ -238,7 +268,9 @@ def encode_review(api_version: str, uid: str, response: AdmissionResponse) -> by
             status["message"] = response.message
         if response.reason:
             status["reason"] = response.reason
-        if response.causes:
+        if response.details is not None:
+            status["details"] = response.details
+        elif response.causes:
             status["details"] = {"causes": response.causes}
         if not response.allowed:
             status["status"] = "Failure"

@@ -96,7 +96,8 @@ def _from_error(err: Exception, warnings: Warnings | None = None) -> AdmissionRe
     elif isinstance(err, TransportError):  # no answer from the API server: a 500 naming the request
         response = AdmissionResponse(False, 500, str(err), "", causes=[])
     elif isinstance(err, Denied):
-        response = denied(err.message)
+        response = denied(err.message, code=err.code, reason=err.reason)
+        response.details = err.details
         warnings = [*err.warnings, *(warnings or [])]
     else:
         log.error("admission handler failed", exc_info=err)
@@ -111,9 +112,14 @@ def defaulting_handler(
     remove_unknown_fields: bool | None = None,
     decode: Decode[T] | None = None,
     encode: Encode[T] | None = None,
+    unchanged_without_patch: bool = False,
 ) -> Handler:
     """``decode`` (raw object to the defaulter's input) and ``encode`` (its output to JSON) model a
-    typed round trip; without them the object is a deep-copied dict or a ``model`` instance."""
+    typed round trip; without them the object is a deep-copied dict or a ``model`` instance.
+
+    ``unchanged_without_patch`` is controller-runtime v0.24's short cut: when the defaulter left
+    the decoded object as it was (``reflect.DeepEqual``), the answer is allowed with no patch at
+    all, so the typed round trip alone never changes the object (v0.22 patches it anyway)."""
     keep_removes = remove_unknown_fields if remove_unknown_fields is not None else model is None
 
     async def handle(req: AdmissionRequest) -> AdmissionResponse:
@@ -121,7 +127,10 @@ def defaulting_handler(
             return allowed()
         try:
             obj = _decode(req.object, model, decode)
+            original = copy.deepcopy(obj) if unchanged_without_patch else None
             await defaulter.default(obj)
+            if unchanged_without_patch and obj == original:
+                return allowed()
             result = encode(obj) if encode is not None else to_dict(obj) if model is not None else obj
             patches = jsonpatch.diff(req.object, result)
             if encode is not None and any(p["op"] == "remove" for p in patches):

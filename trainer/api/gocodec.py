@@ -38,6 +38,9 @@ from manager.meta.times import format_time
 __all__ = ["Codec", "GoDecodeError", "GoStruct", "GoType", "codec", "codec_for", "marshal"]
 
 TYPES_FILE = "go-types.json"
+"""The Go types of jobset v0.10.1, trainer v2.1.0 and k8s.io/api v0.34 (level v2.1)."""
+JOBSET_V0_12_TYPES_FILE = "go-types-jobset-v0.12.0.json"
+"""The Go types of the jobset v0.12.0 binary: its JobSet and k8s.io/api v0.36's Pod (level v2.3)."""
 QUANTITY = "k8s.io/apimachinery/pkg/api/resource.Quantity"
 INT_OR_STRING = "k8s.io/apimachinery/pkg/util/intstr.IntOrString"
 TIME = "k8s.io/apimachinery/pkg/apis/meta/v1.Time"
@@ -127,8 +130,8 @@ def _always(field_node: dict[str, Any]) -> bool:
 
 
 @functools.cache
-def _structs() -> dict[str, GoStruct]:
-    text = resources.files("trainer.api.openapi").joinpath(TYPES_FILE).read_text()
+def _structs(types_file: str = TYPES_FILE) -> dict[str, GoStruct]:
+    text = resources.files("trainer.api.openapi").joinpath(types_file).read_text()
     raw: dict[str, Any] = json.loads(text)["types"]
     structs = {key: GoStruct(key, node["name"], go_zero=node["zero"]) for key, node in raw.items()}
     for key, node in raw.items():
@@ -472,10 +475,11 @@ def marshal(value: Any, t: GoType) -> str:
     return _untyped(value)
 
 
-def field_type(api_version: str, kind: str, path: str) -> GoType:
+def field_type(api_version: str, kind: str, path: str, types_file: str = TYPES_FILE) -> GoType:
     """The Go type at a dotted JSON path of a root kind (``spec.replicatedJobs``); slices are
     looked through, so ``spec.replicatedJobs.template`` names the element's field."""
-    t = GoType("struct", "", ROOTS[(api_version, kind)], struct=_structs()[ROOTS[(api_version, kind)]])
+    root = ROOTS[(api_version, kind)]
+    t = GoType("struct", "", root, struct=_structs(types_file)[root])
     for name in path.split("."):
         while t.kind in ("ptr", "slice", "map"):
             assert t.elem is not None
@@ -542,9 +546,9 @@ class Codec:
 
 
 @functools.cache
-def codec_for(api_version: str, kind: str) -> Codec:
-    """The codec of a kind in ``ROOTS``, built once."""
-    return Codec(api_version, kind, _structs()[ROOTS[(api_version, kind)]])
+def codec_for(api_version: str, kind: str, types_file: str = TYPES_FILE) -> Codec:
+    """The codec of a kind in ``ROOTS``, built once, from the Go types of ``types_file``."""
+    return Codec(api_version, kind, _structs(types_file)[ROOTS[(api_version, kind)]])
 
 
 def codec(key: str) -> GoStruct:

@@ -24,6 +24,10 @@ from pathlib import Path
 
 OUT = Path(__file__).with_name("go-types.json")
 MODULES = {"sigs.k8s.io/jobset": "v0.10.1", "github.com/kubeflow/trainer/v2": "v2.1.0"}
+# Level v2.3's JobSet webhooks mirror the jobset v0.12.0 binary: its JobSet and the k8s.io/api it
+# builds with (v0.36, whose Pod its pod webhook decodes).
+OUT_JOBSET_V0_12 = Path(__file__).with_name("go-types-jobset-v0.12.0.json")
+MODULES_JOBSET_V0_12 = {"sigs.k8s.io/jobset": "v0.12.0", "k8s.io/api": "v0.36.0"}
 
 PROGRAM = r"""
 package main
@@ -138,11 +142,29 @@ func main() {
 """
 
 
+def _jobset_only(program: str) -> str:
+    """The program without the trainer module: the JobSet and Pod roots alone."""
+    program = program.replace('\ttrainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"\n', "")
+    return program.replace(
+        "trainer.TrainJob{}, trainer.TrainingRuntime{},\n\t\ttrainer.ClusterTrainingRuntime{}, ", ""
+    )
+
+
 def main() -> int:
+    for out, modules, program in (
+        (OUT, MODULES, PROGRAM),
+        (OUT_JOBSET_V0_12, MODULES_JOBSET_V0_12, _jobset_only(PROGRAM)),
+    ):
+        if _generate(out, modules, program):
+            return 1
+    return 0
+
+
+def _generate(out: Path, modules: dict[str, str], program: str) -> int:
     with tempfile.TemporaryDirectory() as tmp:
-        requires = "\n".join(f"\t{mod} {ver}" for mod, ver in MODULES.items())
+        requires = "\n".join(f"\t{mod} {ver}" for mod, ver in modules.items())
         Path(tmp, "go.mod").write_text(f"module gotypes\n\ngo 1.24\n\nrequire (\n{requires}\n)\n")
-        Path(tmp, "main.go").write_text(PROGRAM)
+        Path(tmp, "main.go").write_text(program)
         env = {**os.environ, "GOFLAGS": "-mod=mod"}
         result = subprocess.run(
             ["go", "run", "."], cwd=tmp, env=env, capture_output=True, text=True, check=False
@@ -151,9 +173,9 @@ def main() -> int:
             print(result.stderr, file=sys.stderr)
             return 1
     types = json.loads(result.stdout)
-    data = {"source": MODULES, "types": dict(sorted(types.items()))}
-    OUT.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
-    print(f"wrote {OUT} ({len(types)} struct types)", file=sys.stderr)
+    data = {"source": modules, "types": dict(sorted(types.items()))}
+    out.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
+    print(f"wrote {out} ({len(types)} struct types)", file=sys.stderr)
     return 0
 
 
