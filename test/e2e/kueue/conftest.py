@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kueuee2e import GO_MANAGERS, POOL, POOL_LABEL, ROOT, Api, Stack
+from kueuee2e import GO_MANAGERS, PODS_READY_TIMEOUT, POOL, POOL_LABEL, ROOT, Api, Stack
 
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
@@ -31,8 +31,16 @@ from trainer.conformance import kueue as kq
 from trainer.conformance.webhook_probes import configurations, wait_webhooks_effective
 
 POD_RUN_SECONDS = 600.0
-WAIT_FOR_PODS_READY = {"timeout": "5m", "blockAdmission": False}
-"""Kueue tracks PodsReady on every Workload (the tests assert it); the timeout never fires."""
+WAIT_FOR_PODS_READY = {
+    "timeout": f"{PODS_READY_TIMEOUT:.0f}s",
+    "blockAdmission": False,
+    "requeuingStrategy": {"timestamp": "Eviction", "backoffLimitCount": 1, "backoffBaseSeconds": 1},
+}
+"""Kueue tracks PodsReady on every Workload (the tests assert it). A Workload whose pods are not
+all ready ``PODS_READY_TIMEOUT`` seconds after admission is evicted, requeued once after a
+backoff of about a second, and deactivated at its second timeout
+(``test_pods_never_ready_evicted_requeued_then_deactivated``); every other test's pods are
+ready within seconds of admission, so for them the timeout never fires."""
 
 
 def _manager(base: Path, kubeconfig: Path) -> tuple[Process, int, int, bytes]:

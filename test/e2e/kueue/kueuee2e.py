@@ -48,6 +48,8 @@ JS_API = "/apis/jobset.x-k8s.io/v1alpha2"
 KQ_API = f"/apis/{kq.API_VERSION}"
 WAIT = 60.0
 """Deadline of one wait (admission, preemption, pods): seconds on an idle machine."""
+PODS_READY_TIMEOUT = 90.0
+"""Kueue's ``waitForPodsReady.timeout`` in the stack (conftest ``WAIT_FOR_PODS_READY``)."""
 
 
 @dataclass

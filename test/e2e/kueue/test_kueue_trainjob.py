@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 from kueuee2e import (
     GO_MANAGERS,
+    PODS_READY_TIMEOUT,
     POOL,
     POOL_LABEL,
     POOL_TOLERATION,
@@ -22,6 +23,7 @@ from kueuee2e import (
     Api,
     Json,
     Stack,
+    Watch,
     assert_no_reconciler_errors,
     condition,
     delete_queue_objects,
@@ -252,4 +254,104 @@ async def test_multi_node_trainjob_accounted_as_num_nodes_pods(kueue_stack: Stac
         )
     finally:
         await api.delete(api.trainjob("m"))
+        await delete_queue_objects(api, names)
+
+
+NEVER_LABEL = "kueue-e2e/never"
+"""A node label no node has: a pod that selects it stays Pending, unschedulable."""
+
+
+def _kueue_evictions(watch: Watch) -> list[Json]:
+    """The Workload versions the watch saw evicted for the PodsReady timeout."""
+    found = []
+    for _, wl in watch.events:
+        evicted = condition(wl, "Evicted")
+        if evicted and evicted["status"] == "True" and evicted["reason"] == "PodsReadyTimeout":
+            found.append(wl)
+    return found
+
+
+@full_only
+@pytest.mark.xfail(
+    GO_MANAGERS,
+    strict=True,
+    reason="T-13 (docs/divergences.md): evicted, the Go trainer v2.1.0's JobSet keeps the flavor's "
+    "placement (the apply without Kueue's override is refused: template metadata null)",
+)
+async def test_pods_never_ready_evicted_requeued_then_deactivated(kueue_stack: Stack, api: Api) -> None:
+    """waitForPodsReady: a TrainJob whose own override selects a node label no node has is
+    admitted and its pod stays Pending. At the timeout Kueue evicts it (PodsReadyTimeout): the
+    manager suspends the JobSet and its pod goes, without Kueue's override; after the backoff it
+    is admitted and resumed again, and at its second timeout (backoffLimitCount 1) Kueue
+    deactivates it: suspended for good, no pods, the user's override kept throughout."""
+    since = log_size(kueue_stack.manager.log)
+    names = await queue_objects(api, api.ns)
+    body = trainjob("p", api.ns, nodes=1, cpu="2")
+    user = {"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {NEVER_LABEL: "true"}}}
+    body["spec"]["podTemplateOverrides"] = [user]
+
+    async def admitted_and_pending() -> None:
+        tj = await api.must_get(api.trainjob("p"))
+        assert tj["spec"].get("suspend") is False, tj["spec"]
+        assert tj["spec"]["podTemplateOverrides"][0] == user, tj["spec"]["podTemplateOverrides"]
+        assert len(_kueue_overrides(tj)) == 1, tj["spec"]["podTemplateOverrides"]
+        wl = await api.workload_of("TrainJob", "p")
+        assert is_true(wl, "Admitted") and not is_true(wl, "PodsReady"), wl.get("status")
+        js = await api.must_get(api.jobset("p"))
+        assert js["spec"].get("suspend") is False, js["spec"].get("suspend")
+        selector = _node_pod_spec(js).get("nodeSelector") or {}
+        assert selector.get(NEVER_LABEL) == "true" and selector.get(POOL_LABEL) == POOL, selector
+        pods = [p for p in await api.jobset_pods("p") if not p["metadata"].get("deletionTimestamp")]
+        assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+        assert pods[0]["status"].get("phase") == "Pending" and not pods[0]["spec"].get("nodeName"), pods[0]
+
+    async def deactivated() -> None:
+        wl = await api.workload_of("TrainJob", "p")
+        assert wl["spec"].get("active") is False, wl["spec"]
+        evicted = condition(wl, "Evicted")
+        assert (
+            evicted
+            and evicted["status"] == "True"
+            and evicted["reason"] == "DeactivatedDueToRequeuingLimitExceeded"
+        ), evicted
+        assert "exceeding the maximum number of re-queuing retries" in evicted["message"], evicted
+        tj = await api.must_get(api.trainjob("p"))
+        assert tj["spec"].get("suspend") is True, tj["spec"]
+        assert tj["spec"]["podTemplateOverrides"] == [user], tj["spec"]["podTemplateOverrides"]
+        js = await api.must_get(api.jobset("p"))
+        assert js["spec"].get("suspend") is True, js["spec"].get("suspend")
+        assert POOL_LABEL not in (_node_pod_spec(js).get("nodeSelector") or {}), _node_pod_spec(js)
+        pods = await api.jobset_pods("p")
+        assert pods == [], [(p["metadata"]["name"], p["status"].get("phase")) for p in pods]
+
+    # Two timeouts and a backoff, on top of the usual admission waits.
+    deadline = 2 * PODS_READY_TIMEOUT + 2 * WAIT
+    try:
+        created = await api.create(api.trainjob(), body)
+        async with (
+            Watch(api.env, api.workloads(), created["metadata"]["resourceVersion"]) as workloads,
+            Watch(api.env, api.jobset(), created["metadata"]["resourceVersion"]) as jobsets,
+        ):
+            await eventually(
+                admitted_and_pending, timeout=WAIT, message="p was never admitted with its pod Pending"
+            )
+            done = timed("p evicted, requeued and deactivated")
+            await eventually(deactivated, timeout=deadline, message="Kueue never deactivated p")
+            done()
+        # The first timeout evicted and requeued it: one requeue counted, then a second admission.
+        evictions = _kueue_evictions(workloads)
+        assert evictions, [condition(wl, "Evicted") for _, wl in workloads.events]
+        assert {(wl["status"].get("requeueState") or {}).get("count") for wl in evictions} == {1}, evictions
+        # The JobSet ran (unsuspended) twice, each time with the flavor's placement, and was suspended between.
+        suspends = [
+            obj["spec"].get("suspend") for kind, obj in jobsets.events if kind in ("ADDED", "MODIFIED")
+        ]
+        runs = [s for i, s in enumerate(suspends) if s is False and (i == 0 or suspends[i - 1] is not False)]
+        assert len(runs) == 2, suspends
+        for kind, obj in jobsets.events:
+            if kind in ("ADDED", "MODIFIED") and obj["spec"].get("suspend") is False:
+                assert _has_pool_placement(_node_pod_spec(obj)), _node_pod_spec(obj)
+        assert_no_reconciler_errors(kueue_stack, api.ns, since)
+    finally:
+        await api.delete(api.trainjob("p"))
         await delete_queue_objects(api, names)
