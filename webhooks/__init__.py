@@ -63,6 +63,7 @@ async def setup_jobset(context: SetupContext) -> bool:
         return False
     client = context.manager.client
     steps = context.jobset_level.admission
+    await steps.watch(context.manager.cache)
     server.register(jobset.MUTATE_PATH, jobset.mutating_handler(steps))
     server.register(jobset.VALIDATE_PATH, jobset.validation_handler(steps, client))
     server.register(pod.MUTATE_PATH, pod.mutating_handler(client, steps))

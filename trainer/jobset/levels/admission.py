@@ -34,6 +34,11 @@ class AdmissionSteps(Protocol):
         structs the webhooks decode into and re-encode."""
         ...
 
+    async def watch(self, cache: Any) -> None:
+        """Start the informers of what the release's webhooks read from the manager's cache
+        (controller-runtime starts one on a kind's first read)."""
+        ...
+
     def defaulting_handler(
         self, defaulter: CustomDefaulter[Object], *, decode: Decode[Object], encode: Encode[Object]
     ) -> Handler:

@@ -32,6 +32,10 @@ class _Steps:
     def go_types(self) -> str:
         return gocodec.TYPES_FILE
 
+    async def watch(self, cache: Any) -> None:
+        """Nothing beyond the controllers' informers (Pods, Nodes)."""
+        return None
+
     def defaulting_handler(
         self, defaulter: CustomDefaulter[Object], *, decode: Decode[Object], encode: Encode[Object]
     ) -> Handler:

@@ -119,6 +119,10 @@ class _Steps:
     def go_types(self) -> str:
         return TYPES
 
+    async def watch(self, cache: Any) -> None:
+        """The PVCs a volume claim policy names are read from the cache."""
+        await cache.get_informer(PVC)
+
     def defaulting_handler(
         self, defaulter: CustomDefaulter[Object], *, decode: Decode[Object], encode: Encode[Object]
     ) -> Handler:
