@@ -11,6 +11,7 @@ import asyncio
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 
@@ -89,9 +90,24 @@ def test_several_errors_are_all_named(capfd: pytest.CaptureFixture[str]) -> None
     )
 
 
+@pytest.fixture
+def default_dispositions() -> Iterator[None]:
+    """Every signal of ``longrun.SIGNALS`` at its default action for the test, whatever the test
+    process inherited (under ``nohup`` SIGHUP arrives ignored, and an ignored signal is left
+    ignored by design: see ``test_a_signal_ignored_at_start_stays_ignored``)."""
+    before = {sig: signal.getsignal(sig) for sig in longrun.SIGNALS}
+    for sig in longrun.SIGNALS:
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_cancels_the_run_its_cleanup_runs_and_it_says_where(
-    capfd: pytest.CaptureFixture[str], sig: signal.Signals
+    capfd: pytest.CaptureFixture[str], sig: signal.Signals, default_dispositions: None
 ) -> None:
     progress = Progress("cmd")
     cleaned: list[str] = []
@@ -117,7 +133,28 @@ def test_a_signal_cancels_the_run_its_cleanup_runs_and_it_says_where(
     assert signal.getsignal(sig) == before  # the handler is put back
 
 
-def test_a_signal_in_synchronous_code_interrupts_it_too(capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_signal_ignored_at_start_stays_ignored(
+    capfd: pytest.CaptureFixture[str], default_dispositions: None
+) -> None:
+    """``nohup make conformance``: SIGHUP was ignored when the run started, so a hang-up does
+    not stop it (the run ends as its body does, the disposition is still "ignore")."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    progress = Progress("cmd")
+
+    async def main() -> int:
+        with progress.scenario("a"), progress.step("waiting"):
+            os.kill(os.getpid(), signal.SIGHUP)
+            await asyncio.sleep(0)  # an ignored signal is discarded by the kernel at once
+        return 0
+
+    assert longrun.run(progress, main) == 0
+    assert "SIGHUP" not in capfd.readouterr().err
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+
+
+def test_a_signal_in_synchronous_code_interrupts_it_too(
+    capfd: pytest.CaptureFixture[str], default_dispositions: None
+) -> None:
     progress = Progress("cmd", unit=None)
 
     def body() -> int:
