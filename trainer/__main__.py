@@ -197,7 +197,8 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
             webhooks = WebhookServer(host=host, port=port, cert_dir=args.webhook_cert_dir)
         # before any component creates the Pod informer (docs/scale.md)
         await podcache.configure(mgr, cfg.pod_cache, [c.name for c in components])
-        context = SetupContext(mgr, webhooks, level=level.runtime, jobset_level=level.jobset)  # one per process: runtimes built once
+        # One per process: the runtimes are built once.
+        context = SetupContext(mgr, webhooks, level=level.runtime, jobset_level=level.jobset)
         enabled = []
         configurations: list[WebhookConfiguration] = []
         for component in components:
