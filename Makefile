@@ -101,12 +101,16 @@ uninstall: $(STAMP)
 
 # The whole controller-manager in kubeflow-system (config/default with IMG), then the shipped
 # runtimes once the Deployment is ready: their webhook needs a running manager.
+# DEPLOY_PATCH=<file>: a kustomize patch (strategic merge, with its target's kind and name)
+# applied on top, e.g. a toleration and nodeSelector for a tainted node (docs/realnode.md).
 deploy: $(STAMP)
 	@set -e; kubectl='$(KUBECTL)'; img='$(IMG)'; name="$$img"; tag=latest; \
 	case "$${img##*/}" in *:*) name="$${img%:*}"; tag="$${img##*:}";; esac; \
 	overlay=.local/deploy; mkdir -p "$$overlay"; \
 	printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../config/default\nimages:\n  - name: trainer-controller-manager-py\n    newName: %s\n    newTag: "%s"\n' \
 	  "$$name" "$$tag" > "$$overlay/kustomization.yaml"; \
+	if [ -n '$(DEPLOY_PATCH)' ]; then cp '$(DEPLOY_PATCH)' "$$overlay/deploy-patch.yaml"; \
+	  printf 'patches:\n  - path: deploy-patch.yaml\n' >> "$$overlay/kustomization.yaml"; fi; \
 	echo "make deploy: config/default with image $$name:$$tag"; \
 	"$$kubectl" apply --server-side -k "$$overlay"; \
 	"$$kubectl" -n kubeflow-system rollout status deployment/kubeflow-trainer-controller-manager --timeout=$(DEPLOY_TIMEOUT); \

@@ -299,7 +299,11 @@ class Environment:
                 f"--tls-private-key-file={self.dir / 'apiserver.key'}",
                 f"--client-ca-file={self.dir / 'client-ca.crt'}",
                 "--authorization-mode=RBAC",
-                "--disable-admission-plugins=ServiceAccount",
+                # A real node runs real pods: they get their ServiceAccount token volume, as in
+                # any cluster (the plugin then wants each namespace's ServiceAccount to exist).
+                *([] if self.real_node else ["--disable-admission-plugins=ServiceAccount"]),
+                # The real node's name resolves nowhere: logs and exec go to its InternalIP.
+                *(["--kubelet-preferred-address-types=InternalIP"] if self.real_node else []),
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 f"--service-account-issuer={self.url}/",

@@ -107,6 +107,12 @@ async def test_a_pod_on_the_real_node_is_ready_and_reached_through_its_service(e
     await _create(
         env, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
     )
+
+    async def default_service_account() -> None:  # the ServiceAccount admission plugin wants it
+        status, _ = await env.request("GET", f"{base}/serviceaccounts/default")
+        assert status == 200
+
+    await eventually(default_service_account, timeout=60, message=f"no ServiceAccount default in {ns}")
     token = uuid.uuid4().hex
     await _create(
         env,
