@@ -217,15 +217,16 @@ class Environment:
 
     def _stop_processes(self) -> None:
         timeout = _timeout("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT", 20)
+        problems: list[str] = []
         if self.node is not None:
             # Before the control plane: the node's pods, containerd, network and mounts.
             problems = self.node.stop()
             self.node = None
-            if problems:
-                raise EnvtestError("the real node left something behind: " + "; ".join(problems))
         for proc in reversed(self.processes):
             proc.stop(timeout=timeout)
         self.processes.clear()
+        if problems:  # raised after the processes stopped; the directory is kept (mounts may remain)
+            raise EnvtestError("the real node left something behind: " + "; ".join(problems))
 
     def _remove_files(self) -> None:
         if self.keep_dir:
@@ -954,15 +955,14 @@ def stop_detached(directory: Path | str) -> ControlPlaneInfo | None:
     node = info.real_node or (lambda s: asdict(s) if s else None)(
         realnode.load_state(Path(info.dir) / "real-node")
     )
-    if node is not None:
-        problems = realnode.cleanup(realnode.NodeState(**node))
-        if problems:
-            raise EnvtestError("the real node left something behind: " + "; ".join(problems))
+    problems = realnode.cleanup(realnode.NodeState(**node)) if node is not None else []
     for proc in reversed(info.processes):
         pid = int(proc["pid"])
         # Never signal a pid that the kernel has since handed to another program.
         if pid_alive(pid) and pid_executable(pid) == proc["exe"]:
             stop_pid(pid, timeout=_timeout("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT", 20))
+    if problems:  # the directory is kept: something of the node may still be mounted there
+        raise EnvtestError("the real node left something behind: " + "; ".join(problems))
     if info.owns_dir:
         shutil.rmtree(info.dir, ignore_errors=True)
     else:

@@ -17,6 +17,7 @@ yet; ``make test-realnode`` runs it. Figures are printed (``-s``).
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -225,3 +226,53 @@ async def test_a_failed_start_leaves_nothing_either(
     assert state.processes and any(p["name"] == "containerd" for p in state.processes)
     assert realnode.leaks(state) == []
     await environment.stop()
+
+
+async def test_up_real_node_and_down_from_the_shell_leave_nothing(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """``python -m manager.envtest up --real-node`` (detached), a pod running there, then ``down``."""
+    directory = tmp_path_factory.mktemp("realnode-cli") / "c"
+    up = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "manager.envtest", "up", "--dir", str(directory), "--real-node", "--nodes", "1",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(up.communicate(), 300)
+    try:
+        assert up.returncode == 0, err.decode()[-3000:]
+        assert f"export KUBECONFIG={directory / 'kubeconfig'}" in out.decode()
+        state = realnode.load_state(directory / "real-node")
+        assert state is not None
+        env = Environment.attach(directory)
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "pause"},
+            "spec": {
+                "tolerations": [realnode.TOLERATION],
+                "nodeSelector": realnode.NODE_SELECTOR,
+                "automountServiceAccountToken": False,
+                "containers": [{"name": "pause", "image": state.pause_image, "imagePullPolicy": "Never"}],
+            },
+        }
+
+        async def created() -> None:  # once the namespace's default ServiceAccount exists
+            status, body = await env.request("POST", "/api/v1/namespaces/default/pods", pod)
+            assert status in (201, 409), body
+
+        await eventually(created, timeout=60, message="the pod was never created")
+
+        async def running() -> None:
+            status, body = await env.request("GET", "/api/v1/namespaces/default/pods/pause")
+            assert status == 200 and body["status"].get("phase") == "Running", body.get("status")
+
+        await eventually(running, timeout=120, message="the pod never ran on the real node")
+    finally:
+        down = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "manager.envtest", "down", "--dir", str(directory),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, down_err = await asyncio.wait_for(down.communicate(), 180)
+    assert down.returncode == 0, down_err.decode()
+    assert realnode.leaks(state) == []
+    assert not await asyncio.to_thread(directory.exists)
