@@ -14,9 +14,9 @@ import pytest
 from jsfixtures import JS_NAME, NS, jobset, rjob
 from test_jobset_placement import TOPOLOGY, Client, node, pod
 
-from manager.webhook import jsonpatch
+from manager.client.errors import InternalError
+from manager.webhook import Handler, jsonpatch
 from manager.webhook.admission import AdmissionRequest, AdmissionResponse, encode_review
-from manager.webhook.server import Handler
 from trainer.api import jobset_constants as c
 from trainer.jobset.levels import v0_10_admission, v0_12_admission
 from trainer.jobset.levels.admission import AdmissionSteps
@@ -47,7 +47,9 @@ async def mutate(handler: Handler, obj: Object) -> Object:
     """The object as the API server stores it after the defaulter's patch."""
     answer = await handler(request(obj))
     assert answer.allowed, answer.message
-    return jsonpatch.apply(copy.deepcopy(obj), answer.patches)
+    stored = jsonpatch.apply(copy.deepcopy(obj), answer.patches)
+    assert isinstance(stored, dict)
+    return stored
 
 
 def mounting(name: str, *mounts: str, volumes: tuple[str, ...] = ()) -> Object:
@@ -303,12 +305,10 @@ async def test_existing_pvc_must_match_and_be_retained() -> None:
 
 async def test_pvc_read_error_is_an_internal_field_error() -> None:
     class Failing(Client):
-        async def get(self, gvk: Any, name: str, namespace: str | None = None, **kw: Any) -> Any:
+        async def _get_object(self, gvk: Any, name: str, namespace: str) -> Any:
             if gvk == PVC_GVK:
-                from manager.client.errors import InternalError
-
                 raise InternalError("etcd is down", code=500)
-            return await super().get(gvk, name, namespace=namespace, **kw)
+            return await super()._get_object(gvk, name, namespace)
 
     js = jobset(mounting("a", "cache"), volumeClaimPolicies=[{"templates": [claim("cache")]}])
     answer = await create(V0_12, js, Failing())
@@ -351,9 +351,9 @@ async def test_fully_defaulted_jobset_gets_no_patch_at_v0_12_only() -> None:
 # -- the pod webhook -------------------------------------------------------------------------------
 
 
-def jobset_pod(priority: int | None = 0, **annotations: str) -> Object:
+def jobset_pod(priority: int | None = 0, annotations: dict[str, str] | None = None) -> Object:
     out = pod("js-rjob-0-1-abc", "1")
-    out["metadata"]["annotations"] = {c.JobSetNameKey: "js", **annotations}
+    out["metadata"]["annotations"] = {c.JobSetNameKey: "js", **(annotations or {})}
     if priority is not None:
         out["spec"]["priority"] = priority
     return out
@@ -363,11 +363,12 @@ async def test_every_jobset_pod_gets_the_priority_label_at_v0_12() -> None:
     stored = await mutate(pod_webhooks.mutating_handler(Client(), V0_12), jobset_pod())
     assert stored["metadata"]["labels"][c.PriorityKey] == "0"
     v10 = await pod_webhooks.mutating_handler(Client(), V0_10)(request(jobset_pod()))
-    assert c.PriorityKey not in jsonpatch.apply(jobset_pod(), v10.patches)["metadata"]["labels"]
+    v10_stored = jsonpatch.apply(jobset_pod(), v10.patches)
+    assert isinstance(v10_stored, dict) and c.PriorityKey not in v10_stored["metadata"]["labels"]
 
 
 async def test_no_priority_label_without_priority_or_with_node_selector_strategy() -> None:
-    for obj in (jobset_pod(priority=None), jobset_pod(**{c.NodeSelectorStrategyKey: "true"})):
+    for obj in (jobset_pod(priority=None), jobset_pod(annotations={c.NodeSelectorStrategyKey: "true"})):
         answer = await pod_webhooks.mutating_handler(Client(), V0_12)(request(obj))
         assert answer.allowed and answer.patches == []
 
