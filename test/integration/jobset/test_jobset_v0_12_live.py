@@ -280,3 +280,38 @@ async def test_reaching_max_restarts_fails_the_jobset_and_ends_the_restart(h: Ha
     ended = restarting(await h.jobset(name))
     assert ended is not None
     assert (ended["status"], ended["reason"], ended["message"]) == ("False", "JobSetFailed", "jobset failed")
+
+
+# -- the Job index by uid, and JobCreationFailed ---------------------------------------------------
+
+
+async def test_a_new_jobset_of_an_old_name_does_not_take_the_old_ones_jobs(h: Harness) -> None:
+    name = "again"
+    await h.create(make_jobset(h.namespace, name, replicatedJobs=[rjob("w", 1)]))
+    (old_job,) = await h.wait_jobs(1, name)
+    await h.fail_job(old_job)
+    await h.api.delete(await h.jobset(name))  # no garbage collector here: the failed Job stays
+    new = await h.create(make_jobset(h.namespace, name, replicatedJobs=[rjob("w", 1)]))
+    new_uid = new["metadata"]["uid"]
+
+    async def refused() -> Object:
+        assert h.flush_events is not None
+        await h.flush_events()
+        found = [
+            e
+            for e in await events_of(h, name)
+            if e["reason"] == "JobCreationFailed" and e["regarding"].get("uid") == new_uid
+        ]
+        assert found, "no JobCreationFailed event on the new JobSet"
+        return found[0]
+
+    event = await eventually(refused, timeout=20, message="JobCreationFailed on the new JobSet")
+    assert (event["type"], event["action"], event["reportingController"]) == (
+        "Warning",
+        "Reconciling",
+        "jobset",
+    )
+    assert event["note"].startswith('job "again-w-0" creation failed with error: ')
+    assert "already exists" in event["note"]
+    # the old JobSet's failed Job is not the new one's: it is not failed by it
+    assert not ((await h.jobset(name)).get("status") or {}).get("conditions")
