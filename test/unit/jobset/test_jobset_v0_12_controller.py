@@ -504,3 +504,14 @@ def test_the_recorder_is_core_v1_at_v0_10_and_events_k8s_io_reconciling_at_v0_12
     V0_10.event_recorder(recorders, "jobset")
     V0_12.event_recorder(recorders, "jobset")
     assert recorders.asked == [("core/v1", "jobset"), ("events.k8s.io/v1", "jobset", "Reconciling")]
+
+
+async def test_a_suspended_jobset_whose_jobs_are_ready_ends_the_restart_as_suspended_only() -> None:
+    names = ("test-jobset-a-0", "test-jobset-b-0", "test-jobset-b-1")
+    jobs = three_jobs(restarts=1, **dict.fromkeys(names, READY))
+    js = after_restart(failurePolicy={"maxRestarts": 1}, suspend=True)
+    client, rec, events = setup(V0_12, js, *jobs)
+    await rec.reconcile(REQ)
+    cond_ = restarting(await get_jobset(client))
+    assert cond_ is not None and cond_["reason"] == "JobSetSuspended"
+    assert "JobsReady" not in [e[1] for e in events.items]  # ready only counts while running
