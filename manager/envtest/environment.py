@@ -178,6 +178,8 @@ class Environment:
     async def start(self) -> None:
         binaries = assets.ensure(assets.FULL if self.full else assets.PLAIN)
         if self.real_node:
+            if os.geteuid() != 0:
+                raise EnvtestError("a real node needs root (containerd, iptables, network namespaces)")
             realnode.ensure_packages()
             assets.ensure(assets.NODE)
             self.node_ip = realnode.host_ip()

@@ -72,7 +72,8 @@ SYSCTLS = (
 CONTAINER_LOGS = Path("/var/log/containers")
 CNI_RESULTS = Path("/var/lib/cni/results")
 HOST_DIRS = (Path("/var/lib/cni/results"), Path("/var/lib/cni"), Path("/var/run/netns"), CONTAINER_LOGS)
-"""Host directories containerd and the kubelet create: removed again (when empty) if they were absent."""
+"""Host directories containerd and the kubelet create: removed again (when empty) if they were
+absent, as are the ``k8s.io`` cgroup parents runc creates."""
 
 _PAUSE_GO = """\
 // The sandbox process of every pod of an envtest real node: waits for SIGTERM or SIGINT.
@@ -464,7 +465,7 @@ class RealNode:
         state = self.state
         state.subnet = pick_subnet(_used_networks())
         state.sysctls = {s: v for s in SYSCTLS if (v := _read_sysctl(s)) is not None}
-        state.absent_dirs = [str(d) for d in HOST_DIRS if not d.exists()]
+        state.absent_dirs = [str(d) for d in (*HOST_DIRS, *_cgroup_parents()) if not d.exists()]
         state.kube_proxy = str(binaries["kube-proxy"])
         pause = pause_binary()
         state.pause_image = pause_image_name(pause)
@@ -549,7 +550,16 @@ class RealNode:
         return cleanup(self.state)
 
 
-def _pids_with(argument: str) -> list[int]:
+def _cgroup_parents() -> list[Path]:
+    """Where runc puts the containers of containerd's ``k8s.io`` namespace (cgroupfs, v1 and the
+    unified mount): ``/sys/fs/cgroup/<controller>/k8s.io``, made on the first container."""
+    root = Path("/sys/fs/cgroup")
+    if not root.is_dir():
+        return []
+    return [d / K8S_NAMESPACE for d in sorted(root.iterdir()) if d.is_dir() and not d.is_symlink()]
+
+
+def pids_with(argument: str) -> list[int]:
     """Processes whose command line contains ``argument`` as one word (their own socket)."""
     found = []
     for entry in Path("/proc").iterdir():
@@ -562,6 +572,28 @@ def _pids_with(argument: str) -> list[int]:
         if argument.encode() in words and int(entry.name) != os.getpid():
             found.append(int(entry.name))
     return found
+
+
+def _revive_containerd(config: Path, sock: str, log: Path) -> subprocess.Popen[bytes] | None:
+    """containerd on the recorded config, once its socket answers (None if it never does)."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            ["containerd", f"--config={config}", "--log-level=warn"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        check = subprocess.run(
+            ["ctr", "--address", sock, "version"], capture_output=True, check=False, timeout=10
+        )
+        if check.returncode == 0:
+            return proc
+        time.sleep(0.2)
+    stop_pid(proc.pid, timeout=10, popen=proc)
+    return None
 
 
 def _stop_recorded(proc: Mapping[str, Any], timeout: float) -> None:
@@ -593,6 +625,13 @@ def cleanup(state: NodeState, *, timeout: float = 20.0) -> list[str]:
     netns: list[str] = []
     containerd = by_name.get("containerd")
     containerd_up = containerd is not None and pid_alive(int(containerd["pid"])) and Path(sock).exists()
+    revived: subprocess.Popen[bytes] | None = None
+    config = Path(state.dir) / "containerd" / "config.toml"
+    if not containerd_up and containerd is not None and config.is_file() and shutil.which("containerd"):
+        # containerd died (a hard kill) but its shims and the pods' processes may not have: it
+        # is started again on its own state, only to kill and delete them.
+        revived = _revive_containerd(config, sock, Path(state.dir) / "containerd" / "cleanup.log")
+        containerd_up = revived is not None
     if containerd_up:
 
         def tasks() -> None:
@@ -621,9 +660,11 @@ def cleanup(state: NodeState, *, timeout: float = 20.0) -> list[str]:
     # 3. containerd, then any shim of its socket still alive.
     if containerd is not None:
         step("stopping containerd", lambda: _stop_recorded(containerd, timeout))
+    if revived is not None:
+        step("stopping the revived containerd", lambda: stop_pid(revived.pid, timeout=timeout, popen=revived))
 
     def shims() -> None:
-        for pid in _pids_with(sock):
+        for pid in pids_with(sock):
             stop_pid(pid, timeout=5)
 
     step("stopping containerd's shims", shims)
@@ -726,8 +767,8 @@ def leaks(state: NodeState) -> list[str]:
     for proc in state.processes:
         if pid_alive(int(proc["pid"])) and pid_executable(int(proc["pid"])) == proc.get("exe"):
             found.append(f"process {proc['name']} ({proc['pid']})")
-    if _pids_with(state.socket):
-        found.append(f"processes of {state.socket}: {_pids_with(state.socket)}")
+    if pids_with(state.socket):
+        found.append(f"processes of {state.socket}: {pids_with(state.socket)}")
     if Path(f"/sys/class/net/{state.bridge}").exists():
         found.append(f"link {state.bridge}")
     for family in ("iptables", "ip6tables"):
@@ -746,6 +787,7 @@ def leaks(state: NodeState) -> list[str]:
     for name, value in state.sysctls.items():
         if _read_sysctl(name) != value:
             found.append(f"sysctl {name}={_read_sysctl(name)} (was {value})")
+    found += [f"{d} (absent before)" for d in state.absent_dirs if Path(d).exists()]
     return found
 
 

@@ -17,6 +17,8 @@ yet; ``make test-realnode`` runs it. Figures are printed (``-s``).
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 import time
 import uuid
@@ -228,10 +230,11 @@ async def test_a_failed_start_leaves_nothing_either(
     await environment.stop()
 
 
-async def test_up_real_node_and_down_from_the_shell_leave_nothing(
+async def test_up_real_node_then_a_hard_kill_then_down_from_the_shell_leave_nothing(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """``python -m manager.envtest up --real-node`` (detached), a pod running there, then ``down``."""
+    """``python -m manager.envtest up --real-node`` (detached), a pod running there, containerd,
+    the kubelet and kube-proxy SIGKILLed, then ``down``."""
     directory = tmp_path_factory.mktemp("realnode-cli") / "c"
     up = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "manager.envtest", "up", "--dir", str(directory), "--real-node", "--nodes", "1",
@@ -267,6 +270,12 @@ async def test_up_real_node_and_down_from_the_shell_leave_nothing(
             assert status == 200 and body["status"].get("phase") == "Running", body.get("status")
 
         await eventually(running, timeout=120, message="the pod never ran on the real node")
+        # A hard kill of the node's daemons (as when the process that started them dies): the
+        # pod's shim and processes outlive containerd, and down must still remove them.
+        shims = realnode.pids_with(state.socket)
+        assert shims, "no shim of the node's containerd runs the pod"
+        for proc in state.processes:
+            os.kill(int(proc["pid"]), signal.SIGKILL)
     finally:
         down = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "manager.envtest", "down", "--dir", str(directory),
