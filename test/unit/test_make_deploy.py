@@ -105,3 +105,27 @@ def test_make_undeploy_deletes_the_runtimes_while_the_manager_runs_then_the_rest
     assert first[:2] == second[:2] == ["delete", "--ignore-not-found"]
     assert {d["kind"] for d in runtimes} == {"ClusterTrainingRuntime"}
     assert "Deployment" in {d["kind"] for d in manager}
+
+
+def test_make_deploy_applies_a_deploy_patch_on_top_and_nothing_else_changes(tmp_path: Path) -> None:
+    patch = ROOT / "test" / "e2e" / "realnode" / "deploy-patch.yaml"
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "patched").mkdir()
+    plain = _make("deploy", tmp_path / "plain", "IMG=trainer:v1")
+    patched = _make("deploy", tmp_path / "patched", "IMG=trainer:v1", f"DEPLOY_PATCH={patch}")
+
+    def deployment(calls: list[tuple[list[str], list[dict]]]) -> dict:
+        (found,) = [d for d in calls[0][1] if d["kind"] == "Deployment"]
+        return found
+
+    spec = deployment(patched)["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"envtest/real-node": "true"}
+    assert spec["tolerations"] == [
+        {"key": "envtest/real-node", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    ]
+    for key in ("nodeSelector", "tolerations"):
+        del spec[key]
+    assert deployment(patched) == deployment(plain)
+    assert [d for d in patched[0][1] if d["kind"] != "Deployment"] == [
+        d for d in plain[0][1] if d["kind"] != "Deployment"
+    ]
