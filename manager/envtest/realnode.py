@@ -410,6 +410,17 @@ def pause_image_name(binary: Path) -> str:
 
 # -- the node -----------------------------------------------------------------------------------
 
+_SOCKET_MAX = 100  # sun_path holds 108 bytes; containerd adds ".ttrpc"
+
+
+def _socket_path(preferred: Path, suffix: str) -> str:
+    """containerd's socket in the node's directory, or in /run when that path is too long for a
+    unix socket (removed by cleanup there)."""
+    if len(str(preferred)) + len(".ttrpc") <= _SOCKET_MAX:
+        return str(preferred)
+    return f"/run/envtest-{suffix}-containerd.sock"
+
+
 Spawn = Callable[[str, list[str]], Process]
 
 
@@ -426,7 +437,7 @@ class RealNode:
             subnet="",
             bridge=f"envtest{suffix}",  # at most 15 characters
             network=f"envtest-{suffix}",
-            socket=str(directory / "containerd" / "containerd.sock"),
+            socket=_socket_path(directory / "containerd" / "containerd.sock", suffix),
             pause_image="",
         )
         self.processes: list[Process] = []
@@ -727,6 +738,9 @@ def cleanup(state: NodeState, *, timeout: float = 20.0) -> list[str]:
                 Path(directory).rmdir()  # only when empty
 
     step("removing the host directories it created", host_dirs)
+    if not sock.startswith(state.dir.rstrip("/") + "/"):
+        for path in (sock, f"{sock}.ttrpc"):
+            step(f"removing {path}", lambda p=path: Path(p).unlink(missing_ok=True))  # type: ignore[misc]
     for name, value in state.sysctls.items():
         if _read_sysctl(name) != value:
             step(f"restoring {name}", lambda n=name, v=value: _write_sysctl(n, v))  # type: ignore[misc]
@@ -788,6 +802,7 @@ def leaks(state: NodeState) -> list[str]:
         if _read_sysctl(name) != value:
             found.append(f"sysctl {name}={_read_sysctl(name)} (was {value})")
     found += [f"{d} (absent before)" for d in state.absent_dirs if Path(d).exists()]
+    found += [f"socket {p}" for p in (state.socket, f"{state.socket}.ttrpc") if Path(p).exists()]
     return found
 
 

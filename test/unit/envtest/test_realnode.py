@@ -7,6 +7,7 @@ import io
 import json
 import random
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +189,10 @@ def test_layer_paths_must_stay_inside_the_image() -> None:
         ociimage.image_archive("a/b:1", {"/etc/x": ociimage.File(b"")}, entrypoint=["/x"])
     with pytest.raises(ValueError, match="relative"):
         ociimage.image_archive("a/b:1", {"../x": ociimage.File(b"")}, entrypoint=["/x"])
+
+
+def test_containerd_socket_moves_to_run_when_the_directory_is_too_deep() -> None:
+    short = realnode.RealNode(Path("/work/env/real-node"), "n", "192.0.2.2")
+    assert short.state.socket == "/work/env/real-node/containerd/containerd.sock"
+    deep = realnode.RealNode(Path("/work/" + "d" * 90), "n", "192.0.2.2")
+    assert deep.state.socket.startswith("/run/envtest-") and len(deep.state.socket) < 100
