@@ -738,9 +738,8 @@ def cleanup(state: NodeState, *, timeout: float = 20.0) -> list[str]:
                 Path(directory).rmdir()  # only when empty
 
     step("removing the host directories it created", host_dirs)
-    if not sock.startswith(state.dir.rstrip("/") + "/"):
-        for path in (sock, f"{sock}.ttrpc"):
-            step(f"removing {path}", lambda p=path: Path(p).unlink(missing_ok=True))  # type: ignore[misc]
+    for path in (sock, f"{sock}.ttrpc"):  # left by a containerd that was killed, or in /run
+        step(f"removing {path}", lambda p=path: Path(p).unlink(missing_ok=True))  # type: ignore[misc]
     for name, value in state.sysctls.items():
         if _read_sysctl(name) != value:
             step(f"restoring {name}", lambda n=name, v=value: _write_sysctl(n, v))  # type: ignore[misc]
