@@ -80,7 +80,9 @@ class SetupContext:
     async def runtimes(self) -> dict[str, Runtime]:
         """The controllers' runtimes, built once; their field indexes are registered on the cache."""
         if self._runtimes is None:
-            self._runtimes = await new_runtimes(self.reader(), self.manager.cache, level=self.level)
+            self._runtimes = await new_runtimes(
+                self.reader(), self.manager.cache, level=self.level, writer=self.manager.client
+            )
         return self._runtimes
 
     async def admission_runtimes(self) -> dict[str, Runtime]:

@@ -284,7 +284,7 @@ async def new_runtimes(
         await _register_trainjob_indexes(indexer)
     try:
         framework = await Framework.new(
-            reader, new_registry() if registry is None else registry, indexer, index_names, level
+            reader, new_registry(level) if registry is None else registry, indexer, index_names, level
         )
     except RuntimeFailure as failure:
         raise RuntimeFailure(f'initializing runtime "{TRAINING_RUNTIME_KEY}": {failure.message}') from failure

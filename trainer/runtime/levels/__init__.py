@@ -166,6 +166,19 @@ class RuntimeLevel(Protocol):
         """MPI plugin: the modes of the SSH key Secret volume (None: none set)."""
         ...
 
+    @property
+    def ml_policy_plugins(self) -> tuple[str, ...]:
+        """The built-in ML-policy plugins only this level registers, by registry name (v2.3:
+        ``JAX``, ``XGBoost``); ``plugins/__init__.py`` runs them after Torch."""
+        ...
+
+    @property
+    def plainml_skips(self) -> tuple[str, ...]:
+        """PlainML plugin: the ML policies besides ``torch`` and ``mpi`` (``mlPolicy`` field
+        names) whose runtimes it leaves alone (v2.3: ``jax``; an ``xgboost`` runtime is still
+        PlainML's)."""
+        ...
+
     # -- admission ------------------------------------------------------------------------
 
     @property

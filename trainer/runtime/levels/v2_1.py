@@ -227,6 +227,10 @@ class V2_1Runtime:
     runtime_finalizer = KEEP_WHILE_REFERENCED
     """Added while TrainJobs reference the runtime (``v2_1_finalizer.py``)."""
     mpi_ssh_auth_modes: MPISSHAuthModes | None = None
+    ml_policy_plugins: tuple[str, ...] = ()
+    """No ML-policy plugins beyond the shared ones."""
+    plainml_skips: tuple[str, ...] = ()
+    """PlainML leaves only torch and mpi runtimes alone."""
     """The SSH key files get the kubelet's default mode."""
 
     def reconciles(self, trainjob: Json) -> bool:

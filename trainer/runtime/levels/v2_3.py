@@ -132,6 +132,10 @@ class V2_3Runtime:
     """``resource-in-use`` only removed, no TrainJob watchers (``v2_3_finalizer.py``)."""
     mpi_ssh_auth_modes: MPISSHAuthModes | None = MPI_SSH_AUTH_MODES
     """v2.3.0's ``MPISSHAuthDefaultMode``, ``MPISSHPrivateKeyFileMode``, ``MPISSHPublicKeyFileMode``."""
+    ml_policy_plugins: tuple[str, ...] = ("JAX", "XGBoost")
+    """v2.3.0's ``jax`` and ``xgboost`` plugins (``plugins/jax.py``, ``plugins/xgboost.py``)."""
+    plainml_skips: tuple[str, ...] = ("jax",)
+    """v2.3.0's PlainML also skips JAX runtimes (not XGBoost ones: it sets their count and env)."""
 
     def reconciles(self, trainjob: Json) -> bool:
         """Only TrainJobs the Trainer's own controller manages (v2.3.0's early return; v2.1.0

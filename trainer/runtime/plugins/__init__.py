@@ -2,7 +2,7 @@
 
 Upstream keeps plugins in a Go map, so their order inside an extension point changes per
 process start. We fix it to the order upstream's ``NewRegistry`` lists them: CoScheduling,
-Volcano, MPI, PlainML, Torch, JobSet. That order decides the order objects are returned (and
+Volcano, MPI, PlainML, Torch, JobSet (then, at v2.3, JAX and XGBoost). That order decides the order objects are returned (and
 applied: PodGroups before the MPI Secret/ConfigMap before the JobSet whose pods need them) and
 the order of aggregated validation errors.
 """
@@ -12,24 +12,38 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainer import features
+from trainer.runtime.levels import RuntimeLevel
+from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.plugins import external
 from trainer.runtime.plugins.base import Plugin, PluginContext
 from trainer.runtime.plugins.coscheduling import CoScheduling
+from trainer.runtime.plugins.jax import JAX
 from trainer.runtime.plugins.jobset import JobSet
 from trainer.runtime.plugins.mpi import MPI
 from trainer.runtime.plugins.plainml import PlainML
 from trainer.runtime.plugins.torch import Torch
 from trainer.runtime.plugins.trainjobstatus import TrainJobStatus
 from trainer.runtime.plugins.volcano import Volcano
+from trainer.runtime.plugins.xgboost import XGBoost
 
-__all__ = ["BUILTIN", "PluginFactory", "Registry", "new_registry"]
+__all__ = ["BUILTIN", "LEVEL_PLUGINS", "PluginFactory", "Registry", "new_registry"]
 
 PluginFactory = Callable[[PluginContext], Plugin]
 Registry = dict[str, PluginFactory]
 
 
-def new_registry() -> Registry:
+LEVEL_PLUGINS: dict[str, PluginFactory] = {
+    JAX.name: JAX,
+    XGBoost.name: XGBoost,
+}
+"""The built-in plugins a level registers only when it names them (``RuntimeLevel.ml_policy_plugins``)."""
+
+
+def new_registry(level: RuntimeLevel = V2_1) -> Registry:
     """Every plugin by its registry name; dict order is run order.
+
+    The ML-policy plugins ``level`` names (v2.3: JAX, XGBoost) follow Torch: after PlainML, so
+    an XGBoost container gets the TrainJob's env before the ``DMLC_*`` ones.
 
     With the TrainJobStatus gate on, its plugin runs before JobSet, so the ConfigMap its pods
     mount is applied before the JobSet.
@@ -38,9 +52,11 @@ def new_registry() -> Registry:
         CoScheduling.name: CoScheduling,
         Volcano.name: Volcano,
         MPI.name: MPI,
-        PlainML.name: lambda _context: PlainML(),
+        PlainML.name: PlainML,
         Torch.name: Torch,
     }
+    for name in level.ml_policy_plugins:
+        registry[name] = LEVEL_PLUGINS[name]
     if features.enabled(features.TrainJobStatus):
         registry[TrainJobStatus.name] = TrainJobStatus
     # third-party plugins the Configuration enables (runtimePlugins), in its order (external.py)

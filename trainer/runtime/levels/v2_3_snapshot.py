@@ -1,0 +1,216 @@
+"""Level v2.3's runtime snapshot (Trainer v2.3.0; docs/behaviour/trainer.md §12.9).
+
+Why: a TrainJob keeps the runtime it was first built from. On the first reconcile the runtime is
+read as before and a copy of it is server-side applied as the ConfigMap
+``<trainjob>-runtime-snapshot`` (data key ``runtime``: the runtime as YAML), controlled by the
+TrainJob, so the garbage collector removes it with the TrainJob; every later reconcile builds
+from that copy, so an edited or deleted runtime no longer reaches the TrainJob's JobSet. A
+snapshot not controlled by this TrainJob, without the key, that does not decode or that names
+another runtime fails the reconcile with upstream's words.
+
+The YAML is what ``sigs.k8s.io/yaml.Marshal`` of the Go manager's typed runtime writes: the
+runtime as the cache holds it (apiVersion, kind, the whole metadata), with the fields Go's
+``json.Marshal`` writes even when empty (``trainer.api.gocodec``), keys sorted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import yaml
+
+from manager.client.errors import NotFound, RequestError
+from manager.client.interfaces import Reader
+from manager.meta.object import Json, json_copy
+from trainer.api import gocodec
+from trainer.api import trainer_constants as tc
+from trainer.api.trainer_v1alpha1 import TrainJob
+from trainer.runtime.errors import RuntimeFailure
+from trainer.runtime.objects import CONFIGMAP_GVK
+
+__all__ = [
+    "RUNTIME_DATA_KEY",
+    "RUNTIME_SNAPSHOT_SUFFIX",
+    "SNAPSHOT_FIRST",
+    "SnapshotFirst",
+    "decode_snapshot",
+    "encode_runtime",
+    "snapshot_configmap",
+    "snapshot_name",
+]
+
+RUNTIME_SNAPSHOT_SUFFIX = "-runtime-snapshot"
+RUNTIME_DATA_KEY = "runtime"
+_INVALID = "invalid runtime snapshot: "
+
+
+def snapshot_name(trainjob: TrainJob) -> str:
+    return ((trainjob.metadata.name if trainjob.metadata else None) or "") + RUNTIME_SNAPSHOT_SUFFIX
+
+
+def _go_document(runtime: Json) -> Json:
+    """``runtime`` as ``json.Marshal`` of the Go struct writes it (a copy; unknown fields kept)."""
+    doc = json_copy(runtime)
+    kind = doc.get("kind") or tc.TrainingRuntimeKind
+    if (tc.API_VERSION, kind) in gocodec.ROOTS:
+        try:
+            gocodec.codec_for(tc.API_VERSION, kind).encode(doc)
+        except (KeyError, TypeError, ValueError):
+            doc = json_copy(runtime)  # an object the struct cannot hold: as it was read
+    return doc
+
+
+def encode_runtime(runtime: Json) -> str:
+    """The snapshot's ``runtime`` value: the runtime's Go document as YAML, keys sorted."""
+    text: str = yaml.safe_dump(
+        _go_document(runtime), sort_keys=True, default_flow_style=False, allow_unicode=True, width=1 << 30
+    )
+    return text
+
+
+def snapshot_configmap(trainjob: TrainJob, runtime: Json) -> Json:
+    """The apply configuration of the snapshot of ``runtime`` for ``trainjob``."""
+    meta = trainjob.metadata
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": snapshot_name(trainjob),
+            "namespace": (meta.namespace if meta else None) or "",
+            "ownerReferences": [
+                {
+                    "apiVersion": tc.API_VERSION,
+                    "kind": tc.TrainJobKind,
+                    "name": (meta.name if meta else None) or "",
+                    "uid": (meta.uid if meta else None) or "",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "data": {RUNTIME_DATA_KEY: encode_runtime(runtime)},
+    }
+
+
+def _yaml_error(err: yaml.YAMLError) -> str:
+    """PyYAML's complaint in the words of ``sigs.k8s.io/yaml`` (line numbers 1-based)."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err)
+    line = f"line {mark.line + 1}: " if mark is not None else ""
+    return f"error converting YAML to JSON: yaml: {line}{problem}"
+
+
+def decode_snapshot(trainjob: TrainJob, configmap: Json) -> Json:
+    """The runtime document of a snapshot ConfigMap, checked as upstream's ``getRuntimeSnapshot``
+    checks it; RuntimeFailure with its words otherwise (without the caller's prefix)."""
+    uid = (trainjob.metadata.uid if trainjob.metadata else None) or ""
+    owner = next(
+        (
+            ref
+            for ref in (configmap.get("metadata") or {}).get("ownerReferences") or []
+            if ref.get("controller")
+        ),
+        None,
+    )
+    if owner is None or owner.get("uid") != uid:
+        raise RuntimeFailure(_INVALID + "a snapshot configmap exists but is owned by another object")
+    data = configmap.get("data") or {}
+    if RUNTIME_DATA_KEY not in data:
+        raise RuntimeFailure(_INVALID + f'snapshot ConfigMap missing "{RUNTIME_DATA_KEY}" data key')
+    try:
+        doc = yaml.safe_load(data[RUNTIME_DATA_KEY])
+    except yaml.YAMLError as err:
+        raise RuntimeFailure(_INVALID + "unable to unmarshal the snapshot: " + _yaml_error(err)) from err
+    if doc is None:
+        doc = {}
+    kind_text = doc.get("kind") if isinstance(doc, dict) else None
+    codec = gocodec.codec_for(
+        tc.API_VERSION, kind_text if kind_text == tc.ClusterTrainingRuntimeKind else tc.TrainingRuntimeKind
+    )
+    try:
+        if not isinstance(doc, dict):
+            raise gocodec.GoDecodeError(
+                f"json: cannot unmarshal {_json_kind_word(doc)} into Go value of type v1alpha1.{codec.kind}"
+            )
+        check = dict(doc)
+        check.pop("apiVersion", None)
+        check.pop("kind", None)
+        codec.check(check)
+    except gocodec.GoDecodeError as err:
+        raise RuntimeFailure(
+            _INVALID
+            + f"unable to unmarshal the snapshot: error unmarshaling JSON: while decoding JSON: {err}"
+        ) from err
+    _check_ref(trainjob, doc)
+    return doc
+
+
+def _json_kind_word(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _check_ref(trainjob: TrainJob, doc: Json) -> None:
+    ref = trainjob.spec.runtime_ref if trainjob.spec else None
+    want_name = ref.name if ref else ""
+    want_group = ref.api_group if ref else None
+    want_kind = ref.kind if ref else None
+    api_version = str(doc.get("apiVersion") or "")
+    group = api_version.rpartition("/")[0] if "/" in api_version else ""
+    kind = str(doc.get("kind") or "")
+    name = str((doc.get("metadata") or {}).get("name") or "")
+    if (want_kind and kind != want_kind) or (want_group and group != want_group) or name != want_name:
+        raise RuntimeFailure(
+            _INVALID + "the snapshot refers to the wrong runtime: expecting a runtime with name, api group "
+            "and kind of "
+            f'"{want_name}", "{want_group or "<any>"}", "{want_kind or "<any>"}" but found runtime with '
+            f'name, api group and kind of "{name}", "{group}", "{kind}"'
+        )
+
+
+class SnapshotFirst:
+    """``RuntimeSource`` of v2.3: the TrainJob's snapshot, else the live runtime, snapshotted
+    (through ``client``; without one -- runtimes built only to be looked at -- nothing is
+    written)."""
+
+    async def obtain(
+        self,
+        client: Any,
+        reader: Reader,
+        trainjob: TrainJob,
+        live: Callable[[], Awaitable[Json]],
+        snapshot_error: str,
+    ) -> Json:
+        namespace = (trainjob.metadata.namespace if trainjob.metadata else None) or ""
+        try:
+            configmap = await reader.get(CONFIGMAP_GVK, snapshot_name(trainjob), namespace)
+        except NotFound:
+            runtime = await live()
+            if client is None:  # runtimes that build without writing (the webhooks' never build)
+                return runtime
+            try:
+                await client.apply(
+                    snapshot_configmap(trainjob, runtime), field_owner=tc.FieldManager, force=True
+                )
+            except RequestError as err:
+                raise RuntimeFailure(
+                    f"creating runtime snapshot: applying runtime snapshot ConfigMap: {err}"
+                ) from err
+            return runtime
+        except RequestError as err:
+            raise RuntimeFailure(f"{snapshot_error}: {err}") from err
+        try:
+            return decode_snapshot(trainjob, configmap)
+        except RuntimeFailure as failure:
+            raise RuntimeFailure(f"{snapshot_error}: {failure.message}") from failure
+
+
+SNAPSHOT_FIRST = SnapshotFirst()
