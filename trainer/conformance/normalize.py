@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import yaml
+
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 GENERATED = re.compile(r"^(?P<base>.+)-[bcdfghjklmnpqrstvwxz2456789]{5}$")
@@ -57,6 +59,8 @@ KUBE_COMPONENTS = {
     "garbage-collector-controller",
     "namespace-controller",
 }
+RUNTIME_SNAPSHOT_SUFFIX = "-runtime-snapshot"
+"""Trainer v2.3.0's runtime snapshot ConfigMaps: their ``runtime`` data key is a YAML document."""
 KEY_MATERIAL = re.compile(r"ssh|rsa|ecdsa|ed25519|authorized_keys|private|tls\.key|tls\.crt|ca\.crt")
 
 
@@ -137,6 +141,23 @@ class Normaliser:
                 data[key] = "<key material>"
         return {**secret, "data": data}
 
+    def _configmap(self, configmap: dict[str, Any]) -> dict[str, Any]:
+        """A runtime snapshot's ``runtime`` compared as the document it is: parsed, with the
+        runtime's volatile metadata dropped as any object's (the YAML's layout and quoting are
+        the encoder's, not behaviour). Data that does not parse is compared as text."""
+        data = configmap.get("data") or {}
+        if not configmap["metadata"]["name"].endswith(RUNTIME_SNAPSHOT_SUFFIX) or not isinstance(
+            data.get("runtime"), str
+        ):
+            return configmap
+        try:
+            doc = yaml.safe_load(data["runtime"])
+        except yaml.YAMLError:
+            return configmap
+        if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
+            doc = {**doc, "metadata": self._metadata(doc["metadata"])}
+        return {**configmap, "data": {**data, "runtime": doc}}
+
     def objects(self, kind: str, items: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         items = list(items)
         if kind == "Pod":
@@ -160,6 +181,8 @@ class Normaliser:
                 obj = self._service(obj)
             elif kind == "Secret":
                 obj = self._secret(obj)
+            elif kind == "ConfigMap":
+                obj = self._configmap(obj)
             obj = self.strings(obj)
             base = f"{kind}/{obj['metadata']['name']}"
             key, n = base, 1
