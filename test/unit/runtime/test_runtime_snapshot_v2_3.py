@@ -1,5 +1,5 @@
 """The runtime snapshot at level v2.3 (Trainer v2.3.0 ``pkg/runtime/core/snapshot.go``;
-docs/behaviour/trainer.md §12.9): the first build of a TrainJob applies its runtime as the
+docs/behaviour/trainer.md §12.10): the first build of a TrainJob applies its runtime as the
 ConfigMap ``<trainjob>-runtime-snapshot`` and every later build reads the runtime from it, so an
 edit of the runtime no longer reaches the TrainJob. Level v2.1 reads the live runtime every time."""
 

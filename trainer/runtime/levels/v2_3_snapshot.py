@@ -1,4 +1,4 @@
-"""Level v2.3's runtime snapshot (Trainer v2.3.0; docs/behaviour/trainer.md §12.9).
+"""Level v2.3's runtime snapshot (Trainer v2.3.0; docs/behaviour/trainer.md §12.10).
 
 Why: a TrainJob keeps the runtime it was first built from. On the first reconcile the runtime is
 read as before and a copy of it is server-side applied as the ConfigMap
