@@ -124,19 +124,30 @@ class _BaseRuntime(abc.ABC):
     """The field a failed lookup is reported on at admission."""
     lookup_error_detail: str
     """The admission error's detail, ``{err}`` the read error."""
+    snapshot_error: str
+    """The reconcile error's prefix for a runtime snapshot that cannot be read or is invalid."""
 
-    def __init__(self, framework: Framework, reader: Reader, level: RuntimeLevel = V2_1) -> None:
+    def __init__(
+        self, framework: Framework, reader: Reader, level: RuntimeLevel = V2_1, writer: Any = None
+    ) -> None:
         self.framework = framework
         self._reader = reader
         self.level = level
+        self._writer = writer
+        """What the level's runtime source writes through (the v2.3 snapshot); None: nothing."""
 
     @abc.abstractmethod
     def _key(self, trainjob: TrainJob) -> ObjectKey:
         """Where this kind of runtime lives for ``trainjob``."""
 
-    async def _fetch(self, trainjob: TrainJob) -> TrainingRuntime | ClusterTrainingRuntime:
+    async def _read(self, trainjob: TrainJob) -> Json:
         key = self._key(trainjob)
-        obj = await self._reader.get(self.gvk, key.name, key.namespace)
+        return await self._reader.get(self.gvk, key.name, key.namespace)
+
+    async def _fetch(self, trainjob: TrainJob) -> TrainingRuntime | ClusterTrainingRuntime:
+        return self._model(trainjob, await self._read(trainjob))
+
+    def _model(self, trainjob: TrainJob, obj: Json) -> TrainingRuntime | ClusterTrainingRuntime:
         try:
             return self.kind_model.from_dict(obj)
         except (ValidationError, ValueError) as err:
@@ -169,16 +180,25 @@ class _BaseRuntime(abc.ABC):
             raise RuntimeFailure(
                 "invalid TrainJob: spec is required", [FieldError.invalid("spec", None, "Required")]
             )
-        try:
-            runtime = await self._fetch(tj)
-        except RequestError as err:
-            raise RuntimeFailure(self._not_found(err)) from err
+        runtime = self._model(
+            tj,
+            await self.level.runtime_source.obtain(
+                self._writer, self._reader, tj, lambda: self._read_or_fail(tj), self.snapshot_error
+            ),
+        )
         spec = runtime.spec
         template = spec.template if spec is not None and spec.template is not None else JobSetTemplateSpec()
         info = self.runtime_info(
             tj, template, spec.ml_policy if spec else None, spec.pod_group_policy if spec else None
         )
         return await self.framework.run_component_builder_plugins(info, tj)
+
+    async def _read_or_fail(self, trainjob: TrainJob) -> Json:
+        """The runtime as it is now; a failed read is the kind's "not found" failure."""
+        try:
+            return await self._read(trainjob)
+        except RequestError as err:
+            raise RuntimeFailure(self._not_found(err)) from err
 
     async def trainjob_status(self, trainjob: Mapping[str, Any]) -> Json | None:
         return await self.framework.run_trainjob_status_plugin(load_trainjob(trainjob))
@@ -237,6 +257,7 @@ class TrainingRuntimeRuntime(_BaseRuntime):
     not_found_message = "TrainingRuntime specified in TrainJob is not found: {err}"
     lookup_error_path = "spec.runtimeRef"
     lookup_error_detail = "{err}: specified trainingRuntime must be created before the TrainJob is created"
+    snapshot_error = "unable to get runtime snapshot"
 
     def _key(self, trainjob: TrainJob) -> ObjectKey:
         namespace = (trainjob.metadata.namespace if trainjob.metadata else None) or ""
@@ -254,6 +275,7 @@ class ClusterTrainingRuntimeRuntime(_BaseRuntime):
     lookup_error_detail = (
         "{err}: specified clusterTrainingRuntime must be created before the TrainJob is created"
     )
+    snapshot_error = "getting runtime snapshot"
 
     def _key(self, trainjob: TrainJob) -> ObjectKey:
         return ObjectKey("", trainjob.spec.runtime_ref.name if trainjob.spec else "")
@@ -276,10 +298,12 @@ async def new_runtimes(
     registry: Registry | None = None,
     index_names: IndexNames | None = None,
     level: RuntimeLevel = V2_1,
+    writer: Any = None,
 ) -> dict[str, Runtime]:
     """Both runtimes by GroupKind key; registers the TrainJob indexes, then the framework's, on
     ``indexer`` (None: none, the cache already has them; see ``Framework.new``). ``level``: how
-    a TrainJob customises its runtime (trainer/runtime/levels)."""
+    a TrainJob customises its runtime (trainer/runtime/levels); ``writer``: the client the
+    level's runtime source writes through (v2.3's snapshot ConfigMap)."""
     if indexer is not None:
         await _register_trainjob_indexes(indexer)
     try:
@@ -289,8 +313,8 @@ async def new_runtimes(
     except RuntimeFailure as failure:
         raise RuntimeFailure(f'initializing runtime "{TRAINING_RUNTIME_KEY}": {failure.message}') from failure
     return {
-        TRAINING_RUNTIME_KEY: TrainingRuntimeRuntime(framework, reader, level),
-        CLUSTER_TRAINING_RUNTIME_KEY: ClusterTrainingRuntimeRuntime(framework, reader, level),
+        TRAINING_RUNTIME_KEY: TrainingRuntimeRuntime(framework, reader, level, writer),
+        CLUSTER_TRAINING_RUNTIME_KEY: ClusterTrainingRuntimeRuntime(framework, reader, level, writer),
     }
 
 

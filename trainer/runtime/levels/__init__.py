@@ -34,6 +34,7 @@ __all__ = [
     "Recorders",
     "RuntimeFinalizer",
     "RuntimeLevel",
+    "RuntimeSource",
     "StatusWrite",
     "TrainJobDeadline",
 ]
@@ -103,6 +104,25 @@ class RuntimeFinalizer(Protocol):
         ...
 
 
+class RuntimeSource(Protocol):
+    """How the runtime a TrainJob is built from is obtained (v2.1: the live runtime; v2.3: the
+    TrainJob's snapshot ConfigMap first, ``v2_3_snapshot.py``)."""
+
+    async def obtain(
+        self,
+        client: Any,
+        reader: Reader,
+        trainjob: TrainJob,
+        live: Callable[[], Awaitable[Json]],
+        snapshot_error: str,
+    ) -> Json:
+        """The runtime document for ``trainjob``: ``live`` reads the runtime it names (raising
+        what the caller reports as a missing runtime); what else is read goes through
+        ``reader``, what is written through ``client``. A snapshot that cannot be read or is
+        invalid is a ``RuntimeFailure`` prefixed ``snapshot_error`` (the runtime kind's words)."""
+        ...
+
+
 @dataclass(frozen=True)
 class MPISSHAuthModes:
     """The file modes of the MPI plugin's SSH key Secret volume (v2.3: set; v2.1: the kubelet's
@@ -150,6 +170,11 @@ class RuntimeLevel(Protocol):
 
     def trainjob_event_recorder(self, recorders: Recorders, component: str) -> Recorder:
         """The TrainJob controller's event recorder, named ``component``."""
+        ...
+
+    @property
+    def runtime_source(self) -> RuntimeSource:
+        """How the TrainJob reconciler gets the runtime a TrainJob is built from."""
         ...
 
     # -- the runtime reconcilers ----------------------------------------------------------

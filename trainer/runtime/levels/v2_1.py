@@ -14,7 +14,7 @@ for MPI.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from manager.client.interfaces import Reader
@@ -31,6 +31,7 @@ from trainer.runtime.levels.active_jobs import refuse_while_jobs_are_active
 from trainer.runtime.levels.v2_1_finalizer import KEEP_WHILE_REFERENCED
 
 __all__ = [
+    "LIVE_RUNTIME",
     "NO_DEADLINE",
     "PUT_STATUS",
     "V2_1",
@@ -217,6 +218,23 @@ def validate_override_targets(new: TrainJob, containers_by_job: Mapping[str, set
     return errors
 
 
+class LiveRuntime:
+    """``RuntimeSource`` of v2.1: the runtime as it is now (v2.1.0 keeps no snapshot)."""
+
+    async def obtain(
+        self,
+        client: Any,
+        reader: Reader,
+        trainjob: TrainJob,
+        live: Callable[[], Awaitable[Json]],
+        snapshot_error: str,
+    ) -> Json:
+        return await live()
+
+
+LIVE_RUNTIME = LiveRuntime()
+
+
 class V2_1Runtime:
     """``RuntimeLevel`` of v2.1."""
 
@@ -226,6 +244,8 @@ class V2_1Runtime:
     trainjob_defaulter: str | None = None
     runtime_finalizer = KEEP_WHILE_REFERENCED
     """Added while TrainJobs reference the runtime (``v2_1_finalizer.py``)."""
+    runtime_source = LIVE_RUNTIME
+    """Every reconcile reads the runtime as it is now."""
     mpi_ssh_auth_modes: MPISSHAuthModes | None = None
     ml_policy_plugins: tuple[str, ...] = ()
     """No ML-policy plugins beyond the shared ones."""

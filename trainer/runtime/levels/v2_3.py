@@ -33,6 +33,7 @@ from trainer.runtime.levels.v2_3_admission import (
 from trainer.runtime.levels.v2_3_deadline import ACTIVE_DEADLINE
 from trainer.runtime.levels.v2_3_finalizer import REMOVE_ONLY
 from trainer.runtime.levels.v2_3_patch import marshal_spec_patch
+from trainer.runtime.levels.v2_3_snapshot import SNAPSHOT_FIRST
 from trainer.runtime.levels.v2_3_status import MERGE_PATCH_STATUS
 
 __all__ = [
@@ -130,6 +131,8 @@ class V2_3Runtime:
     stamps ``runtimePatches[].time``)."""
     runtime_finalizer = REMOVE_ONLY
     """``resource-in-use`` only removed, no TrainJob watchers (``v2_3_finalizer.py``)."""
+    runtime_source = SNAPSHOT_FIRST
+    """The TrainJob's ``<name>-runtime-snapshot`` ConfigMap first (``v2_3_snapshot.py``)."""
     mpi_ssh_auth_modes: MPISSHAuthModes | None = MPI_SSH_AUTH_MODES
     """v2.3.0's ``MPISSHAuthDefaultMode``, ``MPISSHPrivateKeyFileMode``, ``MPISSHPublicKeyFileMode``."""
     ml_policy_plugins: tuple[str, ...] = ("JAX", "XGBoost")
