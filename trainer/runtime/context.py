@@ -81,7 +81,10 @@ class SetupContext:
         """The controllers' runtimes, built once; their field indexes are registered on the cache."""
         if self._runtimes is None:
             self._runtimes = await new_runtimes(
-                self.reader(), self.manager.cache, level=self.level, writer=self.manager.client
+                self.reader(),
+                self.manager.cache,
+                level=self.level,
+                writer=getattr(self.manager, "client", None),  # what v2.3's runtime snapshot is applied with
             )
         return self._runtimes
 
