@@ -37,7 +37,7 @@ from trainer.levels import get as api_level
 from trainer.levels.check import check_trainjob_crd
 from trainer.options import apply_client_connection, manager_options, read_configuration, webhook_address
 from trainer.runtime.context import SetupContext
-from trainer.runtime.plugins import BUILTIN as BUILTIN_PLUGINS
+from trainer.runtime.plugins import builtin_names as builtin_plugin_names
 from trainer.runtime.plugins import external as external_plugins
 from webhooks.certs import TRAINER_WEBHOOK_CONFIGURATIONS, CertConfig, CertRotator, WebhookConfiguration
 
@@ -258,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         log.error("unable to set feature gates", error=str(err))
         return 1
     try:  # third-party runtime plugins (docs/plugins.md)
-        external_plugins.configure(cfg.runtime_plugins or [], BUILTIN_PLUGINS)
+        external_plugins.configure(
+            cfg.runtime_plugins or [], builtin_plugin_names(api_level(cfg.api_level).runtime)
+        )
     except external_plugins.PluginConfigError as err:
         log.error("unable to load the runtime plugins", error=str(err))
         return 1

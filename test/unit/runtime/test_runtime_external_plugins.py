@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from trainer.levels import get as api_level
 from trainer.runtime.errors import PluginFailure
 from trainer.runtime.framework import Framework
-from trainer.runtime.plugins import BUILTIN, external, new_registry
+from trainer.runtime.plugins import BUILTIN, builtin_names, external, new_registry
 from trainer.runtime.plugins.base import PluginContext
 
 
@@ -91,6 +92,17 @@ def test_bad_configuration_names_the_entry(entry_points: list[_EP], names: list[
     with pytest.raises(external.PluginConfigError) as err:
         external.configure(names, BUILTIN)
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize("name", ["JAX", "XGBoost"])
+def test_a_level_plugin_name_is_built_in_at_its_level_only(entry_points: list[_EP], name: str) -> None:
+    """At v2.3 the JAX and XGBoost plugins are built in: an installed plugin of that name is
+    refused there as it would replace them, and enabled at v2.1, which has no such plugin."""
+    entry_points.append(_EP(name, Builds))
+    with pytest.raises(external.PluginConfigError) as err:
+        external.configure([name], builtin_names(api_level("v2.3").runtime))
+    assert str(err.value) == f'runtimePlugins[0]: Invalid value: "{name}": a built-in plugin'
+    assert external.configure([name], builtin_names(api_level("v2.1").runtime)) == [name]
 
 
 def test_nothing_is_enabled_by_discovery_alone(entry_points: list[_EP]) -> None:

@@ -26,7 +26,7 @@ from trainer.runtime.plugins.trainjobstatus import TrainJobStatus
 from trainer.runtime.plugins.volcano import Volcano
 from trainer.runtime.plugins.xgboost import XGBoost
 
-__all__ = ["BUILTIN", "LEVEL_PLUGINS", "PluginFactory", "Registry", "new_registry"]
+__all__ = ["BUILTIN", "LEVEL_PLUGINS", "PluginFactory", "Registry", "builtin_names", "new_registry"]
 
 PluginFactory = Callable[[PluginContext], Plugin]
 Registry = dict[str, PluginFactory]
@@ -66,5 +66,11 @@ def new_registry(level: RuntimeLevel = V2_1) -> Registry:
     return registry
 
 
-#: Built-in plugin names (a runtimePlugins entry may not reuse one).
+#: Built-in plugin names of every level (a runtimePlugins entry may not reuse one).
 BUILTIN = ("CoScheduling", "Volcano", "MPI", "PlainML", "Torch", "TrainJobStatus", "JobSet")
+
+
+def builtin_names(level: RuntimeLevel) -> tuple[str, ...]:
+    """Every built-in plugin name at ``level``: ``BUILTIN`` and the level's own ML-policy
+    plugins (v2.3: JAX, XGBoost), which a runtimePlugins entry may not reuse either."""
+    return BUILTIN + tuple(level.ml_policy_plugins)
