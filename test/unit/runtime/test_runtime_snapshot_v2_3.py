@@ -234,3 +234,14 @@ def test_the_snapshot_yaml_is_gos_typed_document_keys_sorted() -> None:
     assert job["template"]["spec"]["template"]["metadata"] == {}
     assert job["template"]["spec"]["template"]["spec"]["containers"][0]["resources"] == {}
     assert text == yaml.safe_dump(doc, sort_keys=True, default_flow_style=False, width=1 << 30)
+
+
+def test_volume_claim_policies_are_written_as_jobset_v0_12_0s_struct_does() -> None:
+    rt = runtime()
+    rt["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
+        {"templates": [{"metadata": {"name": "initializer"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}
+    ]
+    doc = yaml.safe_load(encode_runtime(rt))
+    (policy,) = doc["spec"]["template"]["spec"]["volumeClaimPolicies"]
+    assert policy["templates"][0]["status"] == {}
+    assert policy["templates"][0]["spec"]["accessModes"] == ["ReadWriteOnce"]

@@ -43,6 +43,7 @@ __all__ = [
 RUNTIME_SNAPSHOT_SUFFIX = "-runtime-snapshot"
 RUNTIME_DATA_KEY = "runtime"
 _INVALID = "invalid runtime snapshot: "
+VOLUME_CLAIM_POLICY = "sigs.k8s.io/jobset/api/jobset/v1alpha2.VolumeClaimPolicy"
 
 
 def snapshot_name(trainjob: TrainJob) -> str:
@@ -56,9 +57,23 @@ def _go_document(runtime: Json) -> Json:
     if (tc.API_VERSION, kind) in gocodec.ROOTS:
         try:
             gocodec.codec_for(tc.API_VERSION, kind).encode(doc)
+            _encode_volume_claim_policies(doc)
         except (KeyError, TypeError, ValueError):
             doc = json_copy(runtime)  # an object the struct cannot hold: as it was read
     return doc
+
+
+def _encode_volume_claim_policies(doc: Json) -> None:
+    """JobSet v0.12.0's ``volumeClaimPolicies`` of the runtime's JobSet template, which v2.1.0's
+    structs do not have, as v2.3.0's struct writes them (a PVC template's ``status: {}``)."""
+    template = (doc.get("spec") or {}).get("template") or {}
+    policies = (template.get("spec") or {}).get("volumeClaimPolicies")
+    if not isinstance(policies, list):
+        return
+    struct = gocodec._structs(gocodec.JOBSET_V0_12_TYPES_FILE)[VOLUME_CLAIM_POLICY]
+    for policy in policies:
+        if isinstance(policy, dict):
+            gocodec._encode_struct(policy, struct)
 
 
 def encode_runtime(runtime: Json) -> str:
