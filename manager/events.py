@@ -378,3 +378,17 @@ class EventsV1Recorder(_BackgroundRecorder):
 
 def _wall_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
+
+
+class Recorders(Protocol):
+    """Where code gets its event recorders by component name (e.g. a controller set's setup
+    context): core/v1 ones and events.k8s.io/v1 ones."""
+
+    def event_recorder(self, component: str) -> EventRecorder:
+        """A core/v1 Event recorder (client-go ``record``, ``GetEventRecorderFor``)."""
+        ...
+
+    def events_recorder(self, component: str, action: str) -> EventsV1Recorder:
+        """An events.k8s.io/v1 Event recorder (client-go ``tools/events``, ``GetEventRecorder``)
+        whose events carry ``action``."""
+        ...

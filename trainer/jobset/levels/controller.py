@@ -4,19 +4,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from manager.events import EventRecorder, EventsV1Recorder, Recorder
+from manager.events import Recorder, Recorders
 from manager.meta.object import Json as Object
 from trainer.jobset.conditions import ConditionOpts, RestartEnd
 
 __all__ = ["ControllerSteps", "Recorders"]
-
-
-class Recorders(Protocol):
-    """Where a step gets its event recorder from (the ``SetupContext``)."""
-
-    def event_recorder(self, component: str) -> EventRecorder: ...
-
-    def events_recorder(self, component: str, action: str) -> EventsV1Recorder: ...
 
 
 class ControllerSteps(Protocol):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from manager.client.interfaces import Reader
-from manager.events import Recorder
+from manager.events import Recorder, Recorders
 from manager.meta.field import FieldError
 from manager.meta.object import Json
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, Trainer, TrainJob
@@ -70,19 +70,6 @@ class StatusWrite(Protocol):
     async def write(self, client: Any, trainjob: Json, original: Json, status: Json, field_owner: str) -> Any:
         """Write ``status`` (it differs from ``original``); returns what the server stored.
         ``trainjob`` is the TrainJob the status belongs to (the write may change it)."""
-        ...
-
-
-class Recorders(Protocol):
-    """Where a level gets its event recorders (the ``SetupContext``)."""
-
-    def event_recorder(self, component: str) -> Recorder:
-        """A core/v1 Event recorder (client-go ``record``, ``GetEventRecorderFor``)."""
-        ...
-
-    def events_recorder(self, component: str, action: str) -> Recorder:
-        """An events.k8s.io/v1 Event recorder (client-go ``tools/events``, ``GetEventRecorder``)
-        whose events carry ``action``."""
         ...
 
 
