@@ -22,7 +22,7 @@ import yaml
 
 from manager.client.errors import NotFound, RequestError
 from manager.client.interfaces import Reader
-from manager.meta.object import Json, json_copy
+from manager.meta.object import Json, json_copy, json_kind
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import TrainJob
@@ -146,7 +146,7 @@ def decode_snapshot(trainjob: TrainJob, configmap: Json) -> Json:
     try:
         if not isinstance(doc, dict):
             raise gocodec.GoDecodeError(
-                f"json: cannot unmarshal {_json_kind_word(doc)} into Go value of type v1alpha1.{codec.kind}"
+                f"json: cannot unmarshal {json_kind(doc)} into Go value of type v1alpha1.{codec.kind}"
             )
         check = dict(doc)
         check.pop("apiVersion", None)
@@ -159,18 +159,6 @@ def decode_snapshot(trainjob: TrainJob, configmap: Json) -> Json:
         ) from err
     _check_ref(trainjob, doc)
     return doc
-
-
-def _json_kind_word(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def _check_ref(trainjob: TrainJob, doc: Json) -> None:
