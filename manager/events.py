@@ -17,6 +17,7 @@ Recording is best effort: API errors are logged, never raised into the reconcile
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import datetime
 import logging
@@ -67,15 +68,16 @@ class Recorder(Protocol):
         ...
 
 
-class _BackgroundRecorder:
+class _BackgroundRecorder(abc.ABC):
     """What both recorders share: ``emit`` records in the background, in tasks this recorder
     owns, and ``flush`` (which ``Cluster.aclose`` calls) awaits them."""
 
     def __init__(self, tasks: str) -> None:
         self._pending = TaskSet(tasks)
 
+    @abc.abstractmethod
     async def event(self, obj: object, event_type: EventType, reason: str, message: str) -> Json | None:
-        raise NotImplementedError
+        """Record now; returns the Event as stored (None when it could not be written)."""
 
     def emit(self, obj: object, event_type: EventType, reason: str, message: str) -> None:
         """Record in the background (needs a running loop); errors are logged, never raised."""

@@ -132,3 +132,10 @@ class TrainJobStatusPlugin(Protocol):
     async def status(self, trainjob: TrainJob) -> Json | None:
         """The TrainJob's new status, or ``None`` to keep the one it has."""
         ...
+
+
+def has_level_ml_policy(info: Info | None, key: str) -> bool:
+    """Whether the runtime's ``mlPolicy`` has the policy ``key`` of a later level (``jax``,
+    ``xgboost``: v2.3 fields, which ride in the v2.1 model's extras)."""
+    policy = info.runtime_policy.ml_policy if info is not None else None
+    return policy is not None and (policy.model_extra or {}).get(key) is not None

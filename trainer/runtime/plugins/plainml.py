@@ -12,7 +12,7 @@ from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.apply import env_vars, upsert_env_vars
 from trainer.runtime.info import Info
 from trainer.runtime.levels.v2_1 import V2_1
-from trainer.runtime.plugins.base import PluginContext
+from trainer.runtime.plugins.base import PluginContext, has_level_ml_policy
 
 __all__ = ["PlainML"]
 
@@ -32,7 +32,7 @@ class PlainML:
         if policy is not None and (
             policy.torch is not None
             or policy.mpi is not None
-            or any((policy.model_extra or {}).get(skip) is not None for skip in self._skips)
+            or any(has_level_ml_policy(info, skip) for skip in self._skips)
         ):
             return
         trainer = trainjob.spec.trainer

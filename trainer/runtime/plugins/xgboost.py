@@ -17,7 +17,7 @@ from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.runtime.apply import upsert_env_vars, upsert_ports
 from trainer.runtime.info import Info
 from trainer.runtime.objects import name_of
-from trainer.runtime.plugins.base import PluginContext
+from trainer.runtime.plugins.base import PluginContext, has_level_ml_policy
 from trainer.runtime.resources import gpu_count, trainer_resources_from_runtime
 
 __all__ = ["RESERVED_ENVS", "XGBoost", "has_xgboost_policy"]
@@ -34,9 +34,8 @@ TASK_ID_FIELD_PATH = f"metadata.annotations['{jc.JobCompletionIndexAnnotation}']
 
 
 def has_xgboost_policy(info: Info | None) -> bool:
-    """Whether the runtime's ML policy is ``xgboost`` (a v2.3 field: it rides in the v2.1 model's extras)."""
-    policy = info.runtime_policy.ml_policy if info is not None else None
-    return policy is not None and (policy.model_extra or {}).get("xgboost") is not None
+    """Whether the runtime's ML policy is ``xgboost``."""
+    return has_level_ml_policy(info, "xgboost")
 
 
 class XGBoost:
