@@ -184,8 +184,12 @@ async def test_a_deleted_runtime_with_a_left_finalizer_goes_away(
     await api.delete(created)
 
     async def gone() -> None:
-        with pytest.raises(NotFound):
-            await api.get(TRAINING_RUNTIME_GVK, "doomed", namespace)
+        # An AssertionError, which eventually retries (pytest.raises' failure is not one).
+        try:
+            runtime = await api.get(TRAINING_RUNTIME_GVK, "doomed", namespace)
+        except NotFound:
+            return
+        raise AssertionError(f"still there, finalizers {runtime['metadata'].get('finalizers')}")
 
     await eventually(gone, message="the deleted runtime kept its finalizer")
 

@@ -3,8 +3,8 @@
 docs/behaviour/trainer.md §12.7): only removed.
 
 v2.3.0's TrainJob controller has no runtime watchers and nothing adds the finalizer any more
-(upstream's TrainJobs keep a snapshot of their runtime from their creation instead, a ConfigMap
-this manager does not write yet: divergence-free for the finalizer, see §12.7). The
+(the TrainJobs keep a snapshot of their runtime from their creation instead, the ConfigMap of
+``v2_3_snapshot.py``; §12.7, §12.10). The
 runtime reconcilers, triggered by the runtimes' own events only, remove a finalizer a v2.1
 manager left, from a live runtime as from one being deleted, whether TrainJobs reference it or
 not: ``Patch(ctx, &runtime, client.MergeFrom(prev))``, a JSON merge patch of the finalizers
