@@ -8,6 +8,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCAL_DIR ?= .local/cluster
 PYTEST_ARGS ?=
+# The API level (docs/levels.md) `make run`, `make install`/`uninstall`, `make cluster-up`,
+# `make deploy`/`undeploy`, `make conformance`, `make build-originals`, `make build-kueue` and
+# `make test-upstream-e2e` work at: v2.3 (the default: config/default = config/overlays/v2.3, its
+# CRDs, webhooks, RBAC, kubeflow-trainer-public, Trainer v2.3.0's runtimes) or v2.1
+# (config/overlays/v2.1, config/runtimes); the manager runs with --api-level=$(LEVEL).
+LEVEL ?= v2.3
+# The level's manifests as trainer/levels names them (ApiLevel: manifests, runtimes, CRD files).
+LEVEL_PATHS = $(PY) -m trainer.install --level '$(LEVEL)' paths
 # `make run` ports on 127.0.0.1 (override them to run two at once) and, with KUBECONFIG set,
 # the address the cluster calls the webhooks at (empty: webhooks are not registered).
 WEBHOOK_HOST ?=
@@ -21,7 +29,7 @@ DEPLOY_TIMEOUT ?= 300s
 # kustomize built in). Override with KUBECTL=kubectl to use your own.
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
-.PHONY: venv test test-unit test-integration test-e2e test-repeat test-chaos test-fuzz test-realnode lint run cluster-up cluster-down \
+.PHONY: venv test test-unit test-integration test-e2e test-repeat test-chaos test-fuzz test-realnode test-k8s-matrix lint run cluster-up cluster-down \
         build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
         conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e test-kueue build-kueue
 
@@ -38,7 +46,7 @@ build-assets: $(STAMP)
 	$(PY) -c 'from manager.envtest import assets; assets.ensure(assets.FULL); print(assets.assets_dir())'
 
 test: $(STAMP) build-assets
-	$(PY) -m pytest test -m "(unit or integration or e2e) and not kueue_full and not realnode" $(PYTEST_ARGS)
+	$(PY) -m pytest test -m "(unit or integration or e2e) and not kueue_full and not realnode and not k8s_v1_34" $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest test -m unit $(PYTEST_ARGS)
@@ -87,42 +95,53 @@ spec-coverage:
 	$(PYTHON) test/spec_coverage.py --list
 
 run: $(STAMP)
-	$(PY) -m trainer.local_run --dir $(LOCAL_DIR) --webhook-host '$(WEBHOOK_HOST)' \
+	$(PY) -m trainer.local_run --dir $(LOCAL_DIR) --level '$(LEVEL)' --webhook-host '$(WEBHOOK_HOST)' \
 	  --webhook-port $(WEBHOOK_PORT) --metrics-port $(METRICS_PORT) --health-port $(HEALTH_PORT)
 
-# The CRDs and the shipped ClusterTrainingRuntimes into the cluster of KUBECONFIG (or
+# The CRDs and the shipped ClusterTrainingRuntimes of LEVEL into the cluster of KUBECONFIG (or
 # ~/.kube/config), server-side; `uninstall` deletes them again (and webhook configurations a
 # `make run` left behind).
 install: $(STAMP)
-	$(PY) -m trainer.install install
+	$(PY) -m trainer.install install --level '$(LEVEL)'
 
 uninstall: $(STAMP)
-	$(PY) -m trainer.install uninstall
+	$(PY) -m trainer.install uninstall --level '$(LEVEL)'
 
-# The whole controller-manager in kubeflow-system (config/default with IMG), then the shipped
-# runtimes once the Deployment is ready: their webhook needs a running manager.
+# The whole controller-manager in kubeflow-system (the level's manifests with IMG: config/default
+# = config/overlays/v2.3, or config/overlays/v2.1 with LEVEL=v2.1), then the level's shipped runtimes once the Deployment is ready: their webhook
+# needs a running manager.
 # DEPLOY_PATCH=<file>: a kustomize patch (strategic merge, with its target's kind and name)
 # applied on top, e.g. a toleration and nodeSelector for a tainted node (docs/realnode.md).
 deploy: $(STAMP)
 	@set -e; kubectl='$(KUBECTL)'; img='$(IMG)'; name="$$img"; tag=latest; \
+	manifests=$$($(LEVEL_PATHS) manifests); runtimes=$$($(LEVEL_PATHS) runtimes); \
 	case "$${img##*/}" in *:*) name="$${img%:*}"; tag="$${img##*:}";; esac; \
 	overlay=.local/deploy; mkdir -p "$$overlay"; \
-	printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../config/default\nimages:\n  - name: trainer-controller-manager-py\n    newName: %s\n    newTag: "%s"\n' \
-	  "$$name" "$$tag" > "$$overlay/kustomization.yaml"; \
+	printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../%s\nimages:\n  - name: trainer-controller-manager-py\n    newName: %s\n    newTag: "%s"\n' \
+	  "$$manifests" "$$name" "$$tag" > "$$overlay/kustomization.yaml"; \
 	if [ -n '$(DEPLOY_PATCH)' ]; then cp '$(DEPLOY_PATCH)' "$$overlay/deploy-patch.yaml"; \
 	  printf 'patches:\n  - path: deploy-patch.yaml\n' >> "$$overlay/kustomization.yaml"; fi; \
-	echo "make deploy: config/default with image $$name:$$tag"; \
+	echo "make deploy: $$manifests with image $$name:$$tag"; \
 	"$$kubectl" apply --server-side -k "$$overlay"; \
 	"$$kubectl" -n kubeflow-system rollout status deployment/kubeflow-trainer-controller-manager --timeout=$(DEPLOY_TIMEOUT); \
-	"$$kubectl" apply --server-side -k config/runtimes
+	"$$kubectl" apply --server-side -k "$$runtimes"
 
+# `make undeploy` removes what `make deploy` applied, the CRDs with every TrainJob, JobSet and
+# runtime stored in them, and returns while TrainJobs still name a shipped runtime: the runtimes
+# are marked for deletion without waiting (one in use keeps its finalizer), then the CRDs are
+# deleted while the manager still runs, so it drops the in-use finalizer as the API server
+# removes the TrainJobs, then the manager itself (docs/realnode.md, "make undeploy").
 undeploy: $(STAMP)
 	@set -e; kubectl='$(KUBECTL)'; \
-	"$$kubectl" delete --ignore-not-found -k config/runtimes; \
-	"$$kubectl" delete --ignore-not-found -k config/default
+	manifests=$$($(LEVEL_PATHS) manifests); runtimes=$$($(LEVEL_PATHS) runtimes); \
+	crds=; for f in $$($(LEVEL_PATHS) crds); do crds="$$crds -f $$f"; done; \
+	"$$kubectl" delete --ignore-not-found --wait=false -k "$$runtimes"; \
+	"$$kubectl" delete --ignore-not-found --timeout=$(DEPLOY_TIMEOUT) $$crds; \
+	"$$kubectl" delete --ignore-not-found -k "$$manifests"
 
 cluster-up: $(STAMP)
-	$(PY) -m manager.envtest up --dir $(LOCAL_DIR) --full --crds config/crd
+	@set -e; crds=$$($(LEVEL_PATHS) crds); \
+	$(PY) -m manager.envtest up --dir $(LOCAL_DIR) --full --crds $$crds
 
 cluster-down: $(STAMP)
 	$(PY) -m manager.envtest down --dir $(LOCAL_DIR)
@@ -131,40 +150,56 @@ cluster-down: $(STAMP)
 # cluster served by this manager and to one served by the Go jobset/trainer managers (built from
 # the Go module proxy on first use, cached beside the control-plane binaries). Exit 1 on any
 # difference not listed in trainer/conformance/divergences.yaml. LEVEL is the API level both
-# sides run (docs/levels.md: v2.1, the default, or v2.3: the Go originals of that level, its CRDs,
+# sides run (docs/levels.md: v2.3, the default, or v2.1: the Go originals of that level, its CRDs,
 # webhooks and runtimes, the scenarios of that level). CONFORMANCE_ARGS passes options (e.g. your
-# own manifest files, --kubeconfig-ours/--kubeconfig-theirs).
-LEVEL ?= v2.1
+# own manifest files, --kubeconfig-ours/--kubeconfig-theirs). MIGRATE_FROM=v2.1 (with LEVEL=v2.3)
+# runs the v2.1 scenarios on a v2.1 cluster, migrates it with `migrate --to v2.3` on both sides,
+# then compares what each side's v2.3 managers make of the migrated objects (docs/conformance.md).
 CONFORMANCE_ARGS ?=
+MIGRATE_FROM ?=
 conformance: $(STAMP) build-assets build-originals
-	$(PY) -m trainer conformance --level $(LEVEL) $(CONFORMANCE_ARGS)
+	$(PY) -m trainer conformance --level $(LEVEL) $(if $(MIGRATE_FROM),--migrate-from $(MIGRATE_FROM)) $(CONFORMANCE_ARGS)
 
 build-originals: $(STAMP)
 	$(PY) -m trainer conformance --build-only --level $(LEVEL)
 
-# Upstream's own e2e suites (test/e2e of jobset v0.10.1, 10 specs, and trainer v2.1.0, 2 specs),
-# compiled with `go test -c` from the Go module proxy and cached beside the Go originals, run
-# unchanged on a full local cluster served by this manager and on one served by the Go managers
-# (KWOK pod timing: see docs/conformance.md). UPSTREAM_E2E_ARGS passes options, e.g.
-# `--sides ours`, `--suites trainer`, `--focus DependsOn`.
+# Upstream's own e2e suites of the API level's releases (LEVEL=v2.1: test/e2e of jobset v0.10.1,
+# 10 specs, and trainer v2.1.0, 2 specs; LEVEL=v2.3: jobset v0.12.0, 14 specs, and trainer
+# v2.3.0, 12 specs), compiled with `go test -c` from the Go module proxy and cached beside the Go
+# originals, run unchanged on a full local cluster served by this manager at that level and on
+# one served by the level's Go managers (KWOK pod timing: see docs/conformance.md).
+# UPSTREAM_E2E_ARGS passes options, e.g. `--sides ours`, `--suites trainer`, `--focus DependsOn`.
 UPSTREAM_E2E_ARGS ?=
 test-upstream-e2e: $(STAMP) build-assets
-	$(PY) -m trainer upstream-e2e $(UPSTREAM_E2E_ARGS)
+	$(PY) -m trainer upstream-e2e --level $(LEVEL) $(UPSTREAM_E2E_ARGS)
 
-# Only the builds (the suites named in UPSTREAM_E2E_SUITES, and the Go managers).
+# Only the builds (the suites of LEVEL named in UPSTREAM_E2E_SUITES, and its Go managers).
 UPSTREAM_E2E_SUITES ?= jobset trainer
 build-upstream-e2e: $(STAMP)
-	$(PY) -m trainer upstream-e2e --build-only --suites $(UPSTREAM_E2E_SUITES)
+	$(PY) -m trainer upstream-e2e --build-only --level $(LEVEL) --suites $(UPSTREAM_E2E_SUITES)
 
-# Kueue v0.15.0 in front of this manager (docs/kueue.md): built once from the Go module proxy
+# Kueue in front of this manager at each API level (docs/kueue.md): v0.15.0 at v2.1, v0.17.0 at
+# v2.3 (trainer/conformance/kueue.py KUEUE_VERSIONS), each built once from the Go module proxy
 # and cached beside the Go originals, run outside the cluster against a full local cluster of its
-# own. `make test` runs the reduced suite (preemption and resume of TrainJobs, JobSets admitted
-# with the flavor's placement); test-kueue runs all of test/e2e/kueue (make test deselects the kueue_full tests).
-# KUEUE_VERSION picks another Kueue release.
+# own. `make test` runs the reduced suite at both levels (preemption and resume of TrainJobs,
+# JobSets admitted with the flavor's placement); test-kueue runs all of test/e2e/kueue (make test
+# deselects the kueue_full tests). KUEUE_VERSION picks another Kueue release for every level,
+# KUEUE_E2E_LEVELS=v2.3 runs one level's stack only.
 # The real-node suite (docs/realnode.md): a full local cluster with one real kubelet node
 # (containerd, runc, CNI bridge, kube-proxy); root only. Not in `make test` yet.
 test-realnode: $(STAMP) build-assets
 	$(PY) -m pytest test/e2e/realnode -m realnode -s $(PYTEST_ARGS)
+
+# The version matrix (README): `make test` runs both levels on Kubernetes v1.36.3; this runs the
+# level v2.1 integration suites, its e2e tier and the reduced v2.1 conformance set on v1.34.4,
+# the Kubernetes of Trainer v2.1.0 (that control plane is built once into its own cache key).
+K8S_MATRIX_VERSION ?= v1.34.4
+test-k8s-matrix: $(STAMP) build-originals
+	K8S_VERSION=$(K8S_MATRIX_VERSION) $(PY) -c 'from manager.envtest import assets; assets.ensure(assets.FULL)'
+	K8S_VERSION=$(K8S_MATRIX_VERSION) $(PY) -m pytest test/integration/trainer test/integration/jobset \
+	  test/integration/api test/e2e/trainer test/e2e/jobset \
+	  "test/e2e/conformance/test_conformance_reduced.py::test_reduced_conformance_set_has_no_unlisted_difference" \
+	  -m "integration or e2e" -k "not v2_3" $(PYTEST_ARGS)
 
 test-kueue: $(STAMP) build-assets build-kueue
 	$(PY) -m pytest test/e2e/kueue $(PYTEST_ARGS)
@@ -250,16 +285,19 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # CRDs are generated from the API models (trainer/api); a unit test fails when they are stale.
-# The Helm chart carries copies of the CRDs and of the shipped runtimes (a chart is installable
-# on its own); they are written here too, and a unit test fails when they differ from config/.
+# The Helm chart carries copies of the CRDs and of the shipped runtimes of each API level (a
+# chart is installable on its own; files/crds/<level>, files/runtimes/<level>); they are written
+# here too, and a unit test fails when they differ from config/.
 .PHONY: manifests
 manifests: $(STAMP)
 	$(PY) -m trainer.api.crdgen config/crd/bases
 	$(PY) -m trainer.api.crdgen --feature-gates=TrainJobStatus=true config/progress/crd
 	$(PY) -m trainer.api.crdgen --feature-gates=TrainJobState=true config/state/crd
 	$(PY) -m trainer.api.crdgen --models=trainer.api.v2_3.kinds config/overlays/v2.3/crd
-	$(PY) -m trainer.api.crdgen $(CHART)/crds
-	cp config/runtimes/*.yaml $(CHART)/files/runtimes/ && rm $(CHART)/files/runtimes/kustomization.yaml
+	$(PY) -m trainer.migrate.crds  # the bridge CRDs of a v2.1 -> v2.3 migration (docs/migration.md)
+	$(PY) hack/chart_crds.py  # the chart's copies of both levels, without descriptions (the 1 MiB release Secret)
+	cp config/runtimes/*.yaml $(CHART)/files/runtimes/v2.1/ && rm $(CHART)/files/runtimes/v2.1/kustomization.yaml
+	cp config/overlays/v2.3/runtimes/*.yaml $(CHART)/files/runtimes/v2.3/ && rm $(CHART)/files/runtimes/v2.3/kustomization.yaml
 
 # -- Container image and Helm ---------------------------------------------------------------
 # The image: the repo's Dockerfile (wheels built once, non-root, read-only root filesystem).
@@ -327,5 +365,17 @@ helm-install: $(STAMP)
 	    --set runtimes.defaultEnabled=true --wait $(HELM_ARGS); \
 	fi
 
+# Uninstalls the release. The chart's runtimes go first, while the manager still runs (as
+# upstream v2.3.0's chart deletes its runtimes in a pre-delete hook): one that any TrainJob named
+# carries the in-use finalizer, which only the running manager drops, and `helm uninstall` alone
+# deletes the Deployment before them. A runtime still named by a TrainJob stays, and this fails
+# after DEPLOY_TIMEOUT naming it (delete those TrainJobs first; the chart keeps the CRDs).
 helm-uninstall: $(STAMP)
+	@set -e; kubectl='$(KUBECTL)'; \
+	if "$$kubectl" get crd clustertrainingruntimes.trainer.kubeflow.org > /dev/null 2>&1; then \
+	  "$$kubectl" delete clustertrainingruntimes --ignore-not-found --timeout=$(DEPLOY_TIMEOUT) \
+	    -l app.kubernetes.io/instance=$(HELM_RELEASE),app.kubernetes.io/managed-by=Helm || { \
+	    echo "make helm-uninstall: runtimes still in use by TrainJobs (finalizer trainer.kubeflow.org/resource-in-use):" >&2; \
+	    "$$kubectl" get clustertrainingruntimes -l app.kubernetes.io/instance=$(HELM_RELEASE) >&2; exit 1; }; \
+	fi; \
 	"$(HELM_FROM_CACHE)" uninstall $(HELM_RELEASE) --namespace $(HELM_NAMESPACE) --wait

@@ -1,7 +1,8 @@
 """TLS for the metrics endpoint: files from a cert dir, else an in-memory self-signed pair.
 
 As controller-runtime's secure metrics serving: TLS 1.2 minimum, ALPN ``http/1.1`` only (HTTP/2
-stays off, the CVE-2023-44487 mitigation upstream applies by default), and when no
+stays off, the CVE-2023-44487 mitigation upstream applies by default), then the server's
+``TLSOption`` functions (controller-runtime's ``TLSOpts``) applied in order, and when no
 ``tls.crt``/``tls.key`` exist a self-signed certificate for ``localhost``/``127.0.0.1`` is made
 at start. Python's ``ssl`` only loads key material from files, so the generated pair is written
 to a private temporary directory, loaded and deleted.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import ssl
 import tempfile
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +21,19 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+TLSOption = Callable[[ssl.SSLContext], None]
+"""Changes a server's context before it serves (controller-runtime's ``func(*tls.Config)``)."""
+
+
+def new_server_context(tls_opts: Iterable[TLSOption] = ()) -> ssl.SSLContext:
+    """A server context with the secure defaults (TLS 1.2 minimum, ALPN ``http/1.1``), then ``tls_opts``."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols(["http/1.1"])
+    for option in tls_opts:
+        option(context)
+    return context
 
 
 def self_signed_pair(
@@ -55,11 +70,10 @@ def server_ssl_context(
     *,
     cert_name: str = "tls.crt",
     key_name: str = "tls.key",
+    tls_opts: Iterable[TLSOption] = (),
 ) -> ssl.SSLContext:
     """A server context from ``cert_dir`` if both files exist there, else from a fresh self-signed pair."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.set_alpn_protocols(["http/1.1"])
+    context = new_server_context(tls_opts)
     if cert_dir is not None:
         cert_path, key_path = Path(cert_dir) / cert_name, Path(cert_dir) / key_name
         if cert_path.is_file() and key_path.is_file():

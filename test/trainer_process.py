@@ -90,6 +90,8 @@ async def running_manager(
         "webhook": {"port": port, "host": "127.0.0.1"},
         # the trainer component serves webhooks: certificates come from --webhook-cert-dir
         "certManagement": {"enable": False},
+        # the session's clusters serve config/crd (level v2.1); v2.3 tests pass --api-level=v2.3
+        "apiLevel": "v2.1",
         **(config or {}),
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(full))

@@ -16,6 +16,7 @@ if __name__ == "__main__":  # python -m trainer: signals kept from the first lin
 
 import argparse
 import asyncio
+import importlib
 import sys
 from typing import Any
 
@@ -32,7 +33,7 @@ from trainer.api.config_v1alpha1 import Configuration, ConfigurationError
 from trainer.components import COMPONENTS, select
 from trainer.controllers import podcache
 from trainer.levels import DEFAULT as DEFAULT_LEVEL
-from trainer.levels import LEVELS, CrdLevelMismatch
+from trainer.levels import LEVELS, ApiLevel, CrdLevelMismatch
 from trainer.levels import get as api_level
 from trainer.levels.check import check_trainjob_crd
 from trainer.options import apply_client_connection, manager_options, read_configuration, webhook_address
@@ -133,15 +134,21 @@ def serve_webhooks(
 
 
 def status_server(
-    mgr: Manager, webhooks: WebhookServer | None, cfg: Configuration, enabled: list[str]
+    mgr: Manager,
+    webhooks: WebhookServer | None,
+    cfg: Configuration,
+    enabled: list[str],
+    level: ApiLevel = DEFAULT_LEVEL,
 ) -> tuple[Any, ...]:
-    """With the TrainJobStatus gate on (and the trainer component running): the status server."""
+    """With the TrainJobStatus gate on (and the trainer component running): the status server of
+    the level's module (``ApiLevel.status_server``)."""
     if not features.enabled(features.TrainJobStatus) or webhooks is None or "trainer" not in enabled:
         return ()
     from trainer.api.config_v1alpha1 import status_server_defaults
     from trainer.runtime.plugins import trainjobstatus
-    from trainer.statusserver import setup_status_server
     from webhooks.certs import service_namespace
+
+    setup_status_server = importlib.import_module(level.status_server).setup_status_server
 
     settings = status_server_defaults(cfg)
     certs = cfg.cert_management
@@ -160,6 +167,7 @@ def status_server(
         burst=int(settings.burst or 0),
         cert_dir=webhooks.cert_dir,
         host=webhooks.host,
+        tls_opts=webhooks.tls_opts,
     )
     log.info("TrainJobStatus feature gate on: serving the status server", port=settings.port)
     return (server,)
@@ -194,7 +202,10 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
         webhooks: WebhookServer | None = None
         if components:
             host, port = webhook_address(cfg)
-            webhooks = WebhookServer(host=host, port=port, cert_dir=args.webhook_cert_dir)
+            # the Configuration's tls, as for the metrics server (upstream's one tlsOpts for both)
+            webhooks = WebhookServer(
+                host=host, port=port, cert_dir=args.webhook_cert_dir, tls_opts=options.metrics_tls_opts
+            )
         # before any component creates the Pod informer (docs/scale.md)
         await podcache.configure(mgr, cfg.pod_cache, [c.name for c in components])
         # One per process: the runtimes are built once.
@@ -213,7 +224,7 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
                 log.info("controllers registered", component=component.name)
             else:
                 log.info("component skipped", component=component.name)
-        status_servers = status_server(mgr, webhooks, cfg, enabled)
+        status_servers = status_server(mgr, webhooks, cfg, enabled, level)
         if webhooks is not None and webhooks.paths:
             serve_webhooks(mgr, webhooks, cfg, tuple(configurations), status_servers)
         if not enabled:
@@ -228,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.conformance.cli import main as conformance
 
         return conformance(argv[1:])
+    if argv[:1] == ["migrate"]:  # a subcommand: stored objects rewritten for another level
+        from trainer.migrate.cli import main as migrate
+
+        return migrate(argv[1:])
     if argv[:1] == ["upstream-e2e"]:  # a subcommand: upstream's own e2e suites against both
         from trainer.conformance.upstream_e2e import main as upstream_e2e
 

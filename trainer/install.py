@@ -1,16 +1,21 @@
 """``make install`` / ``make uninstall``: the CRDs and the shipped runtimes on any cluster.
 
-What is installed is ``config/local`` (the CRDs of ``config/crd``, the ClusterTrainingRuntimes
-of ``config/runtimes`` and the webhook configurations of ``config/webhook``): ``install`` applies
-the CRDs, waits until the API server serves them, then applies the runtimes, server-side, as
-field manager ``trainer-install``. The webhook configurations are left to ``make run``, which
+What is installed is the ``local_manifests`` of the API level (``--level``, ``make install
+LEVEL=...``; docs/levels.md): at v2.1 ``config/local`` (the CRDs of ``config/crd``, the
+ClusterTrainingRuntimes of ``config/runtimes`` and the webhook configurations of
+``config/webhook``), at v2.3 ``config/overlays/v2.3/local`` (that level's CRDs, Trainer v2.3.0's
+runtimes of ``config/overlays/v2.3/runtimes``, the ConfigMap ``kubeflow-trainer-public`` with its
+Role and RoleBinding in ``kubeflow-system``, and that level's webhook configurations).
+``install`` applies the CRDs, waits until the API server serves them, then the other objects
+in order, server-side, as field manager ``trainer-install``. The webhook configurations are left to ``make run``, which
 registers them as URLs to its own process (:func:`register_webhooks`), and to ``make deploy``,
 which installs them pointing at the in-cluster Service. ``uninstall`` deletes what ``install``
-added (the TrainJob CRD, the runtimes, the other CRDs, each waited for until it is gone) and any
-webhook configuration a ``make run`` left behind.
+added (the TrainJob CRD, the runtimes and other objects, the other CRDs, each waited for until it
+is gone; a Namespace is left, it may hold more than this installed) and any webhook
+configuration a ``make run`` left behind.
 
 The kustomizations are read here with a minimal reader (``resources:`` only, which is all
-``config/local`` uses), so ``make install`` and ``make run`` need no kubectl; a unit test checks
+the local manifests use), so ``make install`` and ``make run`` need no kubectl; a unit test checks
 that it renders what ``kubectl kustomize`` renders.
 """
 
@@ -36,12 +41,14 @@ from manager.cluster import Cluster
 from manager.config import RestConfigError, get_config
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
+from trainer import levels
 from trainer.api.trainer_constants import ResourceInUseFinalizer
+from trainer.levels import ApiLevel
 
 log = structlog.get_logger("install")
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCAL_DIR = ROOT / "config" / "local"
+LOCAL_DIR = ROOT / "config" / levels.DEFAULT.local_manifests
 FIELD_MANAGER = "trainer-install"
 RUN_FIELD_MANAGER = "trainer-make-run"
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -65,8 +72,13 @@ def _kustomization(directory: Path) -> Path | None:
     return next((directory / n for n in KUSTOMIZATION_FILES if (directory / n).is_file()), None)
 
 
-def render(directory: Path = LOCAL_DIR) -> list[Json]:
-    """The objects of a kustomization that only lists ``resources`` (files or kustomizations)."""
+def local_dir(level: ApiLevel) -> Path:
+    """What ``make install``/``make run`` install at ``level`` (``ApiLevel.local_manifests``)."""
+    return ROOT / "config" / level.local_manifests
+
+
+def resource_files(directory: Path = LOCAL_DIR) -> list[Path]:
+    """The files a kustomization that only lists ``resources`` (files or kustomizations) names, in order."""
     path = _kustomization(directory)
     if path is None:
         raise InstallError(f"{directory}: no kustomization.yaml")
@@ -77,18 +89,34 @@ def render(directory: Path = LOCAL_DIR) -> list[Json]:
             f"{path}: field(s) {', '.join(unsupported)} are not supported by the built-in reader "
             "(only resources:); render it with `kubectl kustomize` instead"
         )
-    docs: list[Json] = []
+    files: list[Path] = []
     for entry in spec.get("resources") or []:
         target = (directory / entry).resolve()
         if target.is_dir():
-            docs += render(target)
+            files += resource_files(target)
         elif target.is_file():
-            docs += [
-                d for d in yaml.load_all(target.read_text(), Loader=_Loader) if isinstance(d, dict) and d
-            ]
+            files.append(target)
         else:
             raise InstallError(f"{path}: resource {entry!r} does not exist")
-    return docs
+    return files
+
+
+def _load(path: Path) -> list[Json]:
+    return [d for d in yaml.load_all(path.read_text(), Loader=_Loader) if isinstance(d, dict) and d]
+
+
+def render(directory: Path = LOCAL_DIR) -> list[Json]:
+    """The objects of a kustomization that only lists ``resources`` (files or kustomizations)."""
+    return [doc for path in resource_files(directory) for doc in _load(path)]
+
+
+def crd_files(level: ApiLevel) -> list[Path]:
+    """The files of ``level``'s local manifests that hold its CRDs (``make cluster-up LEVEL=...``)."""
+    return [
+        path
+        for path in resource_files(local_dir(level))
+        if any(d.get("kind") == "CustomResourceDefinition" for d in _load(path))
+    ]
 
 
 def split(docs: Iterable[Json]) -> tuple[list[Json], list[Json], list[Json]]:
@@ -234,6 +262,8 @@ async def uninstall(client: Client, docs: list[Json] | None = None, *, timeout: 
     deleted = await remove_run_webhooks(client, hooks)
     trainjobs = [c for c in crds if c["metadata"]["name"] == TRAINJOB_CRD]
     deleted += await _delete_and_wait(client, trainjobs, timeout)
+    # A Namespace stays: it may hold what others put there (a deployment, their own objects).
+    objects = [o for o in objects if o.get("kind") != "Namespace"]
     deleted += await _delete_and_wait(client, objects, timeout, release_in_use=True)
     deleted += await _delete_and_wait(client, [c for c in crds if c not in trainjobs], timeout)
     return deleted
@@ -300,7 +330,7 @@ def url_host(host: str) -> str:
 # -- CLI -----------------------------------------------------------------------------------------
 
 
-async def _run(command: str, kubeconfig: str | None) -> int:
+async def _run(command: str, kubeconfig: str | None, level: ApiLevel = levels.DEFAULT) -> int:
     try:
         rest = await get_config(kubeconfig)
     except RestConfigError as err:
@@ -309,11 +339,15 @@ async def _run(command: str, kubeconfig: str | None) -> int:
     async with Cluster(rest, field_owner=FIELD_MANAGER) as cluster:
         client = cluster.api_reader
         try:
+            docs = render(local_dir(level))
             if command == "install":
-                done = await install(client)
-                print(f"make install: applied {len(done)} objects: {', '.join(done)}", file=sys.stderr)
+                done = await install(client, docs)
+                print(
+                    f"make install: applied {len(done)} objects of level {level.name}: {', '.join(done)}",
+                    file=sys.stderr,
+                )
             else:
-                done = await uninstall(client)
+                done = await uninstall(client, docs)
                 print(f"make uninstall: deleted {len(done)} objects: {', '.join(done)}", file=sys.stderr)
         except InstallError as err:
             print(f"make {command}: {err}", file=sys.stderr)
@@ -321,14 +355,50 @@ async def _run(command: str, kubeconfig: str | None) -> int:
     return 0
 
 
+def _paths(what: str, level: ApiLevel) -> list[Path]:
+    """The level's manifests the Makefile hands to other tools (``paths`` subcommand)."""
+    if what == "crds":
+        return crd_files(level)
+    config = ROOT / "config"
+    return [config / {"manifests": level.manifests, "runtimes": level.runtimes}[what]]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer.install", description=__doc__)
-    parser.add_argument("command", choices=["install", "uninstall"])
+    parser.add_argument(
+        "command",
+        choices=["install", "uninstall", "paths"],
+        help="paths: print the level's WHAT (relative to the repository) for the Makefile",
+    )
+    parser.add_argument(
+        "what",
+        nargs="?",
+        choices=["crds", "manifests", "runtimes"],
+        help="with paths: the level's CRD files, its deployment kustomization (make deploy), "
+        "its shipped runtimes",
+    )
     parser.add_argument(
         "--kubeconfig", default=None, help="kubeconfig (default: KUBECONFIG, then ~/.kube/config)"
     )
+    parser.add_argument(
+        "--level",
+        default=levels.DEFAULT.name,
+        help=f"the API level whose manifests are installed ({', '.join(levels.LEVELS)}; default "
+        f"{levels.DEFAULT.name})",
+    )
     args = parser.parse_args(argv)
-    return asyncio.run(_run(args.command, args.kubeconfig))
+    name = "make" if args.command == "paths" else f"make {args.command}"
+    try:
+        level = levels.get(args.level)
+    except ValueError as err:
+        print(f"{name}: LEVEL={args.level}: {err}", file=sys.stderr)
+        return 2
+    if args.command == "paths":
+        if args.what is None:
+            parser.error("paths needs WHAT (crds, manifests or runtimes)")
+        print(" ".join(str(p.relative_to(ROOT)) for p in _paths(args.what, level)))
+        return 0
+    return asyncio.run(_run(args.command, args.kubeconfig, level))
 
 
 if __name__ == "__main__":

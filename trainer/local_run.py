@@ -7,6 +7,10 @@ registered at ``https://$WEBHOOK_HOST:$WEBHOOK_PORT`` when the user names an add
 server can reach (for kind, the gateway of its Docker network), or not at all when none is
 named: the controllers run, and the API server calls no webhook.
 
+``--level`` (``make run LEVEL=v2.3``; default the default API level, docs/levels.md) picks the
+API level: its manifests (``ApiLevel.local_manifests``) are installed and the manager is started
+with ``--api-level=<level>``.
+
 Either way what a deployment would do happens first: the CRDs and shipped runtimes are
 installed by the code of ``make install`` (``trainer.install``), certificate management is off
 (there is no Secret mount outside a Pod) and a serving certificate is generated locally, its CA
@@ -45,6 +49,8 @@ from manager.envtest.environment import STATE_FILE
 from manager.envtest.process import pid_alive, signal_on_parent_death
 from manager.longrun import describe
 from trainer import install as installer
+from trainer import levels
+from trainer.levels import ApiLevel
 
 WEBHOOK_PORT = 9443
 METRICS_PORT = 8443
@@ -114,12 +120,19 @@ def write_local_config(
     return path, cert_dir, ca.cert_pem
 
 
-async def prepare(kubeconfig: Path, *, webhook_host: str, webhook_port: int, ca_pem: bytes) -> list[str]:
-    """Install as ``make install`` does, then register the webhooks (or say why not).
+async def prepare(
+    kubeconfig: Path,
+    *,
+    webhook_host: str,
+    webhook_port: int,
+    ca_pem: bytes,
+    level: ApiLevel = levels.DEFAULT,
+) -> list[str]:
+    """Install as ``make install`` does at ``level``, then register the webhooks (or say why not).
 
     Returns the webhook configurations registered, for :func:`unregister`.
     """
-    docs = installer.render()
+    docs = installer.render(installer.local_dir(level))
     _crds, _objects, hooks = installer.split(docs)
     async with Cluster(await load_kubeconfig(kubeconfig), field_owner=installer.FIELD_MANAGER) as cluster:
         client = cluster.api_reader
@@ -128,7 +141,7 @@ async def prepare(kubeconfig: Path, *, webhook_host: str, webhook_port: int, ca_
         if stale := await installer.remove_run_webhooks(client, hooks):
             _say(f"removed webhook configurations of an earlier run: {', '.join(stale)}")
         applied = await installer.install(client, docs)
-        _say(f"installed {len(applied)} CRDs and runtimes (as make install)")
+        _say(f"installed {len(applied)} CRDs, runtimes and objects of level {level.name} (as make install)")
         if not webhook_host:
             _say(
                 "webhooks are not registered: no WEBHOOK_HOST named, so the API server calls no "
@@ -148,7 +161,7 @@ class ClusterGone(Exception):
     """The cluster of the kubeconfig cannot be reached any more (or the kubeconfig is gone)."""
 
 
-async def unregister(kubeconfig: Path) -> list[str]:
+async def unregister(kubeconfig: Path, level: ApiLevel = levels.DEFAULT) -> list[str]:
     """Remove the configurations a ``make run`` registered; ``ClusterGone`` at once when the
     kubeconfig is gone or nothing listens at its API server's address (no retries for minutes)."""
     if not await asyncio.to_thread(kubeconfig.is_file):
@@ -162,7 +175,7 @@ async def unregister(kubeconfig: Path) -> list[str]:
         writer.close()
     except (OSError, TimeoutError) as err:
         raise ClusterGone(f"the API server at {config.host} does not answer ({describe(err)})") from err
-    _crds, _objects, hooks = installer.split(installer.render())
+    _crds, _objects, hooks = installer.split(installer.render(installer.local_dir(level)))
     async with Cluster(config, field_owner=installer.FIELD_MANAGER) as cluster:
         return await installer.remove_run_webhooks(cluster.api_reader, hooks)
 
@@ -177,11 +190,11 @@ def _why(err: BaseException, kubeconfig: Path) -> str:
     return describe(err)
 
 
-def remove_registered(kubeconfig: Path, registered: list[str]) -> bool:
+def remove_registered(kubeconfig: Path, registered: list[str], level: ApiLevel = levels.DEFAULT) -> bool:
     """Remove the webhook configurations this run registered; False (said in one line) when
     that failed: the cluster, or its kubeconfig, may be gone by now."""
     try:
-        asyncio.run(asyncio.wait_for(unregister(kubeconfig), UNREGISTER_TIMEOUT))
+        asyncio.run(asyncio.wait_for(unregister(kubeconfig, level), UNREGISTER_TIMEOUT))
     except (Exception, KeyboardInterrupt) as err:  # at exit, whatever it is: one line, no traceback
         _say(
             f"could not remove the webhook configurations registered by this run "
@@ -228,7 +241,9 @@ def _terminate(_signum: int, _frame: object) -> None:
 
 
 def run_on(kubeconfig: Path, directory: Path, args: argparse.Namespace, manager_args: list[str]) -> int:
-    """Prepare the cluster, run the manager, remove the webhooks registered here."""
+    """Prepare the cluster, run the manager at the level of ``args.level``, remove the webhooks
+    registered here."""
+    level = levels.get(args.level)
     config, cert_dir, ca_pem = write_local_config(
         directory,
         webhook_host=args.webhook_host,
@@ -238,7 +253,13 @@ def run_on(kubeconfig: Path, directory: Path, args: argparse.Namespace, manager_
     )
     try:
         registered = asyncio.run(
-            prepare(kubeconfig, webhook_host=args.webhook_host, webhook_port=args.webhook_port, ca_pem=ca_pem)
+            prepare(
+                kubeconfig,
+                webhook_host=args.webhook_host,
+                webhook_port=args.webhook_port,
+                ca_pem=ca_pem,
+                level=level,
+            )
         )
     except (installer.InstallError, RequestError, RestConfigError) as err:
         _say(f"cannot prepare the cluster: {err}")
@@ -247,11 +268,17 @@ def run_on(kubeconfig: Path, directory: Path, args: argparse.Namespace, manager_
     removed = True
     try:
         code = run_manager(
-            kubeconfig, [f"--config={config}", f"--webhook-cert-dir={cert_dir}", *manager_args]
+            kubeconfig,
+            [
+                f"--config={config}",
+                f"--webhook-cert-dir={cert_dir}",
+                f"--api-level={level.name}",
+                *manager_args,
+            ],
         )
     finally:
         if registered:
-            removed = remove_registered(kubeconfig, registered)
+            removed = remove_registered(kubeconfig, registered, level)
     return code if removed else EXIT_WEBHOOKS_LEFT
 
 
@@ -267,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         "--dir", default=".local/cluster", help="where the local cluster (and run state) lives"
     )
     parser.add_argument("--nodes", type=int, default=2, help="fake KWOK nodes")
+    parser.add_argument(
+        "--level",
+        default=levels.DEFAULT.name,
+        choices=sorted(levels.LEVELS),
+        help=f"the API level to install and run at (default {levels.DEFAULT.name}; docs/levels.md)",
+    )
     parser.add_argument(
         "--webhook-host",
         default=os.environ.get("WEBHOOK_HOST", ""),

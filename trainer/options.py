@@ -7,16 +7,21 @@ durations, group-kind concurrency), the client throttle and the webhook server's
 
 from __future__ import annotations
 
+import ssl
+import warnings
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from manager import Options
+from manager import log as mlog
 from manager.config import RestConfig
 from manager.meta.duration import DurationError, parse_duration
 from manager.metrics.filters import with_authentication_and_authorization
-from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, load
+from manager.webhook.certwatcher import TLSOption
+from trainer.api import config_tls
+from trainer.api.config_v1alpha1 import Configuration, ConfigurationError, TLSOptions, load
 
 __all__ = [
     "DEFAULT_WEBHOOK_PORT",
@@ -24,8 +29,11 @@ __all__ = [
     "duration",
     "manager_options",
     "read_configuration",
+    "tls_options",
     "webhook_address",
 ]
+
+log = mlog.get_logger("setup")
 
 DEFAULT_WEBHOOK_PORT = 9443
 
@@ -58,7 +66,11 @@ def duration(text: str | None, default: float) -> float:
 def manager_options(cfg: Configuration) -> Options:
     metrics = cfg.metrics.bind_address if cfg.metrics and cfg.metrics.bind_address else ":8443"
     health = cfg.health.health_probe_bind_address if cfg.health else ":8081"
-    options = Options(metrics_bind_address=metrics, health_probe_bind_address=health or "")
+    options = Options(
+        metrics_bind_address=metrics,
+        health_probe_bind_address=health or "",
+        metrics_tls_opts=tls_options(cfg),
+    )
     if cfg.metrics is None or cfg.metrics.secure_serving is not False:
         # HTTPS with a self-signed certificate (upstream passes no cert dir), and every scrape
         # authenticated and authorised through the API server (divergences.md: upstream serves
@@ -96,3 +108,42 @@ def webhook_address(cfg: Configuration) -> tuple[str, int]:
     port = cfg.webhook.port if cfg.webhook and cfg.webhook.port else DEFAULT_WEBHOOK_PORT
     host = cfg.webhook.host if cfg.webhook and cfg.webhook.host else ""
     return host, port
+
+
+def tls_options(cfg: Configuration) -> tuple[TLSOption, ...]:
+    """The ``tls`` block as the one change every server's context gets (upstream's ``tlsconfig.Apply``).
+
+    The block is validated at load. As upstream: ``nextProtos`` replaces the ALPN list (default
+    ``http/1.1`` only), ``minVersion`` sets the minimum, ``cipherSuites`` the TLS 1.0-1.2 suites
+    (TLS 1.3's are not configurable, as in Go), an insecure suite logged as upstream does. Unlike
+    Go, when ``cipherSuites`` is empty the servers offer Go's default suites, and ``h2`` is dropped
+    from ``nextProtos`` because the servers speak HTTP/1.1 only (docs/divergences.md).
+    """
+    tls = cfg.tls or TLSOptions()
+    protos = list(tls.next_protos or []) or [config_tls.HTTP11]
+    if config_tls.HTTP2 in protos:
+        log.warning(
+            "HTTP/2 is not served by this manager: h2 is not offered in the TLS handshake",
+            field="tls.nextProtos",
+        )
+        protos = [p for p in protos if p != config_tls.HTTP2]
+    min_version = tls.min_version or "1.2"
+    suites = list(tls.cipher_suites or [])
+    for name in suites:
+        if config_tls.BY_GO_NAME[name].insecure:
+            log.warning(f'Cipher suite "{name}" is insecure and should not be used in production')
+    ciphers = config_tls.cipher_string(suites or config_tls.GO_DEFAULT_SUITES, min_version)
+    minimum = config_tls.TLS_VERSIONS[min_version]
+    if not ciphers:
+        # Only TLS 1.3 suites listed: Go then finds no suite for a TLS 1.2 client and refuses it.
+        minimum = ssl.TLSVersion.TLSv1_3
+
+    def apply(context: ssl.SSLContext) -> None:
+        context.set_alpn_protocols(protos)
+        with warnings.catch_warnings():  # TLSv1 and TLSv1_1 are deprecated names, still honoured
+            warnings.simplefilter("ignore", DeprecationWarning)
+            context.minimum_version = minimum
+        if ciphers:
+            context.set_ciphers(ciphers)
+
+    return (apply,)

@@ -52,7 +52,7 @@ from manager.meta.object import Json
 from manager.meta.times import format_time
 from manager.metrics.filters import DelegatingAuth, ReviewError
 from manager.tokenbucket import TokenBucket
-from manager.webhook.certwatcher import CertWatcher
+from manager.webhook.certwatcher import CertWatcher, TLSOption
 from trainer.api import jobset_constants as jc
 from trainer.api.trainjob_progress_v1alpha1 import METRIC_FIELD_MAX_LENGTH, METRICS_MAX_ITEMS
 from trainer.runtime.plugins.trainjobstatus import status_path, token_audience
@@ -347,6 +347,7 @@ class StatusServer:
         key_name: str = "tls.key",
         cert_poll_interval: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
+        tls_opts: tuple[TLSOption, ...] = (),
     ) -> None:
         self.handler = handler
         self.host = host
@@ -357,6 +358,7 @@ class StatusServer:
         self.cert_poll_interval = cert_poll_interval
         self.bound_port: int | None = None
         self._ssl_context = ssl_context
+        self.tls_opts = tls_opts
         self._certwatcher: CertWatcher | None = None
         self._started = False
 
@@ -391,7 +393,10 @@ class StatusServer:
         if self._ssl_context is not None:
             return self._ssl_context
         self._certwatcher = CertWatcher(
-            self.cert_dir / self.cert_name, self.cert_dir / self.key_name, interval=self.cert_poll_interval
+            self.cert_dir / self.cert_name,
+            self.cert_dir / self.key_name,
+            interval=self.cert_poll_interval,
+            tls_opts=self.tls_opts,
         )
         self._certwatcher.load()
         return self._certwatcher.context
@@ -455,6 +460,7 @@ def setup_status_server(
     host: str = "",
     rate: float = DEFAULT_RATE,
     update_burst: int = DEFAULT_BURST,
+    tls_opts: tuple[TLSOption, ...] = (),
 ) -> StatusServer:
     """The status server for ``mgr`` (to be added once certificates exist): its own API client with ``statusServer.qps/burst``
     (upstream's separate client, so reporting pods cannot starve the reconcilers), pods read
@@ -474,6 +480,6 @@ def setup_status_server(
         StatusApplier(client),
         UpdateRateLimiter(rate=rate, burst=update_burst),
     )
-    server = _ClosingServer(handler, host=host, port=port, cert_dir=cert_dir)
+    server = _ClosingServer(handler, host=host, port=port, cert_dir=cert_dir, tls_opts=tls_opts)
     server.transport = transport
     return server

@@ -15,28 +15,37 @@ from manager.webhook.custom import Decode
 from manager.webhook.server import WebhookServer
 from trainer.api import trainer_constants as tc
 from trainer.runtime.context import SetupContext
+from trainer.runtime.levels import RuntimeLevel
+from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.registry import Runtime
 from webhooks import jobset, pod, trainingruntime, trainjob, trainjob_defaulter, typed
 
 __all__ = ["register_trainer", "setup_jobset", "setup_trainer"]
 
 
-def register_trainer(server: WebhookServer, runtimes: dict[str, Runtime]) -> None:
-    """The three validating webhooks at upstream's paths, in upstream's order (CTR, TR, TrainJob)."""
+def register_trainer(server: WebhookServer, runtimes: dict[str, Runtime], level: RuntimeLevel = V2_1) -> None:
+    """The three validating webhooks at upstream's paths, in upstream's order (CTR, TR, TrainJob),
+    decoding as the level's trainer binary does (``level.trainer_go_types``)."""
     api_version = f"{tc.GROUP}/{tc.VERSION}"
 
     def decode(kind: str) -> Decode[Json]:
-        return typed.decoder(api_version, kind)
+        return typed.decoder(api_version, kind, types_file=level.trainer_go_types)
 
     server.register(
         trainingruntime.CLUSTER_TRAINING_RUNTIME_PATH,
         validating_handler(
-            trainingruntime.ClusterTrainingRuntimeValidator(), decode=decode(tc.ClusterTrainingRuntimeKind)
+            trainingruntime.ClusterTrainingRuntimeValidator(
+                level.runtime_deprecation_policy_url, level.trainer_go_types
+            ),
+            decode=decode(tc.ClusterTrainingRuntimeKind),
         ),
     )
     server.register(
         trainingruntime.TRAINING_RUNTIME_PATH,
-        validating_handler(trainingruntime.TrainingRuntimeValidator(), decode=decode(tc.TrainingRuntimeKind)),
+        validating_handler(
+            trainingruntime.TrainingRuntimeValidator(level.trainer_go_types),
+            decode=decode(tc.TrainingRuntimeKind),
+        ),
     )
     server.register(
         trainjob.PATH,
@@ -49,7 +58,7 @@ async def setup_trainer(context: SetupContext) -> bool:
     and the TrainJob defaulter when the level has one (v2.3, ``webhooks/trainjob_defaulter.py``)."""
     if context.webhooks is None:
         return False
-    register_trainer(context.webhooks, await context.admission_runtimes())
+    register_trainer(context.webhooks, await context.admission_runtimes(), context.level)
     if context.level.trainjob_defaulter is not None:
         context.webhooks.register(trainjob_defaulter.PATH, trainjob_defaulter.handler())
     return True

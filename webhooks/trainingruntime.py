@@ -1,4 +1,5 @@
-"""TrainingRuntime and ClusterTrainingRuntime validating webhooks (docs/behaviour/trainer.md §5.4).
+"""TrainingRuntime and ClusterTrainingRuntime validating webhooks (docs/behaviour/trainer.md §5.4,
+§12.5 for level v2.3).
 
 Why: a replicated job marked with an ancestor label (``trainer``, ``model-initializer``,
 ``dataset-initializer``) is where the TrainJob's trainer or initializer settings land, so it must
@@ -6,6 +7,15 @@ run exactly one Job replica and contain the container those settings target. Tra
 updates are not validated (upstream); ClusterTrainingRuntime updates are. A deprecated
 ClusterTrainingRuntime (label ``trainer.kubeflow.org/support: deprecated``) is admitted with a
 warning on create.
+
+Level v2.3 (Trainer v2.3.0's ``trainingruntime_webhook.go`` and
+``clustertrainingruntime_webhook.go``) has the same rules; what differs is what the level
+decides: the objects are decoded with the trainer v2.3.0 binary's Go types (the new
+``mlPolicy.jax``, ``xgboost``, ``flux`` and ``torch.envInjection`` typed, the removed
+``torch.numProcPerNode`` and ``elasticPolicy`` ignored as Go's decoder ignores unknown fields),
+bad container lists printed as those types marshal them, and the deprecation warning links to the
+v2.3 policy page. What the v2.3 CRDs refuse (at most one ``mlPolicy`` source, the
+``numNodes``/policy CEL rules, pruned fields) the API server answers before the webhook is called.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from typing import Any
 from manager.meta.field import FieldError
 from manager.meta.object import Json
 from manager.webhook import Denied, validate_path
+from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 
 __all__ = [
@@ -38,7 +49,7 @@ REQUIRED_CONTAINER = {
 
 CTR_DEPRECATION_WARNING = (
     'ClusterTrainingRuntime "{name}" is deprecated and will be removed in a future release of Kubeflow '
-    "Trainer. See runtime deprecation policy: " + tc.RuntimeDeprecationPolicyURL
+    "Trainer. See runtime deprecation policy: {url}"
 )
 
 
@@ -50,8 +61,16 @@ def _dig(obj: Any, *keys: str) -> Any:
     return obj
 
 
-def validate_replicated_jobs(runtime: Json) -> list[FieldError]:
-    """``validateReplicatedJobs``: one replica and the required container per ancestor-labelled job."""
+_CONTAINERS = "spec.template.spec.replicatedJobs.template.spec.template.spec.containers"
+
+
+def validate_replicated_jobs(runtime: Json, types_file: str = gocodec.TYPES_FILE) -> list[FieldError]:
+    """``validateReplicatedJobs``: one replica and the required container per ancestor-labelled job.
+    A bad container list is printed as ``json.Marshal`` of the level's ``[]corev1.Container``
+    writes it (``types_file``: fields in declaration order, ``resources: {}``)."""
+    containers_type = gocodec.field_type(
+        f"{tc.GROUP}/{tc.VERSION}", tc.TrainingRuntimeKind, _CONTAINERS, types_file
+    )
     errors: list[FieldError] = []
     rjobs = _dig(runtime, "spec", "template", "spec", "replicatedJobs") or []
     for i, rjob in enumerate(rjobs):
@@ -71,15 +90,18 @@ def validate_replicated_jobs(runtime: Json) -> list[FieldError]:
                     f"{path}.template.spec.template.spec.containers",
                     containers,
                     f"must contain the required container for the ancestor: {ancestor}",
+                    value_text=gocodec.marshal(containers, containers_type),
                 )
             )
     return errors
 
 
-def deprecation_warnings(runtime: Json) -> list[str]:
+def deprecation_warnings(runtime: Json, url: str = tc.RuntimeDeprecationPolicyURL) -> list[str]:
+    """The create warning of a deprecated ClusterTrainingRuntime, linking to ``url`` (the level's
+    ``runtime_deprecation_policy_url``: it moved to the Trainer docs site in v2.2)."""
     meta = runtime.get("metadata") or {}
     if (meta.get("labels") or {}).get(tc.LabelSupport) == tc.SupportDeprecated:
-        return [CTR_DEPRECATION_WARNING.format(name=meta.get("name") or "")]
+        return [CTR_DEPRECATION_WARNING.format(name=meta.get("name") or "", url=url)]
     return []
 
 
@@ -90,10 +112,14 @@ def _check(errors: list[FieldError], warnings: list[str]) -> list[str]:
 
 
 class TrainingRuntimeValidator:
-    """Create is validated; update and delete are always allowed (upstream)."""
+    """Create is validated; update and delete are always allowed (upstream). ``types_file``: the
+    Go types of the level's trainer binary (``RuntimeLevel.trainer_go_types``)."""
+
+    def __init__(self, types_file: str = gocodec.TYPES_FILE) -> None:
+        self.types_file = types_file
 
     async def validate_create(self, obj: Json) -> list[str] | None:
-        return _check(validate_replicated_jobs(obj), [])
+        return _check(validate_replicated_jobs(obj, self.types_file), [])
 
     async def validate_update(self, old: Json, new: Json) -> list[str] | None:
         return None
@@ -103,13 +129,22 @@ class TrainingRuntimeValidator:
 
 
 class ClusterTrainingRuntimeValidator:
-    """Create (with the deprecation warning) and update are validated; delete is allowed."""
+    """Create (with the deprecation warning linking to ``deprecation_url``) and update are
+    validated; delete is allowed."""
+
+    def __init__(
+        self, deprecation_url: str = tc.RuntimeDeprecationPolicyURL, types_file: str = gocodec.TYPES_FILE
+    ) -> None:
+        self.deprecation_url = deprecation_url
+        self.types_file = types_file
 
     async def validate_create(self, obj: Json) -> list[str] | None:
-        return _check(validate_replicated_jobs(obj), deprecation_warnings(obj))
+        return _check(
+            validate_replicated_jobs(obj, self.types_file), deprecation_warnings(obj, self.deprecation_url)
+        )
 
     async def validate_update(self, old: Json, new: Json) -> list[str] | None:
-        return _check(validate_replicated_jobs(new), [])
+        return _check(validate_replicated_jobs(new, self.types_file), [])
 
     async def validate_delete(self, obj: Json) -> list[str] | None:
         return None

@@ -17,8 +17,9 @@ configuration (``RuntimeLevel.trainjob_defaulter``; v2.1 has none). As
 controller-runtime's defaulter does, the answer has no patch when nothing changed; otherwise the
 patch is to the object as Go re-encodes it: the ``time`` values written in the form above and
 quantities canonical (``1024Mi`` as ``1Gi``). The request is decoded as into v2.3.0's typed
-``TrainJob`` (``trainjob_codec``): an object it does not decode, e.g. ``numProcPerNode: auto``
-(an ``*int32`` at v2.3), is answered 400 with encoding/json's text.
+``TrainJob`` (``trainjob_codec``, the trainer v2.3.0 binary's Go types): an object it does not
+decode, e.g. ``numProcPerNode: auto`` (an ``*int32`` at v2.3) or a string
+``status.trainerStatus.progressPercentage``, is answered 400 with encoding/json's text.
 """
 
 from __future__ import annotations
@@ -43,9 +44,7 @@ from manager.webhook import (
 from manager.webhook.custom import json_copy
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
-from trainer.api.gocodec import GoField, GoStruct, GoType
 from trainer.runtime.levels.v2_3_admission import semantic
-from trainer.runtime.levels.v2_3_patch import JOBSET_SPEC_PATCH
 
 __all__ = ["PATH", "WEBHOOK", "default_runtime_patches", "handler", "trainjob_codec"]
 
@@ -108,77 +107,12 @@ def default_runtime_patches(new: Json, old: Json | None, now: datetime.datetime)
     return changed
 
 
-_TRAINER = "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
-_META = "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-
-def _struct_type(name: str, fields: dict[str, GoType], *, omitzero: frozenset[str] = frozenset()) -> GoType:
-    """A v2.3.0 struct of ``pkg/apis/trainer/v1alpha1`` (fields ``omitempty`` or ``omitzero``)."""
-    key = f"{_TRAINER}.{name}"
-    struct = GoStruct(
-        key, name, {n: GoField(n, t, always=False, omitzero=n in omitzero) for n, t in fields.items()}
-    )
-    return GoType("struct", f"v1alpha1.{name}", key, struct=struct)
-
-
-def _ptr(t: GoType) -> GoType:
-    return GoType("ptr", f"*{t.go}", elem=t)
-
-
-def _v2_1_field(struct: str, name: str) -> GoType:
-    return gocodec.codec(f"{_TRAINER}.{struct}").fields[name].type
-
-
-def _v2_3_trainjob() -> GoStruct:
-    """v2.3.0's ``TrainJob`` (``trainjob_types.go``), built from v2.1.0's where they agree:
-    ``numProcPerNode`` an ``*int32``, ``runtimePatches`` (``RuntimePatch`` down to
-    ``JobSetSpecPatch``, ``trainer/runtime/levels/v2_3_patch.py``) and ``activeDeadlineSeconds``
-    added, ``labels``, ``annotations`` and ``podTemplateOverrides`` gone; ``spec``, ``status`` and
-    ``runtimeRef`` ``omitzero``. ``status.trainerStatus`` is not typed here (kept as written)."""
-    v2_1_trainer = gocodec.codec(f"{_TRAINER}.Trainer")
-    trainer = _struct_type(
-        "Trainer",
-        {
-            **{n: f.type for n, f in v2_1_trainer.fields.items()},
-            "numProcPerNode": _ptr(GoType("int32", "int32")),
-        },
-    )
-    object_meta = _ptr(gocodec.field_type("trainer.kubeflow.org/v1alpha1", "TrainJob", "metadata"))
-    time = gocodec.codec(f"{_META}.ObjectMeta").fields["creationTimestamp"].type
-    template = _struct_type("JobSetTemplatePatch", {"metadata": object_meta, "spec": _ptr(JOBSET_SPEC_PATCH)})
-    runtime_spec = _struct_type("TrainingRuntimeSpecPatch", {"template": _ptr(template)})
-    runtime_patch = _struct_type(
-        "RuntimePatch",
-        {
-            "manager": GoType("string", "string"),
-            "time": _ptr(time),
-            "trainingRuntimeSpec": _ptr(runtime_spec),
-        },
-    )
-    spec = _struct_type(
-        "TrainJobSpec",
-        {
-            "runtimeRef": _v2_1_field("TrainJobSpec", "runtimeRef"),
-            "initializer": _v2_1_field("TrainJobSpec", "initializer"),
-            "trainer": _ptr(trainer),
-            "runtimePatches": GoType("slice", "[]v1alpha1.RuntimePatch", elem=runtime_patch),
-            "suspend": _v2_1_field("TrainJobSpec", "suspend"),
-            "activeDeadlineSeconds": GoType("int64", "int64"),
-            "managedBy": _v2_1_field("TrainJobSpec", "managedBy"),
-        },
-        omitzero=frozenset({"runtimeRef"}),
-    )
-    v2_1 = gocodec.codec(f"{_TRAINER}.TrainJob")
-    fields = dict(v2_1.fields)
-    fields["spec"] = GoField("spec", spec, always=False, omitzero=True)
-    fields["status"] = GoField("status", fields["status"].type, always=False, omitzero=True)
-    return GoStruct(v2_1.key, v2_1.name, fields)
-
-
 @functools.cache
 def trainjob_codec() -> gocodec.Codec:
-    """Decoding and re-encoding of a TrainJob as v2.3.0's typed struct does them."""
-    return gocodec.Codec(f"{tc.GROUP}/{tc.VERSION}", tc.TrainJobKind, _v2_3_trainjob())
+    """Decoding and re-encoding of a TrainJob as v2.3.0's typed struct does them: the trainer
+    v2.3.0 binary's own Go types (``openapi/go-types-trainer-v2.3.0.json``, with jobset v0.12.0
+    and k8s.io/api v0.36.2), ``status.trainerStatus`` included."""
+    return gocodec.codec_for(f"{tc.GROUP}/{tc.VERSION}", tc.TrainJobKind, gocodec.TRAINER_V2_3_TYPES_FILE)
 
 
 def _decode(raw: Json | None) -> Json:

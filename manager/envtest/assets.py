@@ -16,6 +16,7 @@ binary in the same place (a module's own e2e suite, to run against a cluster lat
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import re
 import shutil
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from manager.envtest.errors import AssetBuildError
 
-K8S_VERSION = os.environ.get("K8S_VERSION", "v1.34.4")
+K8S_VERSION = os.environ.get("K8S_VERSION", "v1.36.3")
 ETCD_VERSION = os.environ.get("ETCD_VERSION", "v3.6.16")
 KWOK_VERSION = os.environ.get("KWOK_VERSION", "v0.7.0")
 HELM_VERSION = os.environ.get("HELM_VERSION", "v3.22.0")
@@ -118,16 +119,35 @@ def _build_lock(directory: Path) -> Iterator[None]:
 def _run_build(
     command: list[str], *, env: dict[str, str], quiet: bool, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run a build step; its output goes to stderr as it runs, or is kept for the error when quiet."""
-    return subprocess.run(
-        command,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE if quiet else sys.stderr,
-        stderr=subprocess.STDOUT,
-        text=True,
-        check=False,
-    )
+    """Run a build step; its output goes to stderr as it runs, or is kept for the error when quiet.
+
+    A stderr without a file descriptor (pytest's capture, a notebook) gets the output line by line
+    through a pipe instead of failing the build with ``UnsupportedOperation: fileno``."""
+    if quiet:
+        return subprocess.run(
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        pass
+    else:
+        return subprocess.run(
+            command, cwd=cwd, env=env, stdout=sys.stderr, stderr=subprocess.STDOUT, text=True, check=False
+        )
+    with subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stderr.write(line)
+    return subprocess.CompletedProcess(command, proc.returncode, "", None)
 
 
 def build(

@@ -10,7 +10,7 @@
 set -euo pipefail
 OUT=${1:?usage: build_binaries.sh OUT_DIR PIECE...}; shift
 PIECES=${*:-etcd kube kwok}
-K8S=${K8S_VERSION:-v1.34.4}; ETCD=${ETCD_VERSION:-v3.6.16}; KWOK=${KWOK_VERSION:-v0.7.0}
+K8S=${K8S_VERSION:-v1.36.3}; ETCD=${ETCD_VERSION:-v3.6.16}; KWOK=${KWOK_VERSION:-v0.7.0}
 # The helm piece (HELM_VERSION) is no control-plane binary: built only when named.
 HELM=${HELM_VERSION:-v3.22.0}
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOWORK=off GOFLAGS=-modcacherw CGO_ENABLED=0

@@ -88,6 +88,7 @@ class Environment:
         kwok_args: Iterable[str] = (),
         controller_manager_args: Iterable[str] = (),
         real_node: bool = False,
+        service_accounts: bool = False,
     ) -> None:
         if real_node and not full:
             raise ValueError("a real node needs a full environment (full=True)")
@@ -97,6 +98,11 @@ class Environment:
         so only pods that tolerate it run there (``realnode``; docs/realnode.md)."""
         self.node: realnode.RealNode | None = None
         self.node_ip = ""
+        self.service_accounts = service_accounts or real_node
+        """The API server's ServiceAccount admission plugin on, as in any cluster: each pod gets
+        its namespace's ServiceAccount (``default`` unless it names one; the controller-manager
+        creates it) and that account's token volume. Off by default (KWOK pods need no token, and
+        a pod is then admitted before its namespace's account exists); a real node turns it on."""
         # Extra flags, after the defaults (the last of a repeated flag wins): a large simulated
         # cluster renews node leases less often and keeps its nodes Ready meanwhile.
         self.kwok_args = list(kwok_args)
@@ -304,7 +310,7 @@ class Environment:
                 "--authorization-mode=RBAC",
                 # A real node runs real pods: they get their ServiceAccount token volume, as in
                 # any cluster (the plugin then wants each namespace's ServiceAccount to exist).
-                *([] if self.real_node else ["--disable-admission-plugins=ServiceAccount"]),
+                *([] if self.service_accounts else ["--disable-admission-plugins=ServiceAccount"]),
                 # The real node's name resolves nowhere: logs and exec go to its InternalIP.
                 *(["--kubelet-preferred-address-types=InternalIP"] if self.real_node else []),
                 f"--service-cluster-ip-range={SERVICE_CIDR}",

@@ -24,6 +24,7 @@ from typing import Unpack
 import structlog
 
 from manager._http import HTTPServer, is_disabled
+from manager._tls import TLSOption
 from manager.client.interfaces import ClientProtocol
 from manager.client.restmapper import RESTMapper
 from manager.clock import REAL_CLOCK, Clock
@@ -88,6 +89,8 @@ class Options:
     """HTTPS for /metrics (Trainer's shipped config turns it on, on :8443)."""
     metrics_cert_dir: str | None = None
     """``tls.crt``/``tls.key`` for secure metrics; without them a self-signed pair is generated at start."""
+    metrics_tls_opts: tuple[TLSOption, ...] = ()
+    """Applied to the secure metrics server's context after the defaults (``metrics.Options.TLSOpts``)."""
     metrics_filter_provider: FilterProvider | None = None
     """Called with the manager's uncached client; the filter wraps every metrics handler
     (``manager.metrics.filters.with_authentication_and_authorization``: TokenReview + SubjectAccessReview)."""
@@ -380,6 +383,7 @@ class Manager:
                 secure=opts.metrics_secure_serving,
                 cert_dir=opts.metrics_cert_dir,
                 filter=metrics_filter,
+                tls_opts=opts.metrics_tls_opts,
             )
             self.add(self.metrics_server)
         if not is_disabled(opts.health_probe_bind_address):

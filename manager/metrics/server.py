@@ -8,7 +8,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from manager._http import HTTPServer
-from manager._tls import server_ssl_context
+from manager._tls import TLSOption, server_ssl_context
 from manager.client.interfaces import ClientProtocol
 from manager.metrics.filters import Filter, Handler
 from manager.metrics.registry import REGISTRY
@@ -49,12 +49,14 @@ def metrics_server(
     secure: bool = False,
     cert_dir: str | None = None,
     filter: Filter | None = None,
+    tls_opts: tuple[TLSOption, ...] = (),
 ) -> HTTPServer:
     """The ``/metrics`` server; ``secure`` serves HTTPS (cert files from ``cert_dir`` or self-signed).
 
-    ``filter`` wraps every handler, e.g. to authenticate and authorise each request.
+    ``filter`` wraps every handler, e.g. to authenticate and authorise each request; ``tls_opts``
+    change the HTTPS context after the defaults.
     """
-    context = server_ssl_context(cert_dir) if secure else None
+    context = server_ssl_context(cert_dir, tls_opts=tls_opts) if secure else None
     return HTTPServer(
         metrics_app(registry, extra_handlers, filter=filter),
         bind_address,

@@ -13,28 +13,33 @@ import asyncio
 import hashlib
 import logging
 import ssl
+from collections.abc import Iterable
 from pathlib import Path
 
+from manager._tls import TLSOption, new_server_context
 from manager.webhook import metrics
+
+__all__ = ["CertWatcher", "TLSOption"]
 
 log = logging.getLogger(__name__)
 
 
 class CertWatcher:
-    def __init__(self, cert_path: Path | str, key_path: Path | str, *, interval: float = 10.0) -> None:
+    def __init__(
+        self,
+        cert_path: Path | str,
+        key_path: Path | str,
+        *,
+        interval: float = 10.0,
+        tls_opts: Iterable[TLSOption] = (),
+    ) -> None:
         self.cert_path = Path(cert_path)
         self.key_path = Path(key_path)
         self.interval = interval
-        self.context = self._new_context()
+        # TLS >= 1.2 and HTTP/2 off (the CVE-2023-44487 advice), then the server's TLS options
+        self.context = new_server_context(tls_opts)
         self._fingerprint = b""
         self.reloads = 0
-
-    @staticmethod
-    def _new_context() -> ssl.SSLContext:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.set_alpn_protocols(["http/1.1"])  # HTTP/2 off (the CVE-2023-44487 advice)
-        return ctx
 
     def _read(self) -> bytes:
         return hashlib.sha256(self.cert_path.read_bytes() + b"\0" + self.key_path.read_bytes()).digest()

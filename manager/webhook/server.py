@@ -31,7 +31,7 @@ from manager.webhook.admission import (
     encode_review,
     errored,
 )
-from manager.webhook.certwatcher import CertWatcher
+from manager.webhook.certwatcher import CertWatcher, TLSOption
 
 log = logging.getLogger(__name__)
 MAX_BODY = 7 * 1024 * 1024
@@ -82,6 +82,7 @@ class WebhookServer:
         key_name: str = "tls.key",
         client_ca_name: str = "",
         cert_poll_interval: float = 10.0,
+        tls_opts: tuple[TLSOption, ...] = (),
     ) -> None:
         self.host = host
         self.port = port
@@ -90,6 +91,8 @@ class WebhookServer:
         self.key_name = key_name
         self.client_ca_name = client_ca_name
         self.cert_poll_interval = cert_poll_interval
+        self.tls_opts = tls_opts
+        """Applied to the serving context after the defaults (controller-runtime's ``TLSOpts``)."""
         self._handlers: dict[str, Handler] = {}
         self._started = False
         self._frozen = False
@@ -123,7 +126,10 @@ class WebhookServer:
                     "mount tls.crt and tls.key there (or point the cert dir elsewhere)"
                 )
         self.certwatcher = CertWatcher(
-            self.cert_dir / self.cert_name, self.cert_dir / self.key_name, interval=self.cert_poll_interval
+            self.cert_dir / self.cert_name,
+            self.cert_dir / self.key_name,
+            interval=self.cert_poll_interval,
+            tls_opts=self.tls_opts,
         )
         self.certwatcher.load()
         ctx = self.certwatcher.context

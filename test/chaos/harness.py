@@ -112,6 +112,7 @@ class Replica:
             "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}", "secureServing": False},
             "webhook": {"port": self.webhook_port, "host": "127.0.0.1"},
             "certManagement": {"enable": False},
+            "apiLevel": "v2.1",  # the suite's cluster serves config/crd (the shipped Deployment names its level by flag)
             "leaderElection": {
                 "leaderElect": True,
                 "resourceName": LEASE,

@@ -1,4 +1,5 @@
-"""What `kubectl apply --server-side -k config/default` installs, rendered by kubectl's kustomize.
+"""What `kubectl apply --server-side -k config/default` (level v2.3) and `-k config/overlays/v2.1`
+install, rendered by kubectl's kustomize.
 
 The object set is the deployment's (README, "Deploy"): every name here is what a user
 or a Helm upgrade finds in the cluster, and every webhook must call the one Service that fronts
@@ -53,6 +54,35 @@ AGREED: set[tuple[str, str, str]] = {
     ("MutatingWebhookConfiguration", "", "jobset-mutating-webhook-configuration"),
     ("ValidatingWebhookConfiguration", "", "jobset-validating-webhook-configuration"),
 }
+#: Level v2.3 adds upstream v2.3.0's public ConfigMap (the SDK's version lookup), its Role and
+#: RoleBinding, and the TrainJob defaulter's configuration.
+AGREED_V2_3 = AGREED | {
+    ("ConfigMap", NS, "kubeflow-trainer-public"),
+    ("Role", NS, "kubeflow-trainer-public"),
+    ("RoleBinding", NS, "kubeflow-trainer-public"),
+    ("MutatingWebhookConfiguration", "", "defaulter.trainer.kubeflow.org"),
+}
+HOOKS = {
+    "validator.clustertrainingruntime.trainer.kubeflow.org",
+    "validator.trainingruntime.trainer.kubeflow.org",
+    "validator.trainjob.trainer.kubeflow.org",
+    "mjobset.kb.io",
+    "mpod.kb.io",
+    "vjobset.kb.io",
+    "vpod.kb.io",
+}
+#: Per deployment: its objects, its webhooks, the Service's webhook target port and the
+#: container's webhook port name (upstream v2.3.0 renamed it `webhook`), its shipped runtimes.
+LEVELS = {
+    "default": (
+        AGREED_V2_3,
+        HOOKS | {"defaulter.trainjob.trainer.kubeflow.org"},
+        "webhook",
+        "webhook",
+        "overlays/v2.3/runtimes",
+    ),
+    "overlays/v2.1": (AGREED, HOOKS, 9443, "webhook-server", "runtimes"),
+}
 
 
 @functools.cache
@@ -70,9 +100,15 @@ def kustomize(directory: Path) -> list[Json]:
     return [d for d in yaml.load_all(_render(directory), Loader=yaml.CSafeLoader) if d]
 
 
+@pytest.fixture(scope="module", params=sorted(LEVELS))
+def deployment_dir(request: pytest.FixtureRequest) -> str:
+    """config/default (= level v2.3) and config/overlays/v2.1."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def default() -> list[Json]:
-    return kustomize(ROOT / "config" / "default")
+def default(deployment_dir: str) -> list[Json]:
+    return kustomize(ROOT / "config" / deployment_dir)
 
 
 def _key(doc: Json) -> tuple[str, str, str]:
@@ -85,28 +121,21 @@ def _one(docs: list[Json], kind: str, name: str) -> Json:
     return found
 
 
-def test_config_default_installs_exactly_the_agreed_objects(default: list[Json]) -> None:
+def test_config_default_installs_exactly_the_agreed_objects(default: list[Json], deployment_dir: str) -> None:
     keys = [_key(d) for d in default]
     assert len(keys) == len(set(keys)), "an object is rendered twice"
-    assert set(keys) == AGREED
+    assert set(keys) == LEVELS[deployment_dir][0]
 
 
-def test_every_webhook_calls_the_one_manager_service(default: list[Json]) -> None:
+def test_every_webhook_calls_the_one_manager_service(default: list[Json], deployment_dir: str) -> None:
+    _, names, target_port, _, _ = LEVELS[deployment_dir]
     hooks = [
         (doc["metadata"]["name"], hook)
         for doc in default
         if doc["kind"].endswith("WebhookConfiguration")
         for hook in doc["webhooks"]
     ]
-    assert {h["name"] for _, h in hooks} == {
-        "validator.clustertrainingruntime.trainer.kubeflow.org",
-        "validator.trainingruntime.trainer.kubeflow.org",
-        "validator.trainjob.trainer.kubeflow.org",
-        "mjobset.kb.io",
-        "mpod.kb.io",
-        "vjobset.kb.io",
-        "vpod.kb.io",
-    }
+    assert {h["name"] for _, h in hooks} == names
     for config, hook in hooks:
         service = hook["clientConfig"]["service"]
         assert "url" not in hook["clientConfig"], (config, hook["name"])
@@ -116,11 +145,13 @@ def test_every_webhook_calls_the_one_manager_service(default: list[Json]) -> Non
         )
         assert service["path"].startswith(("/validate-", "/mutate-")), hook["name"]
     ports = {p["name"]: p for p in _one(default, "Service", SERVICE)["spec"]["ports"]}
-    assert (ports["webhook-server"]["port"], ports["webhook-server"]["targetPort"]) == (443, 9443)
+    assert (ports["webhook-server"]["port"], ports["webhook-server"]["targetPort"]) == (443, target_port)
     assert "monitoring-port" in ports
 
 
-def test_the_deployment_is_hardened_and_runs_the_console_script(default: list[Json]) -> None:
+def test_the_deployment_is_hardened_and_runs_the_console_script(
+    default: list[Json], deployment_dir: str
+) -> None:
     deployment = _one(default, "Deployment", SERVICE)
     pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == SERVICE
@@ -150,7 +181,7 @@ def test_the_deployment_is_hardened_and_runs_the_console_script(default: list[Js
     config = volumes[mounts["/controller_manager_config.yaml"]["name"]]
     assert config["configMap"]["name"] == "kubeflow-trainer-config"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports["webhook-server"] == 9443
+    assert ports[LEVELS[deployment_dir][3]] == 9443
 
 
 def test_the_shipped_configuration_matches_the_objects(default: list[Json]) -> None:
@@ -173,9 +204,9 @@ def test_the_service_account_is_bound_to_both_roles(default: list[Json]) -> None
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE, "namespace": NS}]
 
 
-def test_runtimes_are_not_part_of_config_default(default: list[Json]) -> None:
+def test_runtimes_are_not_part_of_config_default(default: list[Json], deployment_dir: str) -> None:
     assert not [d for d in default if d["kind"] == "ClusterTrainingRuntime"]
-    runtimes = kustomize(ROOT / "config" / "runtimes")
+    runtimes = kustomize(ROOT / "config" / LEVELS[deployment_dir][4])
     assert {d["kind"] for d in runtimes} == {"ClusterTrainingRuntime"}
     assert "torch-distributed" in {d["metadata"]["name"] for d in runtimes}
 

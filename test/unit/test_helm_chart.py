@@ -1,7 +1,9 @@
 """The Helm chart (charts/kubeflow-trainer), rendered by the helm of the asset cache.
 
-With default values it renders the objects of `kubectl kustomize config/default`, field by
-field (the only allowed differences are listed in ``HELM_LABELS`` and ``NOT_RENDERED``); its
+With default values it renders the objects of `kubectl kustomize config/default` (level v2.3),
+with `apiLevel: v2.1` those of `config/overlays/v2.1`, field by field (the only allowed
+differences are listed in ``HELM_LABELS`` and ``NOT_RENDERED``). Tests that name no level render
+at v2.1 (``helm_template``'s ``level``), the level they were written for; its
 values land where a user expects them (JobSet's chart tests, spec 6.V); bad values are refused
 by values.schema.json with a message naming the field; the copies the chart carries (CRDs,
 runtimes) are the files of config/.
@@ -39,23 +41,35 @@ HELM_LABELS = {
 #: In config/default, not in the chart: Helm stores the release in its namespace before it
 #: creates anything, so the namespace comes from `helm install --create-namespace`.
 NOT_RENDERED = {("Namespace", "", NS)}
+#: On the chart's CRDs only: `helm uninstall` keeps them (and the objects stored in them).
+KEEP = "helm.sh/resource-policy"
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, check=False)
 
 
-def helm_template(*args: str, values: Json | None = None, tmp: Path | None = None) -> list[Json]:
-    out = _template(*args, values=values, tmp=tmp)
+def helm_template(
+    *args: str, values: Json | None = None, tmp: Path | None = None, level: str | None = "v2.1"
+) -> list[Json]:
+    out = _template(*args, values=values, tmp=tmp, level=level)
     assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    return [d for d in yaml.load_all(out.stdout, Loader=yaml.CSafeLoader) if d]
 
 
 def _template(
-    *args: str, values: Json | None = None, tmp: Path | None = None
+    *args: str, values: Json | None = None, tmp: Path | None = None, level: str | None = "v2.1"
 ) -> subprocess.CompletedProcess[str]:
+    """``helm template``; ``level``: the ``apiLevel`` set unless ``args`` or ``values`` set one
+    (None: the chart's default, v2.3)."""
     helm = assets.ensure(["helm"])["helm"]
     argv = [str(helm), "template", RELEASE, str(CHART), "-n", NS, *args]
+    if (
+        level is not None
+        and "apiLevel" not in (values or {})
+        and not any(a.startswith("apiLevel=") for a in args)
+    ):
+        argv += ["--set", f"apiLevel={level}"]
     if values is not None:
         assert tmp is not None
         path = tmp / "values.yaml"
@@ -68,7 +82,7 @@ def kustomize(directory: Path) -> list[Json]:
     kubectl = assets.ensure(["kubectl"])["kubectl"]
     out = _run([str(kubectl), "kustomize", str(directory)])
     assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    return [d for d in yaml.load_all(out.stdout, Loader=yaml.CSafeLoader) if d]
 
 
 def key(obj: Json) -> Key:
@@ -85,9 +99,25 @@ def normalise(obj: Json) -> Json:
         meta["labels"] = labels
     else:
         meta.pop("labels", None)
+    if out["kind"] == "CustomResourceDefinition":
+        annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != KEEP}
+        if annotations:
+            meta["annotations"] = annotations
+        else:
+            meta.pop("annotations", None)
+        out["spec"] = without_descriptions(out["spec"])
     if out["kind"] == "ConfigMap" and CONFIG_KEY in out.get("data", {}):
         out["data"][CONFIG_KEY] = yaml.safe_load(out["data"][CONFIG_KEY])
     return out
+
+
+def without_descriptions(value: Any) -> Any:
+    """The chart's CRDs carry no field descriptions (hack/chart_crds.py: the 1 MiB release Secret)."""
+    if isinstance(value, dict):
+        return {k: without_descriptions(v) for k, v in value.items() if k != "description"}
+    if isinstance(value, list):
+        return [without_descriptions(v) for v in value]
+    return value
 
 
 def differences(a: Any, b: Any, path: str = "") -> list[str]:
@@ -135,9 +165,10 @@ def pod_spec(objs: list[Json]) -> Json:
 # -- the chart renders config/default -------------------------------------------------------
 
 
-def test_default_values_render_the_objects_of_config_default() -> None:
-    chart = by_key(helm_template("--include-crds"))
-    kust = by_key(kustomize(ROOT / "config" / "default"))
+def compare_with_kustomize(chart_objs: list[Json], directory: Path) -> None:
+    """The chart's objects are ``kubectl kustomize directory``'s, field by field (normalised)."""
+    chart = by_key(chart_objs)
+    kust = by_key(kustomize(directory))
     assert set(kust) >= NOT_RENDERED, "the agreed Namespace is no longer in config/default"
     only_chart = sorted(set(chart) - set(kust))
     only_kustomize = sorted(set(kust) - NOT_RENDERED - set(chart))
@@ -150,6 +181,19 @@ def test_default_values_render_the_objects_of_config_default() -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_default_values_render_the_objects_of_config_default() -> None:
+    # the chart's own default level (v2.3), as config/default's
+    compare_with_kustomize(helm_template(level=None), ROOT / "config" / "default")
+
+
+def test_api_level_v2_1_renders_the_objects_of_the_v2_1_overlay() -> None:
+    compare_with_kustomize(helm_template("--set", "apiLevel=v2.1"), ROOT / "config" / "overlays" / "v2.1")
+
+
+def test_api_level_v2_3_renders_the_objects_of_the_v2_3_overlay() -> None:
+    compare_with_kustomize(helm_template("--set", "apiLevel=v2.3"), ROOT / "config" / "overlays" / "v2.3")
+
+
 def test_every_chart_object_carries_helms_labels_and_the_common_labels(tmp_path: Path) -> None:
     objs = helm_template(values={"commonLabels": {"team": "ml"}}, tmp=tmp_path)
     for obj in objs:
@@ -159,22 +203,76 @@ def test_every_chart_object_carries_helms_labels_and_the_common_labels(tmp_path:
         assert labels["team"] == "ml", key(obj)
 
 
-def test_chart_crds_are_the_generated_crds() -> None:
-    """One source: config/crd/bases is generated (`make manifests` writes both directories)."""
-    bases = {p.name: p.read_bytes() for p in (ROOT / "config" / "crd" / "bases").glob("*.yaml")}
-    chart = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
-    assert sorted(chart) == sorted(bases), "run `make manifests`"
-    stale = [name for name in bases if chart[name] != bases[name]]
-    assert not stale, f"charts/kubeflow-trainer/crds is stale ({stale}): run `make manifests`"
+LEVEL_SOURCES = {
+    # level: (the CRD directories the chart's files/crds/<level> copies, the runtimes directory)
+    "v2.1": ((ROOT / "config" / "crd" / "bases",), ROOT / "config" / "runtimes"),
+    "v2.3": (
+        (ROOT / "config" / "overlays" / "v2.3" / "crd", ROOT / "config" / "crd" / "bases"),
+        ROOT / "config" / "overlays" / "v2.3" / "runtimes",
+    ),
+}
 
 
-def test_chart_runtimes_are_the_shipped_runtimes() -> None:
-    shipped = {p.name: p.read_bytes() for p in (ROOT / "config" / "runtimes").glob("*.yaml")}
+@pytest.mark.parametrize("level", sorted(LEVEL_SOURCES))
+def test_chart_crds_are_the_generated_crds(level: str) -> None:
+    """One source: the CRDs are generated, and `make manifests` writes the chart's copies
+    (hack/chart_crds.py): the same documents without descriptions; at v2.3 the level's four and
+    v2.1's PodGroup and ElasticQuota (the overlay keeps those)."""
+    generated: dict[str, Path] = {}
+    for directory in LEVEL_SOURCES[level][0]:
+        for path in directory.glob("*.yaml"):
+            generated.setdefault(path.name, path)
+    chart = {p.name: p for p in (CHART / "files" / "crds" / level).glob("*.yaml")}
+    assert sorted(chart) == sorted(generated), "run `make manifests`"
+    loader = yaml.CSafeLoader
+    stale = [
+        name
+        for name, path in generated.items()
+        if yaml.load(chart[name].read_text(), Loader=loader)
+        != without_descriptions(yaml.load(path.read_text(), Loader=loader))
+    ]
+    assert not stale, f"charts/kubeflow-trainer/files/crds/{level} is stale ({stale}): run `make manifests`"
+    assert "description:" not in "".join(p.read_text() for p in chart.values())
+
+
+def test_the_release_fits_helms_one_mib_secret() -> None:
+    """Helm stores the chart and the rendered manifest in one Secret (at most 1 MiB): measured as
+    Helm encodes it (files base64 in the release JSON, gzip, base64) for the larger level."""
+    import base64
+    import gzip
+
+    files = {
+        str(p.relative_to(CHART)): base64.b64encode(p.read_bytes()).decode()
+        for p in CHART.rglob("*")
+        if p.is_file()
+    }
+    manifest = _template("--set", "apiLevel=v2.3").stdout
+    blob = json.dumps({"chart": {"files": files}, "manifest": manifest}).encode()
+    size = len(base64.b64encode(gzip.compress(blob)))
+    assert size < 1024 * 1024 * 0.6, f"the release would be {size} bytes"
+
+
+@pytest.mark.parametrize("level", sorted(LEVEL_SOURCES))
+def test_chart_runtimes_are_the_shipped_runtimes(level: str) -> None:
+    shipped = {p.name: p.read_bytes() for p in LEVEL_SOURCES[level][1].glob("*.yaml")}
     shipped.pop("kustomization.yaml")
-    chart = {p.name: p.read_bytes() for p in (CHART / "files" / "runtimes").glob("*.yaml")}
+    chart = {p.name: p.read_bytes() for p in (CHART / "files" / "runtimes" / level).glob("*.yaml")}
     assert sorted(chart) == sorted(shipped), "run `make manifests`"
     stale = [name for name in shipped if chart[name] != shipped[name]]
-    assert not stale, f"charts/kubeflow-trainer/files/runtimes is stale ({stale}): run `make manifests`"
+    assert not stale, (
+        f"charts/kubeflow-trainer/files/runtimes/{level} is stale ({stale}): run `make manifests`"
+    )
+
+
+def test_crds_enabled_false_renders_no_crd_and_the_crds_are_kept_on_uninstall(tmp_path: Path) -> None:
+    for level in LEVEL_SOURCES:
+        crds = [
+            o for o in helm_template("--set", f"apiLevel={level}") if o["kind"] == "CustomResourceDefinition"
+        ]
+        assert len(crds) == 6, level
+        assert all(c["metadata"]["annotations"][KEEP] == "keep" for c in crds), level
+    off = helm_template("--set", "apiLevel=v2.3", "--set", "crds.enabled=false")
+    assert [o for o in off if o["kind"] == "CustomResourceDefinition"] == []
 
 
 def test_the_rendered_configuration_is_one_the_manager_accepts(tmp_path: Path) -> None:
@@ -537,6 +635,86 @@ def test_one_runtime_on_with_another_image(tmp_path: Path) -> None:
     )
 
 
+def test_v2_3_runtimes_are_the_levels_with_common_labels_and_skip_the_webhook(tmp_path: Path) -> None:
+    values = {"apiLevel": "v2.3", "runtimes": {"defaultEnabled": True, "commonLabels": {"team": "ml"}}}
+    rendered = _runtimes(helm_template(values=values, tmp=tmp_path))
+    shipped = {
+        o["metadata"]["name"]: o
+        for o in kustomize(ROOT / "config" / "overlays" / "v2.3" / "runtimes")
+        if o["kind"] == "ClusterTrainingRuntime"
+    }
+    assert sorted(rendered) == sorted(shipped)
+    assert {"jax-distributed", "xgboost-distributed"} <= set(rendered)
+    for name, obj in rendered.items():
+        labels = obj["metadata"].pop("labels")
+        assert labels.pop("team") == "ml", name
+        obj["metadata"]["labels"] = labels
+        assert labels["trainer.kubeflow.org/webhook-validation"] == "disabled", name
+        assert not differences(normalise(obj), normalise(shipped[name])), name
+    # jax and xgboost are v2.3.0's: at v2.1 their values render nothing
+    v2_1 = {"runtimes": {"jaxDistributed": {"enabled": True}, "xgboostDistributed": {"enabled": True}}}
+    assert _runtimes(helm_template(values=v2_1, tmp=tmp_path)) == {}
+
+
+def test_v2_3_runtime_image_override(tmp_path: Path) -> None:
+    image = {"registry": "registry.example.com", "repository": "ml/xgb", "tag": "v9"}
+    values = {"apiLevel": "v2.3", "runtimes": {"xgboostDistributed": {"enabled": True, "image": image}}}
+    rendered = _runtimes(helm_template(values=values, tmp=tmp_path))
+    jobs = rendered["xgboost-distributed"]["spec"]["template"]["spec"]["replicatedJobs"]
+    nodes = {
+        c["image"]
+        for j in jobs
+        for c in j["template"]["spec"]["template"]["spec"]["containers"]
+        if c["name"] == "node"
+    }
+    assert nodes == {"registry.example.com/ml/xgb:v9"}
+
+
+def test_v2_3_objects_a_user_sees(tmp_path: Path) -> None:
+    objs = helm_template("--set", "apiLevel=v2.3")
+    assert "--api-level=v2.3" in container(objs)["args"]
+    assert "--api-level=v2.3" not in container(helm_template())["args"]
+    public = one(objs, "ConfigMap", "kubeflow-trainer-public")
+    assert public["data"] == {"kubeflow_trainer_version": "v2.3.0"}
+    binding = one(objs, "RoleBinding", "kubeflow-trainer-public")
+    assert binding["subjects"] == [
+        {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:authenticated"}
+    ]
+    defaulter = one(objs, "MutatingWebhookConfiguration", "defaulter.trainer.kubeflow.org")
+    assert (
+        defaulter["webhooks"][0]["clientConfig"]["service"]["path"]
+        == "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
+    )
+    ports = {p["name"]: (p["port"], p["targetPort"]) for p in one(objs, "Service")["spec"]["ports"]}
+    assert ports == {
+        "monitoring-port": (8443, "metrics"),
+        "webhook-server": (443, "webhook"),
+        "status-server": (10443, "status-server"),
+    }
+    # cert-manager annotates the defaulter too; a trainer component switched off drops it
+    managed = helm_template(values={"apiLevel": "v2.3", "certManager": {"enable": True}}, tmp=tmp_path)
+    assert (
+        "cert-manager.io/inject-ca-from"
+        in one(managed, "MutatingWebhookConfiguration", "defaulter.trainer.kubeflow.org")["metadata"][
+            "annotations"
+        ]
+    )
+    off = helm_template(values={"apiLevel": "v2.3", "manager": {"controllers": "*,-trainer"}}, tmp=tmp_path)
+    assert not [o for o in off if o["metadata"]["name"] == "defaulter.trainer.kubeflow.org"]
+
+
+def test_tls_is_rendered_into_the_configuration_only_when_set(tmp_path: Path) -> None:
+    assert "tls" not in _manager_configuration(helm_template())
+    tls = {
+        "minVersion": "1.3",
+        "cipherSuites": ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"],
+        "nextProtos": ["http/1.1"],
+    }
+    cfg = _manager_configuration(helm_template(values={"manager": {"config": {"tls": tls}}}, tmp=tmp_path))
+    assert cfg["tls"] == tls
+    assert load_configuration(cfg).tls is not None
+
+
 # -- values.schema.json ---------------------------------------------------------------------
 
 
@@ -568,6 +746,14 @@ def test_one_runtime_on_with_another_image(tmp_path: Path) -> None:
             {"runtimes": {"torchDistributed": {"enabled": "true"}}},
             "runtimes.torchDistributed.enabled",
             "boolean",
+        ),
+        ({"apiLevel": "v2.2"}, "apiLevel", "v2.3"),
+        ({"crds": {"enabled": "no"}}, "crds.enabled", "boolean"),
+        ({"manager": {"config": {"tls": {"minVersion": "1.4"}}}}, "manager.config.tls.minVersion", "1.3"),
+        (
+            {"manager": {"config": {"tls": {"nextProtos": ["x" * 33]}}}},
+            "manager.config.tls.nextProtos",
+            "length",
         ),
     ],
 )

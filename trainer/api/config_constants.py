@@ -22,7 +22,7 @@ DefaultClientConnectionBurst = 2000
 # Upstream v2.2 statusServer defaults (the TrainJobStatus endpoint).
 # The API levels (trainer/levels): upstream release lines this manager speaks. Not in upstream.
 ApiLevels = ("v2.1", "v2.3")
-DefaultApiLevel = "v2.1"
+DefaultApiLevel = "v2.3"
 
 DefaultStatusServerPort = 10443
 DefaultStatusServerQPS = 5.0

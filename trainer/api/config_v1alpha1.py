@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, StrictFloat, StrictInt, ValidationError
 
 from trainer import features
 from trainer.api import config_constants as c
+from trainer.api import config_tls
 from trainer.api.base import Bool, Int32, KindModel, Model, Str
 
 
@@ -67,6 +68,14 @@ class StatusServer(Model):
     burst: Int32 | None = None
 
 
+class TLSOptions(Model):
+    """Trainer v2.3.0 ``tls``: the TLS of the metrics, webhook and status servers (trainer.api.config_tls)."""
+
+    min_version: Str | None = None
+    cipher_suites: list[Str] | None = None
+    next_protos: list[Str] | None = None
+
+
 class Configuration(KindModel):
     api_version: ClassVar[str] = c.API_VERSION
     kind: ClassVar[str] = c.KIND
@@ -83,6 +92,8 @@ class Configuration(KindModel):
     # Upstream v2.2 fields (read only with the TrainJobStatus gate on; see trainer.features).
     status_server: StatusServer | None = None
     feature_gates: dict[str, Bool] | None = None
+    # Upstream v2.3 field, read at both levels (docs/divergences.md, "The Configuration's tls").
+    tls: TLSOptions | None = None
     # Third-party runtime plugins to run, in order (entry-point group trainer.runtime.plugins;
     # docs/plugins.md). Not in upstream.
     runtime_plugins: list[Str] | None = None
@@ -210,6 +221,8 @@ def validate(cfg: Configuration) -> list[str]:
         errors += _port_errors("statusServer.port", status.port)
         errors += _rate_limit_errors("statusServer", status.qps, status.burst)
     errors.extend(features.validate(cfg.feature_gates or {}))
+    if (tls := cfg.tls) is not None:
+        errors += config_tls.validate(tls.min_version, tls.cipher_suites, tls.next_protos)
     concurrency = (cfg.controller.group_kind_concurrency if cfg.controller else None) or {}
     for group_kind in sorted(concurrency):
         value = concurrency[group_kind]

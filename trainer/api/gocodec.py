@@ -41,6 +41,15 @@ TYPES_FILE = "go-types.json"
 """The Go types of jobset v0.10.1, trainer v2.1.0 and k8s.io/api v0.34 (level v2.1)."""
 JOBSET_V0_12_TYPES_FILE = "go-types-jobset-v0.12.0.json"
 """The Go types of the jobset v0.12.0 binary: its JobSet and k8s.io/api v0.36's Pod (level v2.3)."""
+TRAINER_V2_3_TYPES_FILE = "go-types-trainer-v2.3.0.json"
+"""The Go types of the trainer v2.3.0 binary: its TrainJob, TrainingRuntime and
+ClusterTrainingRuntime with jobset v0.12.0 and k8s.io/api v0.36.2 (level v2.3)."""
+EMBEDDED_IN_ERROR_PATH = frozenset({TRAINER_V2_3_TYPES_FILE, JOBSET_V0_12_TYPES_FILE})
+"""The types files of binaries whose ``sigs.k8s.io/json`` (v0.0.0-20250730193827 on) names the
+embedded struct fields in a type error's path: ``Go struct field
+FluxMLPolicySource.spec.mlPolicy.MLPolicySource.flux.numProcPerNode`` (trainer v2.3.0; jobset
+v0.12.0's volumes ``...volumes.VolumeSource.emptyDir``), where the one of trainer v2.1.0 and
+jobset v0.10.1 (v0.0.0-20241014173422) wrote ``spec.mlPolicy.flux.numProcPerNode``."""
 QUANTITY = "k8s.io/apimachinery/pkg/api/resource.Quantity"
 INT_OR_STRING = "k8s.io/apimachinery/pkg/util/intstr.IntOrString"
 TIME = "k8s.io/apimachinery/pkg/apis/meta/v1.Time"
@@ -104,6 +113,7 @@ class GoField:
     type: GoType
     always: bool  # written by json.Marshal even when zero
     omitzero: bool = False
+    embedded: tuple[str, ...] = ()  # the Go names of the embedded fields it is promoted from
 
 
 @dataclass
@@ -135,9 +145,13 @@ def _structs(types_file: str = TYPES_FILE) -> dict[str, GoStruct]:
     raw: dict[str, Any] = json.loads(text)["types"]
     structs = {key: GoStruct(key, node["name"], go_zero=node["zero"]) for key, node in raw.items()}
     for key, node in raw.items():
-        for f in node["fields"]:
+        for f in node["fields"] or ():  # an empty struct (mlPolicy.jax: {}) has none
             structs[key].fields[f["json"]] = GoField(
-                f["json"], _describe(f["type"], structs), _always(f), bool(f.get("omitzero"))
+                f["json"],
+                _describe(f["type"], structs),
+                _always(f),
+                bool(f.get("omitzero")),
+                tuple(f.get("embedded") or ()),
             )
     return structs
 
@@ -167,8 +181,9 @@ class _Abort(Exception):
 class _Decoder:
     """One ``json.Unmarshal``: keeps the first type error, aborts on an UnmarshalJSON error."""
 
-    def __init__(self) -> None:
+    def __init__(self, embedded_in_path: bool = False) -> None:
         self.saved: str | None = None
+        self.embedded_in_path = embedded_in_path
 
     def _save(self, message: str) -> None:
         if self.saved is None:
@@ -229,7 +244,8 @@ class _Decoder:
         for key, item in obj.items():
             f = s.fields.get(key)  # sigs.k8s.io/json matches names case-sensitively
             if f is not None:
-                self.value(item, f.type, s.name, (*path, key))
+                embedded = f.embedded if self.embedded_in_path else ()
+                self.value(item, f.type, s.name, (*path, *embedded, key))
 
     def _custom(self, value: Any, t: GoType, struct: str, path: tuple[str, ...]) -> None:
         if t.ref == QUANTITY:
@@ -500,6 +516,8 @@ class Codec:
     api_version: str
     kind: str
     struct: GoStruct
+    embedded_in_path: bool = False
+    """Type errors name the embedded fields on the path (``EMBEDDED_IN_ERROR_PATH``)."""
 
     def check(self, obj: Any) -> None:
         """Raise ``GoDecodeError`` with Go's message if ``obj`` does not decode into the struct."""
@@ -521,7 +539,7 @@ class Codec:
             raise GoDecodeError(
                 f'no kind "{kind}" is registered for version "{api_version}" in scheme "pkg/runtime/scheme.go:110"'
             )
-        decoder = _Decoder()
+        decoder = _Decoder(self.embedded_in_path)
         try:
             decoder.struct(obj, self.struct, ())
         except _Abort as err:
@@ -548,7 +566,12 @@ class Codec:
 @functools.cache
 def codec_for(api_version: str, kind: str, types_file: str = TYPES_FILE) -> Codec:
     """The codec of a kind in ``ROOTS``, built once, from the Go types of ``types_file``."""
-    return Codec(api_version, kind, _structs(types_file)[ROOTS[(api_version, kind)]])
+    return Codec(
+        api_version,
+        kind,
+        _structs(types_file)[ROOTS[(api_version, kind)]],
+        embedded_in_path=types_file in EMBEDDED_IN_ERROR_PATH,
+    )
 
 
 def codec(key: str) -> GoStruct:

@@ -1,7 +1,7 @@
 """``trainer-controller-manager conformance [PATH ...]``: compare this manager with the Go originals.
 
 With no kubeconfigs, two full local clusters are started (KWOK nodes): one served by this
-manager at the API level ``--level`` (default v2.1), one by the Go managers of that level (v2.1:
+manager at the API level ``--level`` (default v2.3, the product's), one by the Go managers of that level (v2.1:
 jobset v0.10.1 and trainer v2.1.0; v2.3: jobset v0.12.0 and trainer v2.3.0; built from the Go
 module proxy on first use and cached). With ``--kubeconfig-ours/--kubeconfig-theirs`` the runner
 only applies and compares on clusters you already run. Every manifest file of the level (its
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from manager import longrun
 from manager.longrun import Progress
 from trainer import levels
-from trainer.conformance import harness, originals
+from trainer.conformance import harness, migrated, originals
 from trainer.conformance.diff import DIVERGENCES_FILE, classify, load_divergences
 from trainer.conformance.harness import Side
 from trainer.conformance.runner import ScenarioResult, Settings, run_scenario, scenario_files
@@ -55,6 +55,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=levels.DEFAULT.name,
         help=f"the API level both sides run and the scenarios are chosen for (default {levels.DEFAULT.name})",
     )
+    p.add_argument(
+        "--migrate-from",
+        choices=sorted({a for a, _ in migrated.MIGRATIONS}),
+        help="local clusters: run the scenarios of this level on a cluster of that level, migrate it "
+        "(migrate --to <level>, the same on both sides), then start the --level managers on it and "
+        "compare what they make of the migrated objects (docs/conformance.md)",
+    )
     p.add_argument("--kubeconfig-ours", help="a cluster already served by this manager")
     p.add_argument("--kubeconfig-theirs", help="a cluster already served by the Go managers")
     p.add_argument(
@@ -67,6 +74,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--webhook-theirs", action="append", default=[], metavar="PATH=URL")
     p.add_argument("--webhook-ca-ours", type=Path, help="CA bundle of our webhook server")
     p.add_argument("--webhook-ca-theirs", type=Path, help="CA bundle of their webhook servers")
+    p.add_argument(
+        "--feature-gates",
+        default="",
+        metavar="NAME=BOOL,...",
+        help="local clusters: featureGates of both sides' trainer Configuration (TrainJobStatus=true "
+        "also serves each side's status server for StatusRequest documents)",
+    )
     p.add_argument("--divergences", type=Path, default=DIVERGENCES_FILE, help="listed divergences (YAML)")
     p.add_argument("--quiet-seconds", type=float, default=4.0, help="settled after this long without change")
     p.add_argument("--max-seconds", type=float, default=90.0, help="bound on one settle")
@@ -99,7 +113,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--pod-run-seconds must be at least 0")
     if bool(args.kubeconfig_ours) != bool(args.kubeconfig_theirs):
         p.error("--kubeconfig-ours and --kubeconfig-theirs go together")
+    if args.migrate_from:
+        if (args.migrate_from, args.level) not in migrated.MIGRATIONS:
+            pairs = ", ".join(f"--migrate-from {a} --level {b}" for a, b in sorted(migrated.MIGRATIONS))
+            p.error(f"--migrate-from {args.migrate_from} --level {args.level}: supported: {pairs}")
+        if args.kubeconfig_ours:
+            p.error("--migrate-from runs on local clusters only (no --kubeconfig-ours/--kubeconfig-theirs)")
+        if args.feature_gates:
+            p.error("--migrate-from takes no --feature-gates")
+    try:
+        args.feature_gates = _gates(args.feature_gates)
+    except ValueError as err:
+        p.error(f"--feature-gates: {err}")
     return args
+
+
+def _gates(text: str) -> dict[str, bool]:
+    """``A=true,B=false`` as a featureGates map."""
+    gates: dict[str, bool] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or value.lower() not in ("true", "false"):
+            raise ValueError(f"{item!r} is not NAME=true or NAME=false")
+        gates[name] = value.lower() == "true"
+    return gates
 
 
 def _routes(pairs: list[str]) -> dict[str, str]:
@@ -133,12 +170,16 @@ async def _sides(args: argparse.Namespace, workdir: Path | None, progress: Progr
         _in_step(
             progress,
             "starting ours",
-            harness.start_ours(workdir, args.nodes, args.pod_run_seconds, level=level),
+            harness.start_ours(
+                workdir, args.nodes, args.pod_run_seconds, level=level, feature_gates=args.feature_gates
+            ),
         ),
         _in_step(
             progress,
             "starting theirs",
-            harness.start_theirs(workdir, args.nodes, args.pod_run_seconds, level=level),
+            harness.start_theirs(
+                workdir, args.nodes, args.pod_run_seconds, level=level, feature_gates=args.feature_gates
+            ),
         ),
         return_exceptions=True,
     )
@@ -151,6 +192,16 @@ async def _sides(args: argparse.Namespace, workdir: Path | None, progress: Progr
             raise errors[0]
         raise BaseExceptionGroup("neither side started", errors)
     return results[0], results[1]  # type: ignore[return-value]
+
+
+def dump(directory: Path | None, result: ScenarioResult) -> None:
+    """``--dump DIR``: both sides' normalised records of a scenario (``SCENARIO.ours.json``, ...)."""
+    if directory is None:
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    for side_name, records in (("ours", result.ours), ("theirs", result.theirs)):
+        target = directory / f"{result.name}.{side_name}.json"
+        target.write_text(json.dumps(records, indent=1, sort_keys=True))
 
 
 def exited_processes(sides: list[Side]) -> list[str]:
@@ -201,6 +252,8 @@ async def run(
     are filled as it goes (what an interrupted or failed run reports)."""
     results = [] if results is None else results
     progress = progress or Progress("conformance")
+    if args.migrate_from:
+        return await run_migrated(args, results, progress)
     files = scenario_files(args.paths or [DEFAULT_SCENARIOS], args.level)
     if not files:
         raise SystemExit(f"error: no manifest files of level {args.level} found")
@@ -230,11 +283,7 @@ async def run(
                     path, ours, theirs, run_id, settings, keep=args.keep_namespaces, progress=progress
                 )
             progress.say(f"[{index}/{len(files)}] {path.name} done in {time.monotonic() - t0:.0f}s")
-            if args.dump:
-                args.dump.mkdir(parents=True, exist_ok=True)
-                for side_name, records in (("ours", result.ours), ("theirs", result.theirs)):
-                    target = args.dump / f"{result.name}.{side_name}.json"
-                    target.write_text(json.dumps(records, indent=1, sort_keys=True))
+            dump(args.dump, result)
             results.append(result)
     finally:
         # Both stops run whatever happens to the other; a failed stop is said, and does not hide
@@ -249,6 +298,52 @@ async def run(
                 progress.say(f"logs and configurations kept in {workdir}")
             else:
                 shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+async def run_migrated(
+    args: argparse.Namespace, results: list[ScenarioResult], progress: Progress
+) -> list[ScenarioResult]:
+    """``--migrate-from``: the scenarios of that level on a cluster of it, migrated to ``--level``
+    on both sides, then compared (``trainer.conformance.migrated``); the migration's report
+    (refusals, what was left out) is printed before the results."""
+    files = scenario_files(args.paths or [DEFAULT_SCENARIOS], args.migrate_from)
+    if not files:
+        raise SystemExit(f"error: no manifest files of level {args.migrate_from} found")
+    workdir = harness.new_workdir()
+    sides: list[Side] = []
+    progress.diagnostics.append(lambda: exited_processes(sides))
+    started = time.monotonic()
+    settings = Settings(quiet_seconds=args.quiet_seconds, max_seconds=args.max_seconds)
+    try:
+        outcome = await migrated.run_migrated(
+            files,
+            workdir,
+            secrets.token_hex(3),
+            settings,
+            level=args.level,
+            migrate_from=args.migrate_from,
+            nodes=args.nodes,
+            pod_run_seconds=args.pod_run_seconds,
+            progress=progress,
+            results=results,
+            keep_sides=sides,
+        )
+        for result in results:
+            dump(args.dump, result)
+        for line in outcome.lines():
+            print(line, flush=True)
+        progress.say(f"migrated run done in {time.monotonic() - started:.0f}s")
+    finally:
+        with progress.step("stopping both sides"):
+            stops = await asyncio.gather(*(s.stop() for s in sides), return_exceptions=True)
+        for side, stopped in zip(sides, stops, strict=True):
+            if isinstance(stopped, BaseException):
+                progress.say(f"could not stop {side.name}: {longrun.describe(stopped)}")
+        if args.keep_workdir:
+            progress.say(f"logs and configurations kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
     return results
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import shutil
 import ssl
 import subprocess
@@ -57,10 +58,14 @@ THIRD_PARTY_CRDS = [
 WEBHOOK_DIR = ROOT / "config" / "webhook"
 RUNTIMES_DIR = ROOT / "config" / "runtimes"
 READY_TIMEOUT = 180.0
+OURS_LOG_LEVEL_ENV = "CONFORMANCE_OURS_LOG_LEVEL"
+"""Set (e.g. to ``debug``), our manager runs with that ``--zap-log-level`` (its log is kept with
+``--keep-workdir``): for finding the cause of a difference."""
 
-SHIPPED_RUNTIMES: dict[str, Path] = {levels.DEFAULT.name: RUNTIMES_DIR}
-"""The runtimes this repository ships, by the API level they are written for: ``config/runtimes``
-are v2.1's. At a level without its own, both sides get upstream's runtimes of the level."""
+SHIPPED_RUNTIMES: dict[str, Path] = {levels.get("v2.1").name: RUNTIMES_DIR}
+"""The runtimes this repository ships that both sides run, by the API level they are written for:
+``config/runtimes`` are v2.1's. At v2.3 both sides get upstream v2.3.0's runtimes as its module
+holds them (``config/overlays/v2.3/runtimes`` equals them field for field)."""
 
 
 POD_RUN_SECONDS = 2.0
@@ -94,6 +99,9 @@ class Side:
     pod_timing: PodTiming | None = None
     """KWOK's pod timing on a local cluster of the harness (None: a cluster the user runs, whose
     pods the runner knows nothing about)."""
+    status_port: int | None = None
+    """Where the side's TrainJob status server listens on 127.0.0.1 (None: none; only with the
+    run's ``--feature-gates TrainJobStatus=true``)."""
 
     def webhook_ssl(self) -> ssl.SSLContext:
         ctx = (
@@ -215,7 +223,7 @@ def _say(message: str) -> None:
 
 
 async def _start_env(
-    workdir: Path, name: str, nodes: int, crds: list[Path], timing: PodTiming
+    workdir: Path, name: str, nodes: int, crds: list[Path], timing: PodTiming, service_accounts: bool = False
 ) -> Environment:
     # Nodes 0: etcd and kube-apiserver only (admission and the objects managers write).
     env = Environment(
@@ -226,6 +234,7 @@ async def _start_env(
         pod_run_seconds=timing.run_seconds,
         pod_start_seconds=timing.start_seconds,
         pod_probe_delays=timing.probe_delays,
+        service_accounts=service_accounts,
     )
     try:
         await env.start()
@@ -242,12 +251,67 @@ def _serving_pair(ca: TinyCA, directory: Path) -> None:
     )
 
 
+MANAGER_NAMESPACE = "kubeflow-system"
+MANAGER_SERVICE_ACCOUNT = "kubeflow-trainer-controller-manager"
+WEBHOOK_SECRET = "kubeflow-trainer-webhook-cert"
+IN_CLUSTER_SA_DIR = "/run/secrets/kubernetes.io/serviceaccount"
+GO_STATUS_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+
+
+def status_server_on(feature_gates: dict[str, bool] | None) -> bool:
+    return bool((feature_gates or {}).get("TrainJobStatus"))
+
+
+async def _status_server_inputs(env: Environment, ca: TinyCA, base: Path) -> Path:
+    """With the TrainJobStatus gate: the webhook Secret whose ``ca.crt`` the TrainJobStatus plugin
+    copies into each TrainJob's ConfigMap (certificate management is off in the harness), and the
+    manager's own ServiceAccount token (its issuer is what the status server verifies tokens
+    against) in a directory laid out as the in-cluster mount; returns that directory."""
+    import base64
+
+    await env.apply(
+        f"/api/v1/namespaces/{MANAGER_NAMESPACE}",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MANAGER_NAMESPACE}},
+    )
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": WEBHOOK_SECRET, "namespace": MANAGER_NAMESPACE},
+        "data": {"ca.crt": base64.b64encode(ca.cert_pem).decode()},
+    }
+    await env.apply(f"/api/v1/namespaces/{MANAGER_NAMESPACE}/secrets/{WEBHOOK_SECRET}", secret)
+    sa_dir = base / "serviceaccount"
+    sa_dir.mkdir(parents=True, exist_ok=True)
+    token = await env.service_account_token(
+        MANAGER_NAMESPACE, MANAGER_SERVICE_ACCOUNT, expiration_seconds=86400
+    )
+    (sa_dir / "token").write_text(token)
+    (sa_dir / "namespace").write_text(MANAGER_NAMESPACE)
+    return sa_dir
+
+
+def _in_mount_namespace(argv: list[str], binds: dict[str, Path]) -> list[str]:
+    """``argv`` run in a private mount namespace (``unshare -m``) where each ``binds`` target
+    (an absolute path) shows the given directory: the Go trainer v2.3.0 reads its ServiceAccount
+    token and the status server's certificate from fixed paths (``/var/run/secrets/...``,
+    ``/tmp/k8s-webhook-server/serving-certs``), which this machine's other processes must not
+    see changed. ``/run`` is a fresh tmpfs inside (``/var/run`` is its symlink)."""
+    script = ["set -e", "mount -t tmpfs tmpfs /run"]
+    args: list[str] = []
+    for i, (target, source) in enumerate(binds.items(), start=1):
+        script += [f'mkdir -p "{target}"', f'mount --bind "${{{i}}}" "{target}"']
+        args.append(str(source))
+    script.append(f"shift {len(args)}")
+    script.append('exec "$@"')
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", "; ".join(script), "sh", *args, *argv]
+
+
 async def _wait_ready(proc: Process, port: int) -> None:
     await wait_http(proc, f"http://127.0.0.1:{port}/readyz", timeout=READY_TIMEOUT)
 
 
 async def _finish(side: Side, env: Environment, hook_ports: dict[Path, int]) -> None:
-    """``config/webhook`` files and the shipped runtimes (the default level; the benchmarks)."""
+    """``config/webhook`` files and the shipped runtimes (level v2.1, ``originals.UNNAMED_LEVEL``; the benchmarks)."""
     hooks = [(doc, port) for path, port in hook_ports.items() for doc in configurations([path])]
     await _install(side, env, hooks, _runtime_files())
 
@@ -286,6 +350,8 @@ class GoManagers:
     trainer_webhook: int
     trainer_health: int
     trainer_metrics: int
+    status_port: int | None = None
+    """The Go trainer's status server (TrainJobStatus gate), None without it."""
 
     def webhook_ports(self) -> dict[Path, int]:
         """Each ``config/webhook`` file with the port of the server that answers it."""
@@ -307,6 +373,8 @@ def go_managers(
     kubeconfig: Path,
     *,
     client_connection: bool = True,
+    feature_gates: dict[str, bool] | None = None,
+    service_account_dir: Path | None = None,
 ) -> GoManagers:
     """The Go jobset and trainer managers (``built`` by ``originals.build_all``) configured under
     ``base``: serving certificates from ``ca``, leader election and certificate management off,
@@ -344,6 +412,12 @@ def go_managers(
     if client_connection:
         js_config["clientConnection"] = {"qps": 500, "burst": 500}
         tr_config["clientConnection"] = {"qps": 500, "burst": 1000}
+    status_port = None
+    if feature_gates:
+        tr_config["featureGates"] = dict(feature_gates)
+    if status_server_on(feature_gates):
+        status_port = free_port()
+        tr_config["statusServer"] = {"port": status_port}
     base.mkdir(parents=True, exist_ok=True)
     (base / "jobset-config.yaml").write_text(jobset_config.render(js_config))
     (base / "trainer-config.yaml").write_text(yaml.safe_dump(tr_config))
@@ -354,13 +428,21 @@ def go_managers(
         log=base / "jobset-go.log",
         extra_env=kube_env,
     )
+    tr_argv = [str(built[originals.TRAINER.name][0]), f"--config={base / 'trainer-config.yaml'}"]
+    if status_port is not None:
+        binds = {GO_STATUS_CERT_DIR: tr_tmp / "k8s-webhook-server" / "serving-certs"}
+        if service_account_dir is not None:
+            binds[IN_CLUSTER_SA_DIR] = service_account_dir
+        tr_argv = _in_mount_namespace(tr_argv, binds)
     trainer = Process(
         name="trainer-go",
-        argv=[str(built[originals.TRAINER.name][0]), f"--config={base / 'trainer-config.yaml'}"],
+        argv=tr_argv,
         log=base / "trainer-go.log",
         extra_env={**kube_env, "TMPDIR": str(tr_tmp)},
     )
-    return GoManagers(jobset, trainer, js_hook, js_health, js_metrics, tr_hook, tr_health, tr_metrics)
+    return GoManagers(
+        jobset, trainer, js_hook, js_health, js_metrics, tr_hook, tr_health, tr_metrics, status_port
+    )
 
 
 async def start_theirs(
@@ -370,24 +452,37 @@ async def start_theirs(
     *,
     timing: PodTiming | None = None,
     level: ApiLevel | None = None,
+    feature_gates: dict[str, bool] | None = None,
+    env: Environment | None = None,
+    apply_runtimes: bool = True,
+    service_accounts: bool = False,
 ) -> Side:
-    """The Go jobset and trainer managers of ``level`` (default: the default level, jobset v0.10.1
+    """The Go jobset and trainer managers of ``level`` (default: ``originals.UNNAMED_LEVEL``, jobset v0.10.1
     and trainer v2.1.0; built on first use) with upstream's CRDs; ``timing``, when given, replaces
     ``pod_run_seconds``. Without ``level``: ``config/webhook`` and ``config/runtimes``; with it:
-    upstream's webhook configurations of the level and ``LevelInputs.runtimes``."""
-    inputs = LevelInputs(level or levels.DEFAULT)
+    upstream's webhook configurations of the level and ``LevelInputs.runtimes``. ``env``: a
+    running control plane whose CRDs the caller installed (``migrated``: a cluster migrated to
+    the level), then ``apply_runtimes`` False keeps the runtimes it holds. ``service_accounts``:
+    the ServiceAccount admission plugin on in the cluster started here (``Environment``)."""
+    inputs = LevelInputs(level or originals.UNNAMED_LEVEL)
     built = inputs.originals.build()
     for binary, (_path, seconds) in built.items():
         if seconds:
             _say(f"built {binary} ({inputs.originals.describe()}) in {seconds:.0f}s")
     timing = timing or PodTiming(pod_run_seconds)
-    env = await _start_env(workdir, "theirs", nodes, inputs.their_crds(), timing)
+    if env is None:
+        env = await _start_env(workdir, "theirs", nodes, inputs.their_crds(), timing, service_accounts)
+    runtimes = inputs.runtimes() if apply_runtimes else []
     side = Side("theirs", await Kube.from_kubeconfig(env.kubeconfig), env=env, pod_timing=timing)
     try:
         ca = TinyCA("conformance-theirs-webhook-ca")
         side.ca_pem = ca.cert_pem
         base = workdir / "theirs-managers"
-        go = go_managers(built, ca, base, env.kubeconfig)
+        sa_dir = await _status_server_inputs(env, ca, base) if status_server_on(feature_gates) else None
+        go = go_managers(
+            built, ca, base, env.kubeconfig, feature_gates=feature_gates, service_account_dir=sa_dir
+        )
+        side.status_port = go.status_port
         for proc in (go.jobset, go.trainer):
             proc.start(detached=False)
             side.processes.append(proc)
@@ -397,7 +492,7 @@ async def start_theirs(
         if level is None:
             await _finish(side, env, go.webhook_ports())
         else:
-            await _install(side, env, go.level_hooks(inputs), inputs.runtimes())
+            await _install(side, env, go.level_hooks(inputs), runtimes)
     except BaseException:
         await side.stop()
         raise
@@ -430,12 +525,14 @@ def our_manager(
     controllers: str | None = None,
     config_overrides: dict[str, Any] | None = None,
     api_level: ApiLevel | None = None,
+    service_account_dir: Path | None = None,
 ) -> OurManager:
     """This repository's manager (``python -m trainer``) configured under ``base``: a serving
     certificate from ``ca``, leader election and certificate management off, webhooks, metrics
     (plain HTTP) and probes on free loopback ports. ``controllers``: its ``--controllers`` value
     (None: every component); ``config_overrides``: top-level Configuration fields added to these;
-    ``api_level``: its ``--api-level`` (None: no flag, the Configuration's level)."""
+    ``api_level``: its ``--api-level`` (None: the Configuration's ``apiLevel`` of
+    ``config_overrides``, else ``originals.UNNAMED_LEVEL``)."""
     base.mkdir(parents=True, exist_ok=True)
     certs = base / "webhook-certs"
     _serving_pair(ca, certs)
@@ -459,15 +556,24 @@ def our_manager(
         f"--webhook-cert-dir={certs}",
         "--log-format=console",
     ]
+    if level := os.environ.get(OURS_LOG_LEVEL_ENV):
+        # debugging a difference: ours' log at debug shows each reconcile's steps
+        argv.append(f"--zap-log-level={level}")
     if controllers is not None:
         argv.append(f"--controllers={controllers}")
-    if api_level is not None:
-        argv.append(f"--api-level={api_level.name}")
+    # Always named: without one the manager would run the product's default level over the CRDs
+    # the caller installed for the unnamed one.
+    level_name = api_level.name if api_level else config.get("apiLevel") or originals.UNNAMED_LEVEL.name
+    argv.append(f"--api-level={level_name}")
     process = Process(
         name="trainer-py",
         argv=argv,
         log=base / "trainer-py.log",
-        extra_env={"KUBECONFIG": str(kubeconfig)},
+        extra_env={
+            "KUBECONFIG": str(kubeconfig),
+            # the in-cluster mount's place (our manager reads its own token there, as Go does)
+            **({"KUBERNETES_SERVICE_ACCOUNT_DIR": str(service_account_dir)} if service_account_dir else {}),
+        },
     )
     return OurManager(process, hook, health, metrics)
 
@@ -480,21 +586,36 @@ async def start_ours(
     timing: PodTiming | None = None,
     config_overrides: dict[str, Any] | None = None,
     level: ApiLevel | None = None,
+    feature_gates: dict[str, bool] | None = None,
+    env: Environment | None = None,
+    apply_runtimes: bool = True,
+    service_accounts: bool = False,
 ) -> Side:
     """This repository's manager (``python -m trainer``); ``timing``, when given, replaces
     ``pod_run_seconds``; ``config_overrides``: top-level Configuration fields added to the
     harness's own (the benchmarks pass the shipped ``controller`` and ``clientConnection``).
     Without ``level``: ``config/crd``, ``config/webhook`` and ``config/runtimes`` (the default
     level, no ``--api-level``); with it: the level's CRDs, the webhook configurations of its
-    manifests, ``--api-level`` and ``LevelInputs.runtimes``."""
-    inputs = LevelInputs(level or levels.DEFAULT)
+    manifests, ``--api-level`` and ``LevelInputs.runtimes``. ``env``, ``apply_runtimes`` and
+    ``service_accounts``: as for ``start_theirs``."""
+    inputs = LevelInputs(level or originals.UNNAMED_LEVEL)
     timing = timing or PodTiming(pod_run_seconds)
     crds = inputs.our_crds() if level is not None else [CRD_DIR]
-    env = await _start_env(workdir, "ours", nodes, crds, timing)
+    if env is None:
+        env = await _start_env(workdir, "ours", nodes, crds, timing, service_accounts)
+    runtimes = inputs.runtimes() if apply_runtimes else []
     side = Side("ours", await Kube.from_kubeconfig(env.kubeconfig), env=env, pod_timing=timing)
     try:
         ca = TinyCA("conformance-ours-webhook-ca")
         side.ca_pem = ca.cert_pem
+        overrides = dict(config_overrides or {})
+        sa_dir = None
+        if feature_gates:
+            overrides["featureGates"] = dict(feature_gates)
+        if status_server_on(feature_gates):
+            side.status_port = free_port()
+            overrides["statusServer"] = {"port": side.status_port}
+            sa_dir = await _status_server_inputs(env, ca, workdir / "ours-manager")
         ours = our_manager(
             ca,
             workdir / "ours-manager",
@@ -502,8 +623,9 @@ async def start_ours(
             # The Go side runs no scheduler-plugins controller: PodGroup status is not compared
             # against one that nobody writes there.
             controllers="*,-scheduling",
-            config_overrides=config_overrides,
+            config_overrides=overrides or None,
             api_level=level,
+            service_account_dir=sa_dir,
         )
         ours.process.start(detached=False)
         side.processes.append(ours.process)
@@ -511,7 +633,7 @@ async def start_ours(
         if level is None:
             await _finish(side, env, ours.webhook_ports())
         else:
-            await _install(side, env, ours.level_hooks(inputs), inputs.runtimes())
+            await _install(side, env, ours.level_hooks(inputs), runtimes)
     except BaseException:
         await side.stop()
         raise

@@ -1,8 +1,11 @@
-"""Kueue v0.15.0 in front of a manager: built from the Go module proxy, run outside the cluster.
+"""Kueue in front of a manager: built from the Go module proxy, run outside the cluster.
 
-Kueue (``sigs.k8s.io/kueue``, built on Trainer v2.1.0 and JobSet v0.10.1, the levels this
-repository's default behaviour follows) is a test dependency, never shipped. Its
-``cmd/kueue`` is built once and cached like the Go originals (``GoMain``); its manifests are
+Kueue (``sigs.k8s.io/kueue``) is a test dependency, never shipped. Which release sits in front
+of a manager follows the manager's API level (:data:`KUEUE_VERSIONS`): v0.15.0 for level v2.1
+(its go.mod: trainer v2.1.0, jobset v0.10.1; Kueue writes ``podTemplateOverrides``), v0.17.0 for
+level v2.3 (its go.mod: trainer v2.2.0, jobset v0.11.1; Kueue writes a ``runtimePatches`` entry
+of manager ``kueue.x-k8s.io/manager``, a field trainer v2.2.0 and v2.3.0 type alike). Its
+``cmd/kueue`` is built once per release and cached like the Go originals (``GoMain``); its manifests are
 the module's ``config/default`` rendered by kustomize (the kubectl of the asset cache), once,
 into the same cache directory: what a user installing the release gets. From those the harness
 takes only the CRDs and the two webhook configurations, and installs them on a local control
@@ -16,14 +19,16 @@ Kueue's Configuration (``config.kueue.x-k8s.io/v1beta2``) here: leader election 
 certificate management off (the serving certificate comes from ``webhook.certDir``), the
 ``VisibilityOnDemand`` gate off (its API server would need certificates of its own), metrics
 off, probes and webhooks on free loopback ports, ``integrations.frameworks`` =
-``trainer.kubeflow.org/trainjob`` and ``jobset.x-k8s.io/jobset``, optionally ``waitForPodsReady``.
+``trainer.kubeflow.org/trainjob``, ``jobset.x-k8s.io/jobset`` and at level v2.3 ``batch/job``
+(:data:`KUEUE_FRAMEWORKS`), optionally ``waitForPodsReady``.
 
 Two facts of ``cmd/kueue`` shape the start-up: with internal certificate management off it reads
 a metrics certificate from the fixed path ``/etc/kueue/metrics/certs`` even when metrics are
 off (written here, once, when missing: :func:`ensure_metrics_certificate`); and it exits ("no
 matches for kind Workload") when its CRDs are not served yet, so the CRDs are installed, and
-served, first. Kueue stores its objects as ``v1beta1`` and reads them as ``v1beta2`` through its
-own conversion webhook, so the webhook configurations are removed before it stops
+served, first. Kueue v0.15 stores its objects as ``v1beta1`` and reads them as ``v1beta2``
+through its own conversion webhook (v0.17 stores ``v1beta2`` and converts for ``v1beta1``
+clients), so the webhook configurations are removed before it stops
 (:meth:`KueueProcess.stop`); objects of its kinds can then no longer be read until it runs again.
 """
 
@@ -48,25 +53,60 @@ from manager.envtest.assets import GoMain, ensure_go_main, go_mains_dir
 from manager.envtest.certs import TinyCA
 from manager.envtest.errors import AssetBuildError, EnvtestError
 from manager.envtest.process import Process, free_port, wait_http
-from trainer.conformance.originals import module_dir
+from trainer import levels
+from trainer.conformance.originals import UNNAMED_LEVEL, module_dir
+from trainer.levels import ApiLevel
 
 Json = dict[str, Any]
 
-KUEUE_VERSION = os.environ.get("KUEUE_VERSION", "v0.15.0")
-KUEUE = GoMain("sigs.k8s.io/kueue", KUEUE_VERSION, "sigs.k8s.io/kueue/cmd/kueue", "kueue-controller-manager")
-"""Kueue's controller manager at the release tested here, v0.15.0 (its go.mod requires
-github.com/kubeflow/trainer/v2 v2.1.0 and sigs.k8s.io/jobset v0.10.1, as do v0.15.1 and v0.15.2;
-``KUEUE_VERSION`` picks another release)."""
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+KUEUE_VERSIONS: dict[str, str] = {"v2.1": "v0.15.0", "v2.3": "v0.17.0"}
+"""The Kueue release tested in front of a manager of each API level (``ApiLevel.name``):
+v0.15.0's go.mod requires github.com/kubeflow/trainer/v2 v2.1.0 and sigs.k8s.io/jobset v0.10.1
+(as do v0.15.1 and v0.15.2), v0.17.0's trainer v2.2.0 and jobset v0.11.1, whose TrainJob
+``runtimePatches`` are v2.3.0's but for a pod patch's ``terminationGracePeriodSeconds``."""
+VERSION_ENV = "KUEUE_VERSION"
+"""Another release of Kueue for every level (``KUEUE_VERSION=v0.15.1 make test-kueue``)."""
+
+
+def version_for(level: ApiLevel) -> str:
+    """The Kueue release in front of a manager of ``level``: ``KUEUE_VERSION`` or the table's."""
+    return os.environ.get(VERSION_ENV) or KUEUE_VERSIONS[level.name]
+
+
+def kueue_main(level: ApiLevel) -> GoMain:
+    """Kueue's controller manager (``cmd/kueue``) at the release of ``level``."""
+    return GoMain(KUEUE_MODULE, version_for(level), f"{KUEUE_MODULE}/cmd/kueue", "kueue-controller-manager")
+
+
+KUEUE = kueue_main(UNNAMED_LEVEL)
+KUEUE_VERSION = KUEUE.version
+"""The unnamed level's (v2.1) Kueue (v0.15.0 unless ``KUEUE_VERSION`` says otherwise)."""
 
 API_GROUP = "kueue.x-k8s.io"
 API_VERSION = f"{API_GROUP}/v1beta2"
-"""The version Kueue v0.15 reads and writes (its CRDs store v1beta1 and convert by webhook)."""
+"""The version Kueue v0.15 and v0.17 read and write (their CRDs convert by webhook)."""
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 FRAMEWORKS = ("trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset")
+KUEUE_FRAMEWORKS: dict[str, tuple[str, ...]] = {"v2.1": FRAMEWORKS, "v2.3": (*FRAMEWORKS, "batch/job")}
+"""The integrations the Kueue of each API level runs: TrainJobs and JobSets, and at v2.3 Jobs.
+Kueue v0.17.0 needs ``batch/job`` on (as the release's default Configuration has it): it sets up
+the webhook of an integration that is off through the integration's own ``SetupWebhook`` with
+``WithNoopWebhook``, which the Job integration ignores, so with ``batch/job`` off its
+``mjob.kb.io`` answers every Job creation in the cluster with a nil-pointer panic (no LocalQueue
+manager) and no JobSet can create its Jobs. v0.15.0 installs a generic no-op webhook instead, and
+with ``batch/job`` on its Job webhook refuses a JobSet's first Job while the JobSet is not in its
+cache yet (``JobSet ... not found``: a logged reconcile error and a retry), so v2.1 keeps it off."""
+
+
+def frameworks_for(level: ApiLevel) -> tuple[str, ...]:
+    return KUEUE_FRAMEWORKS[level.name]
+
+
 NAMESPACE = "kueue-system"
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
-"""Where ``cmd/kueue`` v0.15 reads its metrics certificate when internal cert management is off."""
+"""Where ``cmd/kueue`` (v0.15, v0.17) reads its metrics certificate when internal cert management is off."""
 MANIFESTS_FILE = "kueue-manifests.yaml"
 READY_TIMEOUT = 120.0
 CONFIGURATION_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
@@ -76,23 +116,24 @@ def _say(message: str) -> None:
     print(f"kueue: {message}", file=sys.stderr, flush=True)
 
 
-def build(*, quiet: bool = False) -> tuple[Path, float]:
-    """The Kueue binary (built now when not cached) and the seconds spent building it."""
-    return ensure_go_main(KUEUE, quiet=quiet)
+def build(level: ApiLevel = UNNAMED_LEVEL, *, quiet: bool = False) -> tuple[Path, float]:
+    """The Kueue binary of ``level`` (built now when not cached) and the seconds spent building it."""
+    return ensure_go_main(kueue_main(level), quiet=quiet)
 
 
-def manifests() -> list[Json]:
-    """Every object of the release's install (``kustomize build config/default`` of the module),
-    rendered once into the cache directory of the binary."""
-    cached = go_mains_dir() / KUEUE.key / MANIFESTS_FILE
+def manifests(level: ApiLevel = UNNAMED_LEVEL) -> list[Json]:
+    """Every object of the install of ``level``'s release (``kustomize build config/default`` of
+    the module), rendered once into the cache directory of the binary."""
+    main = kueue_main(level)
+    cached = go_mains_dir() / main.key / MANIFESTS_FILE
     if not cached.is_file():
-        source = module_dir(KUEUE) / "config" / "default"
+        source = module_dir(main) / "config" / "default"
         kubectl = assets.ensure(["kubectl"])["kubectl"]
         proc = subprocess.run(
             [str(kubectl), "kustomize", str(source)], capture_output=True, text=True, check=False
         )
         if proc.returncode != 0:
-            raise AssetBuildError(f"{KUEUE.module}@{KUEUE.version}: kustomize config/default", proc.stderr)
+            raise AssetBuildError(f"{main.module}@{main.version}: kustomize config/default", proc.stderr)
         cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
         partial.write_text(proc.stdout)
@@ -128,7 +169,7 @@ def webhook_configurations(docs: Sequence[Json]) -> list[Json]:
 def ensure_metrics_certificate(directory: Path = METRICS_CERT_DIR) -> None:
     """A self-signed pair at ``directory`` (``tls.crt``, ``tls.key``) unless one is there already.
 
-    ``cmd/kueue`` v0.15 builds a certificate watcher on this fixed path whenever internal
+    ``cmd/kueue`` (v0.15, v0.17) builds a certificate watcher on this fixed path whenever internal
     certificate management is off, and exits without it; with metrics off (bindAddress "0") the
     pair is never served. Written atomically, so concurrent harnesses agree on one pair."""
     crt, key = directory / "tls.crt", directory / "tls.key"
@@ -143,7 +184,7 @@ def ensure_metrics_certificate(directory: Path = METRICS_CERT_DIR) -> None:
         crt.with_name("tls.crt" + suffix).rename(crt)
     except OSError as err:
         raise EnvtestError(
-            f"Kueue v0.15 reads a metrics certificate from {directory} (fixed path) and it cannot be "
+            f"Kueue reads a metrics certificate from {directory} (fixed path) and it cannot be "
             f"written here ({err}); create tls.crt and tls.key there once"
         ) from err
 
@@ -155,6 +196,7 @@ def configuration(
     cert_dir: Path,
     wait_for_pods_ready: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    frameworks: Sequence[str] = FRAMEWORKS,
 ) -> Json:
     """Kueue's Configuration for a process outside the cluster (see the module docstring)."""
     config: Json = {
@@ -168,7 +210,7 @@ def configuration(
         "internalCertManagement": {"enable": False},
         "clientConnection": {"qps": 100, "burst": 200},
         "featureGates": {"VisibilityOnDemand": False},
-        "integrations": {"frameworks": list(FRAMEWORKS)},
+        "integrations": {"frameworks": list(frameworks)},
     }
     if wait_for_pods_ready is not None:
         config["waitForPodsReady"] = dict(wait_for_pods_ready)
@@ -190,9 +232,24 @@ def _flavor(**spec: Any) -> Json:
     }
 
 
-async def wait_kueue_effective(env: Environment, *, timeout: float = 60.0) -> None:
+def converted_version(docs: Sequence[Json], crd_name: str = "localqueues.kueue.x-k8s.io") -> str:
+    """A served version of the CRD ``crd_name`` of the release that is not its storage version:
+    an object created at it goes through the conversion webhook (v0.15 stores v1beta1, v0.17
+    stores v1beta2; both serve both)."""
+    for doc in docs:
+        if doc.get("kind") == "CustomResourceDefinition" and doc["metadata"]["name"] == crd_name:
+            for version in doc["spec"]["versions"]:
+                if version.get("served") and not version.get("storage"):
+                    return str(version["name"])
+    raise EnvtestError(f"Kueue's CRD {crd_name} serves no version besides its storage version")
+
+
+async def wait_kueue_effective(
+    env: Environment, *, timeout: float = 60.0, converted: str = "v1beta2"
+) -> None:
     """Until the API server calls Kueue's mutating and validating configurations and converts
-    through its ``/convert`` (each by a dry-run create, nothing stored)."""
+    through its ``/convert`` (each by a dry-run create, nothing stored; ``converted``: a
+    LocalQueue version that is not stored, :func:`converted_version`)."""
     # mresourceflavor.kb.io adds the resource-in-use finalizer.
     await env.wait_webhook_effective(
         _RF_PATH,
@@ -207,15 +264,15 @@ async def wait_kueue_effective(env: Environment, *, timeout: float = 60.0) -> No
     await env.wait_webhook_effective(
         _RF_PATH, _flavor(nodeLabels={"not a label key!": "x"}), denied_by="vresourceflavor.kb.io"
     )
-    # A LocalQueue is stored as v1beta1: a create at v1beta2 goes through the conversion webhook.
+    # A LocalQueue created at a version that is not stored goes through the conversion webhook.
     local_queue = {
-        "apiVersion": API_VERSION,
+        "apiVersion": f"{API_GROUP}/{converted}",
         "kind": "LocalQueue",
         "metadata": {"generateName": "kueue-probe-", "namespace": "default"},
         "spec": {"clusterQueue": "kueue-probe"},
     }
     await env.wait_webhook_effective(
-        f"/apis/{API_VERSION}/namespaces/default/localqueues",
+        f"/apis/{API_GROUP}/{converted}/namespaces/default/localqueues",
         local_queue,
         mutated=lambda a: isinstance(a, dict) and a.get("kind") == "LocalQueue",
         timeout=timeout,
@@ -271,7 +328,7 @@ class KueueProcess:
             )
             for doc, name in zip(hooks, names, strict=True):
                 self.webhook_names.append((doc["kind"].lower() + "s", name))
-            await wait_kueue_effective(self.env)
+            await wait_kueue_effective(self.env, converted=converted_version(self.docs))
         except BaseException:
             await self.stop()
             raise
@@ -295,12 +352,13 @@ class KueueProcess:
         return self.process.exited()
 
 
-def _prepare(workdir: Path) -> tuple[Path, float, list[Json], TinyCA, Path]:
+def _prepare(workdir: Path, level: ApiLevel) -> tuple[Path, float, list[Json], TinyCA, Path]:
     """What blocks: the build (minutes, once), the manifests, the certificates."""
-    binary, build_seconds = build()
+    binary, build_seconds = build(level)
     if build_seconds:
-        _say(f"built {KUEUE.name} {KUEUE.version} in {build_seconds:.0f}s")
-    docs = manifests()
+        main = kueue_main(level)
+        _say(f"built {main.name} {main.version} in {build_seconds:.0f}s")
+    docs = manifests(level)
     ensure_metrics_certificate()
     workdir.mkdir(parents=True, exist_ok=True)
     ca = TinyCA("kueue-webhook-ca")
@@ -316,16 +374,18 @@ async def install_kueue(
     env: Environment,
     workdir: Path,
     *,
+    level: ApiLevel = UNNAMED_LEVEL,
     wait_for_pods_ready: Mapping[str, Any] | None = None,
     config_overrides: Mapping[str, Any] | None = None,
     log_level: str | None = None,
 ) -> KueueProcess:
-    """Build (once) and configure Kueue for ``env`` and install its namespace and CRDs (served
+    """Build (once) and configure the Kueue of ``level`` (:data:`KUEUE_VERSIONS`) for ``env``
+    and install its namespace and CRDs (served
     when this returns, conversion pointed at the port Kueue will listen on); not started yet:
     :meth:`KueueProcess.start`. Its CRDs are large (the Workload CRD is 1.6 MB, two versions of a
     pod template each), so a caller may overlap this with starting its own manager."""
     started = time.monotonic()
-    binary, build_seconds, docs, ca, certs = await asyncio.to_thread(_prepare, workdir)
+    binary, build_seconds, docs, ca, certs = await asyncio.to_thread(_prepare, workdir, level)
     webhook_port, health_port = free_port(), free_port()
     await env.apply(
         f"/api/v1/namespaces/{NAMESPACE}",
@@ -340,6 +400,7 @@ async def install_kueue(
         cert_dir=certs,
         wait_for_pods_ready=wait_for_pods_ready,
         overrides=config_overrides,
+        frameworks=frameworks_for(level),
     )
     config_file = workdir / "kueue-config.yaml"
     config_file.write_text(yaml.safe_dump(config))
@@ -383,12 +444,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m trainer.conformance.kueue")
     parser.add_argument("--build-only", action="store_true", help="build Kueue and render its manifests")
+    parser.add_argument(
+        "--level",
+        action="append",
+        choices=sorted(levels.LEVELS),
+        help="the API level(s) whose Kueue release to build (repeatable; default: every level)",
+    )
     args = parser.parse_args(argv)
     if not args.build_only:
         parser.error("only --build-only is supported; the e2e suite is test/e2e/kueue")
-    binary, seconds = build()
-    manifests()
-    print(f"{binary} ({f'built in {seconds:.0f}s' if seconds else 'cached'})")
+    for name in args.level or list(levels.LEVELS):
+        level = levels.get(name)
+        binary, seconds = build(level)
+        manifests(level)
+        print(f"level {name}: {binary} ({f'built in {seconds:.0f}s' if seconds else 'cached'})")
     return 0
 
 

@@ -8,6 +8,8 @@ normalised name, ``#n`` when several share one).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -62,6 +64,14 @@ KUBE_COMPONENTS = {
 RUNTIME_SNAPSHOT_SUFFIX = "-runtime-snapshot"
 """Trainer v2.3.0's runtime snapshot ConfigMaps: their ``runtime`` data key is a YAML document."""
 KEY_MATERIAL = re.compile(r"ssh|rsa|ecdsa|ed25519|authorized_keys|private|tls\.key|tls\.crt|ca\.crt")
+CURVE_CERT = "curve.cert"
+"""Trainer v2.3.0's Flux CURVE certificate: its keys derive from the TrainJob's uid, the rest is fixed."""
+CURVE_KEYS = re.compile(r'^(    (?:public|secret)-key = ")[^"]*(")$', re.MULTILINE)
+STATUS_SERVER_PORT = re.compile(r"(\.svc:)\d+(/apis/trainer\.kubeflow\.org/)")
+"""The TrainJobStatus plugin's ``KUBEFLOW_TRAINER_SERVER_URL``: each side's status server has its
+own port (``--feature-gates TrainJobStatus=true``)."""
+TLS_CONFIG_SUFFIX = "-tls-config"
+"""The TrainJobStatus plugin's ConfigMaps: ``ca.crt`` is each side's own CA."""
 
 
 def _strings(value: Any, fn: Any) -> Any:
@@ -90,6 +100,7 @@ class Normaliser:
                 text = text.replace(old, new)
         text = UUID.sub("<uid>", text)
         text = TIME.sub("<time>", text)
+        text = STATUS_SERVER_PORT.sub(r"\1<status-port>\2", text)
         return text.replace(self.namespace, "<ns>") if self.namespace else text
 
     def strings(self, value: Any) -> Any:
@@ -137,15 +148,29 @@ class Normaliser:
         data = dict(secret.get("data") or {})
         random_type = secret.get("type") in ("kubernetes.io/ssh-auth", "kubernetes.io/tls")
         for key in data:
-            if random_type or KEY_MATERIAL.search(key):
+            if key == CURVE_CERT and not random_type:
+                data[key] = self._curve_certificate(data[key])
+            elif random_type or KEY_MATERIAL.search(key):
                 data[key] = "<key material>"
         return {**secret, "data": data}
+
+    @staticmethod
+    def _curve_certificate(encoded: Any) -> str:
+        """A Flux certificate as text with its two keys replaced (they follow the uid, which
+        differs per side); the header, name and layout are still compared."""
+        try:
+            text = base64.b64decode(encoded, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError, TypeError, ValueError):
+            return "<key material>"
+        return CURVE_KEYS.sub(r"\1<key material>\2", text)
 
     def _configmap(self, configmap: dict[str, Any]) -> dict[str, Any]:
         """A runtime snapshot's ``runtime`` compared as the document it is: parsed, with the
         runtime's volatile metadata dropped as any object's (the YAML's layout and quoting are
         the encoder's, not behaviour). Data that does not parse is compared as text."""
         data = configmap.get("data") or {}
+        if configmap["metadata"]["name"].endswith(TLS_CONFIG_SUFFIX) and "ca.crt" in data:
+            return {**configmap, "data": {**data, "ca.crt": "<key material>"}}
         if not configmap["metadata"]["name"].endswith(RUNTIME_SNAPSHOT_SUFFIX) or not isinstance(
             data.get("runtime"), str
         ):

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from manager.envtest.assets import GoMain, ensure_go_main
@@ -74,37 +75,98 @@ class Originals:
         """The runtimes upstream trainer ships (``manifests/base/runtimes``, data-cache included)."""
         return module_dir(self.trainer) / "manifests/base/runtimes"
 
+    @property
+    def jobset_e2e(self) -> GoMain:
+        """JobSet's own e2e suite of this release (``test/e2e``), compiled with ``go test -c``."""
+        return GoMain(
+            self.jobset.module, self.jobset.version, f"{JOBSET_MODULE}/test/e2e", "jobset-e2e.test", test=True
+        )
+
+    @property
+    def trainer_e2e(self) -> GoMain:
+        """Trainer's own e2e suite of this release (``test/e2e``), compiled with ``go test -c``."""
+        return GoMain(
+            self.trainer.module,
+            self.trainer.version,
+            f"{TRAINER_MODULE}/test/e2e",
+            "trainer-e2e.test",
+            test=True,
+        )
+
+    def e2e_suites(self) -> dict[str, GoMain]:
+        """Both upstream e2e suites of the level, by suite name (``jobset``, ``trainer``)."""
+        return {"jobset": self.jobset_e2e, "trainer": self.trainer_e2e}
+
+    def e2e_setup(self) -> E2eSetup:
+        """What upstream trainer's e2e cluster gets beyond the manager and its runtimes, read from
+        the release's ``hack/e2e-setup-cluster.sh`` (feature gates, extra manifests)."""
+        root = module_dir(self.trainer)
+        return E2eSetup.parse((root / E2E_SETUP_SCRIPT).read_text(), root)
+
+
+#: Upstream trainer's script that prepares the cluster its ``test/e2e`` suite runs on.
+E2E_SETUP_SCRIPT = "hack/e2e-setup-cluster.sh"
+
+
+@dataclass(frozen=True)
+class E2eSetup:
+    """Upstream trainer's e2e cluster setup beyond the manager and ``manifests/base/runtimes``:
+    the feature gates its manager runs with and the manifests applied after the runtimes."""
+
+    feature_gates: dict[str, bool] = field(default_factory=dict)
+    manifests: tuple[Path, ...] = ()
+
+    @classmethod
+    def parse(cls, script: str, root: Path) -> E2eSetup:
+        """The kustomize patch's ``--feature-gates=A=true,B=false`` (the Helm path sets the same
+        gates) and each ``kubectl apply ... -f <file>.yaml`` of the script, ``root``-relative."""
+        gates: dict[str, bool] = {}
+        for found in re.findall(r"--feature-gates=(\S+)", script):
+            for pair in found.split(","):
+                name, _, value = pair.partition("=")
+                gates[name] = value.lower() == "true"
+        lines = script.replace("\\\n", " ").splitlines()  # continued lines joined
+        applied = [line for line in lines if "kubectl apply" in line]  # not the GPU-only `create`
+        manifests = tuple(
+            root / rel for line in applied for rel in re.findall(r"\s-f\s+(\S+\.ya?ml)\b", line)
+        )
+        return cls(gates, manifests)
+
 
 def for_level(level: ApiLevel) -> Originals:
     """The Go originals of ``level``: its JobSet and Trainer releases."""
     return Originals(level, jobset_main(level.jobset_version), trainer_main(level.trainer_version))
 
 
-#: The default level's pair (v2.1: jobset v0.10.1, trainer v2.1.0), as before levels existed.
-DEFAULT = for_level(levels.DEFAULT)
+UNNAMED_LEVEL: ApiLevel = levels.get("v2.1")
+"""The level of the harness's callers that name none: the benchmarks, the v2.1 scenario set and
+the suites written before v2.3 became the product's default, against ``config/crd``,
+``config/webhook`` and ``config/runtimes``. The commands (``conformance``, ``upstream-e2e``,
+``make``) default to the product's level, ``levels.DEFAULT`` (v2.3)."""
+
+#: The unnamed level's pair (v2.1: jobset v0.10.1, trainer v2.1.0), as before levels existed.
+DEFAULT = for_level(UNNAMED_LEVEL)
 JOBSET = DEFAULT.jobset
 TRAINER = DEFAULT.trainer
 ORIGINALS = DEFAULT.mains
 
-#: Upstream's own e2e suites (``test/e2e`` of each module), compiled with ``go test -c``.
-JOBSET_E2E = GoMain(
-    JOBSET.module, JOBSET.version, "sigs.k8s.io/jobset/test/e2e", "jobset-e2e.test", test=True
-)
-TRAINER_E2E = GoMain(
-    TRAINER.module, TRAINER.version, "github.com/kubeflow/trainer/v2/test/e2e", "trainer-e2e.test", test=True
-)
+#: Upstream's own e2e suites of the unnamed level (v2.1) (``test/e2e`` of each module).
+JOBSET_E2E = DEFAULT.jobset_e2e
+TRAINER_E2E = DEFAULT.trainer_e2e
 E2E_SUITES = (JOBSET_E2E, TRAINER_E2E)
 
 
 def build_all(*, quiet: bool = False, level: ApiLevel | None = None) -> dict[str, tuple[Path, float]]:
-    """Both originals of ``level`` (default: the default level), built now when not cached:
+    """Both originals of ``level`` (default: ``UNNAMED_LEVEL``), built now when not cached:
     name -> (path, seconds spent building)."""
-    return for_level(level or levels.DEFAULT).build(quiet=quiet)
+    return for_level(level or UNNAMED_LEVEL).build(quiet=quiet)
 
 
-def build_e2e_suites(*, quiet: bool = False) -> dict[str, tuple[Path, float]]:
-    """Both upstream e2e test binaries, built now when not cached: name -> (path, seconds)."""
-    return {suite.name: ensure_go_main(suite, quiet=quiet) for suite in E2E_SUITES}
+def build_e2e_suites(*, quiet: bool = False, level: ApiLevel | None = None) -> dict[str, tuple[Path, float]]:
+    """Both upstream e2e test binaries of ``level`` (default: ``UNNAMED_LEVEL``), built now when
+    not cached: name -> (path, seconds)."""
+    suites = for_level(level or UNNAMED_LEVEL).e2e_suites().values()
+    return {suite.name: ensure_go_main(suite, quiet=quiet) for suite in suites}
 
 
 def module_dir(main: GoMain) -> Path:
@@ -125,5 +187,5 @@ def module_dir(main: GoMain) -> Path:
 
 
 def upstream_crds(level: ApiLevel | None = None) -> list[Path]:
-    """The CRDs each original of ``level`` (default: the default level) ships."""
-    return for_level(level or levels.DEFAULT).crds()
+    """The CRDs each original of ``level`` (default: ``UNNAMED_LEVEL``) ships."""
+    return for_level(level or UNNAMED_LEVEL).crds()

@@ -17,6 +17,14 @@ fresh namespace, the same name on both sides. Two extra document kinds (apiVersi
                     mode): ``path``, ``operation``, ``requestKind: {group, version, kind}``,
                     ``resource: {group, version, resource}``, ``object``, optional ``oldObject``,
                     ``name``. For inputs the API server would refuse before admission.
+``StatusRequest``   a POST to both sides' TrainJob status servers (direct mode; only with the
+                    run's ``--feature-gates TrainJobStatus=true``): ``name``, ``trainJob`` (the
+                    URL's), ``token`` (``{pod: <trainjob>, audience: <trainjob>}``: a TokenRequest
+                    bound to that TrainJob's first pod, the default both the request's TrainJob;
+                    ``{serviceAccount: <name>, namespace: other, audience: ...}``: an unbound one,
+                    ``other`` a second namespace of the scenario; ``{raw: <text>}``; ``none``),
+                    ``body`` (JSON) or ``rawBody`` (text), optional ``padTo`` (spaces appended up
+                    to that many bytes), ``path``, ``scheme`` (default ``Bearer``).
 
 Compared: the answer to every create/patch/update/delete (allowed, HTTP code, message), every
 WebhookRequest's answer (allowed, code, message, warnings and the object after its patch), and
@@ -135,6 +143,8 @@ def namespace_for(path: Path, run_id: str) -> str:
 
 RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 RUNTIME_WAIT_SECONDS = 15.0
+POD_WAIT_SECONDS = 60.0
+"""How long a ``StatusRequest`` waits for the pod its token is bound to."""
 # the end of both runtime-lookup denials (registry's TrainingRuntime and ClusterTrainingRuntime)
 _RUNTIME_MISSING = "must be created before the TrainJob is created"
 
@@ -237,6 +247,8 @@ def _describe_doc(i: int, doc: dict[str, Any]) -> str:
         return f"document {i}: Step {'+'.join(what) or '(empty)'}"
     if doc.get("apiVersion") == CONFORMANCE_API and kind == "WebhookRequest":
         return f"document {i}: WebhookRequest {doc.get('name') or doc.get('path')}"
+    if doc.get("apiVersion") == CONFORMANCE_API and kind == "StatusRequest":
+        return f"document {i}: StatusRequest {doc.get('name') or doc.get('trainJob')}"
     meta = doc.get("metadata") or {}
     return f"document {i}: create {kind}/{meta.get('name') or meta.get('generateName', '')}"
 
@@ -248,6 +260,7 @@ class Scenario:
         self.path = path
         self.name = path.stem
         self.namespace = namespace
+        self.extra_namespaces: set[str] = set()
         self.settings = settings
         self.docs = load_scenario(path)
         self.progress = progress
@@ -321,6 +334,9 @@ class Scenario:
         elif doc.get("apiVersion") == CONFORMANCE_API and kind == "WebhookRequest":
             key = f"webhook/{i}/{doc.get('name') or doc['path']}"
             out.records[key] = await self._webhook(side, doc, norm)
+        elif doc.get("apiVersion") == CONFORMANCE_API and kind == "StatusRequest":
+            key = f"status/{i}/{doc.get('name') or doc['trainJob']}"
+            out.records[key] = await self._status_request(side, doc)
         else:
             obj = copy.deepcopy(doc)
             meta = obj.setdefault("metadata", {})
@@ -371,6 +387,8 @@ class Scenario:
 
     async def cleanup(self, side: Side) -> None:
         await side.kube.request("DELETE", f"/api/v1/namespaces/{self.namespace}")
+        for extra in sorted(self.extra_namespaces):  # a StatusRequest's second namespace
+            await side.kube.request("DELETE", f"/api/v1/namespaces/{extra}")
         # Cluster-scoped objects a scenario made are removed too.
         for doc in self.docs:
             if doc.get("apiVersion") == CONFORMANCE_API or "metadata" not in doc:
@@ -430,6 +448,105 @@ class Scenario:
             await asyncio.sleep(self.settings.poll_seconds)
         for key, obj in snapshot.items():
             out.records[f"{label}/{key}"] = obj
+
+    def _audience(self, trainjob: str) -> str:
+        return f"trainer.kubeflow.org/v1alpha1/namespaces/{self.namespace}/trainjobs/{trainjob}/status"
+
+    async def _token(self, side: Side, spec: Any, trainjob: str) -> str | None:
+        """The bearer token a ``StatusRequest`` sends (None: no Authorization header)."""
+        if spec == "none":
+            return None
+        spec = spec if isinstance(spec, dict) else {}
+        if "raw" in spec:
+            return str(spec["raw"])
+        audience = self._audience(str(spec.get("audience") or trainjob))
+        token_request: dict[str, Any] = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [audience], "expirationSeconds": 3600},
+        }
+        if "serviceAccount" in spec:
+            namespace = self.namespace
+            if spec.get("namespace") == "other":
+                namespace = f"{self.namespace}-other"
+                await side.kube.request(
+                    "POST",
+                    "/api/v1/namespaces",
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                )
+                self.extra_namespaces.add(namespace)
+            account = str(spec["serviceAccount"])
+        else:
+            namespace, pod = self.namespace, await self._first_pod(side, str(spec.get("pod") or trainjob))
+            account = pod["spec"].get("serviceAccountName") or "default"
+            token_request["spec"]["boundObjectRef"] = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod["metadata"]["name"],
+                "uid": pod["metadata"]["uid"],
+            }
+        await side.kube.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
+        )
+        code, body = await side.kube.request(
+            "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token", token_request
+        )
+        if code != 201:
+            raise RuntimeError(f"TokenRequest for {namespace}/{account} answered {code}: {body}")
+        return str(body["status"]["token"])
+
+    async def _first_pod(self, side: Side, trainjob: str) -> dict[str, Any]:
+        """The TrainJob's pod first by name (its JobSet's), waited for up to ``POD_WAIT_SECONDS``."""
+        deadline = time.monotonic() + POD_WAIT_SECONDS
+        while True:
+            pods = [
+                p
+                for p in await side.kube.list("v1", "Pod", self.namespace) or []
+                if (p["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name") == trainjob
+            ]
+            if pods:
+                return min(pods, key=lambda p: str(p["metadata"]["name"]))
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no pod of TrainJob {trainjob} after {POD_WAIT_SECONDS:.0f}s")
+            await asyncio.sleep(0.5)
+
+    async def _status_request(self, side: Side, doc: dict[str, Any]) -> dict[str, Any]:
+        """POST one status update to the side's status server: the HTTP code and the JSON answer."""
+        if side.status_port is None:
+            return {"error": "no status server (run with --feature-gates TrainJobStatus=true)"}
+        trainjob = str(doc["trainJob"])
+        token = await self._token(side, doc.get("token"), trainjob)
+        raw_body = doc.get("rawBody")
+        data = str(raw_body).encode() if raw_body is not None else json.dumps(doc.get("body", {})).encode()
+        if pad := doc.get("padTo"):
+            data += b" " * max(0, int(pad) - len(data))
+        path = (
+            doc.get("path")
+            or f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{self.namespace}/trainjobs/{trainjob}/status"
+        )
+        headers = {"Content-Type": "application/json"}
+        if token is not None:
+            headers["Authorization"] = f"{doc.get('scheme', 'Bearer')} {token}"
+        connector = aiohttp.TCPConnector(ssl=side.webhook_ssl())
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            session.post(
+                f"https://127.0.0.1:{side.status_port}{path}",
+                data=data,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=30),
+            ) as response,
+        ):
+            raw = await response.read()
+            record: dict[str, Any] = {"http": response.status, "contentType": response.content_type}
+        try:
+            record["body"] = json.loads(raw)
+        except ValueError:
+            record["body"] = raw.decode(errors="replace")
+        record["newline"] = raw.endswith(b"\n")
+        return record
 
     async def _webhook(self, side: Side, doc: dict[str, Any], norm: Normaliser) -> dict[str, Any]:
         url = side.routes.get(doc["path"])
@@ -528,6 +645,6 @@ async def run_scenario(
                 await asyncio.gather(scenario.cleanup(ours), scenario.cleanup(theirs), return_exceptions=True)
     diffs = compare(scenario.name, a.records, b.records)
     keys = set(a.records) | set(b.records)
-    answers = sum(1 for k in keys if k.startswith(("answer/", "webhook/")))
+    answers = sum(1 for k in keys if k.startswith(("answer/", "webhook/", "status/")))
     unsettled = [f"ours:{u}" for u in a.unsettled] + [f"theirs:{u}" for u in b.unsettled]
     return ScenarioResult(scenario.name, diffs, len(keys) - answers, answers, unsettled, a.records, b.records)

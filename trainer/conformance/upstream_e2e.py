@@ -1,10 +1,14 @@
 """Upstream's own e2e suites as a second judge: ``trainer-controller-manager upstream-e2e``.
 
-The ``test/e2e`` packages of sigs.k8s.io/jobset v0.10.1 (10 specs) and
-github.com/kubeflow/trainer/v2 v2.1.0 (2 specs) are compiled with ``go test -c`` from the Go
-module proxy (cached beside the Go originals) and run, unchanged, against a full local cluster
-(etcd, kube-apiserver, controller-manager, scheduler, KWOK nodes) served by this manager
-(``ours``) and against one served by the Go managers (``theirs``), one side after the other.
+The ``test/e2e`` packages of the API level's releases (``--level``; v2.1: sigs.k8s.io/jobset
+v0.10.1, 10 specs, and github.com/kubeflow/trainer/v2 v2.1.0, 2 specs; v2.3: jobset v0.12.0, 14
+specs, and trainer v2.3.0, 12 specs) are compiled with ``go test -c`` from the Go module proxy
+(cached beside the Go originals) and run, unchanged, against a full local cluster (etcd,
+kube-apiserver, controller-manager, scheduler, KWOK nodes) served by this manager at that level
+(``ours``, ``--api-level``) and against one served by the level's Go managers (``theirs``), one
+side after the other. Both sides get the level's CRDs and runtimes as ``conformance --level``
+installs them, plus what upstream trainer's ``hack/e2e-setup-cluster.sh`` of the release adds
+(v2.3: the TrainJobStatus feature gate, ``examples/flux/flux-runtime.yaml``).
 
 KWOK's pod timing is set so that what the suites look for exists for a while, as on a real
 cluster: a scheduled pod stays Pending ``--pod-start-seconds`` (image pulls: its Job is active but
@@ -12,6 +16,9 @@ not ready), a pod with readiness or startup probes is Ready after their initialD
 a Job's pod succeeds ``--pod-run-seconds`` after it is Ready. The jobset suite first waits for a
 Deployment ``jobset-controller-manager`` in ``$NAMESPACE`` to be Available; a stand-in Deployment
 (one pause container, run by KWOK) is created for it: the managers themselves run on the host.
+Its VolumeClaimPolicies spec wants its two claims bound (kind's local-path provisioner upstream):
+two 1 Gi PersistentVolumes of no StorageClass are created for them. Pods are admitted with their
+ServiceAccount, as on any cluster (the TrainJobStatus plugin's token volume needs one).
 
 Exit 0 when every spec passed on every side run, 1 when one failed, 2 when the suites could not
 run (build, cluster or manager start failures): the last line then names the suite run, the step
@@ -38,11 +45,14 @@ from typing import Any
 from manager import longrun
 from manager.envtest.assets import GoMain, ensure_go_main
 from manager.longrun import Progress
+from trainer import levels
 from trainer.conformance import harness, originals
 from trainer.conformance.cli import exited_processes
 from trainer.conformance.harness import PodTiming, Side
+from trainer.levels import ApiLevel
 
-SUITES: dict[str, GoMain] = {"jobset": originals.JOBSET_E2E, "trainer": originals.TRAINER_E2E}
+#: The unnamed level's suites (v2.1) (``originals.Originals.e2e_suites`` gives any level's).
+SUITES: dict[str, GoMain] = originals.DEFAULT.e2e_suites()
 SIDES = ("ours", "theirs")
 NAMESPACE = "jobset-system"
 STAND_IN = "jobset-controller-manager"
@@ -66,6 +76,8 @@ class SuiteResult:
     seconds: float = 0.0
     exit_code: int = 0
     log: str = ""
+    version: str = ""
+    """The suite's release (e.g. ``v2.3.0``); empty: the unnamed level's (v2.1)."""
 
     @property
     def passed(self) -> int:
@@ -113,14 +125,46 @@ async def create_stand_in(side: Side, namespace: str) -> None:
         raise RuntimeError(f"creating the stand-in Deployment answered {status}: {body}")
 
 
+#: PersistentVolumes created for the jobset suite's VolumeClaimPolicies spec (two 1 Gi claims).
+STAND_IN_VOLUMES = 2
+
+
+def stand_in_volume(index: int) -> dict[str, Any]:
+    """A 1 Gi ReadWriteOnce PersistentVolume of no StorageClass: what a claim of the jobset suite
+    (no ``storageClassName``, no default class here) binds to, as kind's local-path provisioner
+    gives one upstream. Never mounted: KWOK runs no container."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"upstream-e2e-{index}", "labels": {"app.kubernetes.io/name": "upstream-e2e"}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "hostPath": {"path": f"/tmp/upstream-e2e-{index}"},
+        },
+    }
+
+
+async def create_stand_in_volumes(side: Side, count: int = STAND_IN_VOLUMES) -> None:
+    for index in range(count):
+        status, body = await side.kube.request("POST", "/api/v1/persistentvolumes", stand_in_volume(index))
+        if status not in (201, 409):
+            raise RuntimeError(f"creating PersistentVolume upstream-e2e-{index} answered {status}: {body}")
+
+
 def parse_junit(path: Path) -> list[Spec]:
-    """The ``[It]`` specs of a Ginkgo JUnit report (suite nodes such as BeforeSuite left out)."""
+    """The ``[It]`` specs of a Ginkgo JUnit report that ran (suite nodes such as BeforeSuite
+    left out, and the specs ``--focus`` or ``--skip`` left out, which Ginkgo reports skipped)."""
     specs = []
     for case in ET.parse(path).getroot().iter("testcase"):
         name = case.get("name", "")
         if not name.startswith("[It]"):
             continue
         status = case.get("status", "")
+        if status == "skipped":
+            continue
         failure = case.find("failure")
         if failure is None:
             failure = case.find("error")
@@ -147,6 +191,7 @@ async def run_suite(
     namespace: str,
     focus: str | None,
     timeout_minutes: float,
+    skip: str | None = None,
 ) -> SuiteResult:
     """One compiled suite against one side's cluster; its output goes to a log file."""
     assert side.env is not None
@@ -164,6 +209,8 @@ async def run_suite(
     ]
     if focus:
         argv.append(f"-ginkgo.focus={focus}")
+    if skip:
+        argv.append(f"-ginkgo.skip={skip}")
     env = {**os.environ, "KUBECONFIG": str(side.env.kubeconfig), "NAMESPACE": namespace}
     started = time.monotonic()
     with log.open("wb") as sink:
@@ -197,20 +244,41 @@ async def run_side(
     timing: PodTiming,
     progress: Progress | None = None,
     results: list[SuiteResult] | None = None,
+    *,
+    level: ApiLevel | None = None,
+    setup: originals.E2eSetup | None = None,
 ) -> list[SuiteResult]:
-    """Both suites against one side; each result is appended to ``results`` as it comes."""
+    """Both suites against one side at ``level`` (default: ``originals.UNNAMED_LEVEL``), its cluster
+    prepared as upstream's ``setup`` says; each result is appended to ``results`` as it comes."""
     progress = progress or Progress("upstream-e2e", unit="suite runs")
     results = [] if results is None else results
+    level = level or originals.UNNAMED_LEVEL
+    setup = setup or originals.E2eSetup()
+    versions = {name: main.version for name, main in originals.for_level(level).e2e_suites().items()}
     started = time.monotonic()
     start = harness.start_ours if side_name == "ours" else harness.start_theirs
     with progress.step(f"starting the cluster and managers of {side_name}"):
-        side = await start(workdir, args.nodes, timing=timing)
+        # Upstream's kind cluster admits pods with their ServiceAccount (the TrainJobStatus
+        # plugin's token volume is refused on a pod naming none).
+        side = await start(
+            workdir,
+            args.nodes,
+            timing=timing,
+            level=level,
+            feature_gates=dict(setup.feature_gates) or None,
+            service_accounts=True,
+        )
     _say(f"{side_name}: cluster and managers ready in {time.monotonic() - started:.0f}s")
     progress.diagnostics.append(lambda: exited_processes([side]))
     try:
+        if setup.manifests:
+            assert side.env is not None
+            with progress.step(f"applying upstream's e2e manifests on {side_name}"):
+                await side.env.apply_manifests(setup.manifests, field_manager="upstream-e2e")
         if "jobset" in suites:
             with progress.step(f"creating the stand-in Deployment on {side_name}"):
                 await create_stand_in(side, args.namespace)
+                await create_stand_in_volumes(side)
         for suite in suites:
             _say(f"{side_name}: running the {suite} suite")
             with progress.scenario(f"{suite}-{side_name}"), progress.step(f"{suite} suite"):
@@ -221,8 +289,10 @@ async def run_side(
                     workdir / "suites",
                     namespace=args.namespace,
                     focus=args.focus,
+                    skip=args.skip,
                     timeout_minutes=args.timeout_minutes,
                 )
+            result.version = versions[suite]
             _say(f"{side_name}: {suite} {result.passed}/{len(result.specs)} in {result.seconds:.0f}s")
             results.append(result)
     finally:
@@ -233,11 +303,11 @@ async def run_side(
 
 def report(results: list[SuiteResult]) -> int:
     for result in results:
-        main = SUITES[result.suite]
+        version = result.version or SUITES[result.suite].version
         state = "ok" if result.ok else "FAILED"
         who = "this manager" if result.side == "ours" else "the Go managers"
         print(
-            f"{state:6} {result.suite} e2e {main.version} against {result.side} ({who}): "
+            f"{state:6} {result.suite} e2e {version} against {result.side} ({who}): "
             f"{result.passed}/{len(result.specs)} passed in {result.seconds:.0f}s"
         )
         for spec in result.specs:
@@ -255,9 +325,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument(
+        "--level",
+        choices=list(levels.LEVELS),
+        default=levels.DEFAULT.name,
+        help="the API level: its releases' suites, our manager at --api-level, its Go managers "
+        "(default %(default)s)",
+    )
     p.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES), help="default: both")
     p.add_argument("--suites", nargs="+", choices=sorted(SUITES), default=list(SUITES), help="default: both")
     p.add_argument("--focus", help="only the specs whose text matches this regular expression (Ginkgo)")
+    p.add_argument("--skip", help="leave out the specs whose text matches this regular expression (Ginkgo)")
     p.add_argument("--nodes", type=int, default=4, help="KWOK nodes of each local cluster")
     p.add_argument(
         "--pod-start-seconds",
@@ -277,7 +355,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="make probed pods Ready at once (their initialDelaySeconds ignored)",
     )
     p.add_argument("--namespace", default=NAMESPACE, help="$NAMESPACE of the jobset suite's stand-in")
-    p.add_argument("--timeout-minutes", type=float, default=20.0, help="bound on one suite run")
+    p.add_argument(
+        "--timeout-minutes",
+        type=float,
+        default=45.0,
+        help="bound on one suite run (a spec failing for want of a real node waits its 10 minutes)",
+    )
     p.add_argument("--json", type=Path, help="write the results here")
     p.add_argument("--keep-workdir", action="store_true", help="keep clusters' and suites' logs")
     p.add_argument(
@@ -294,14 +377,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def build(suites: list[str], sides: list[str]) -> dict[str, Path]:
+def build(suites: list[str], sides: list[str], level: ApiLevel | None = None) -> dict[str, Path]:
+    """The suites of ``level`` (default: ``originals.UNNAMED_LEVEL``) and, for theirs, its Go managers."""
+    level = level or originals.UNNAMED_LEVEL
+    mains = originals.for_level(level).e2e_suites()
     binaries = {}
     for suite in suites:
-        path, seconds = ensure_go_main(SUITES[suite])
-        _say(f"{SUITES[suite].name}: {path} ({f'built in {seconds:.0f}s' if seconds else 'cached'})")
+        path, seconds = ensure_go_main(mains[suite])
+        _say(
+            f"{mains[suite].name} {mains[suite].version}: {path} "
+            f"({f'built in {seconds:.0f}s' if seconds else 'cached'})"
+        )
         binaries[suite] = path
     if "theirs" in sides:
-        for name, (path, seconds) in originals.build_all().items():
+        for name, (path, seconds) in originals.build_all(level=level).items():
             _say(f"{name}: {path} ({f'built in {seconds:.0f}s' if seconds else 'cached'})")
     return binaries
 
@@ -319,9 +408,27 @@ async def run(
     )
     workdir = harness.new_workdir()
     results = [] if results is None else results
+    level = levels.get(args.level)
+    setup = originals.for_level(level).e2e_setup() if "trainer" in args.suites else originals.E2eSetup()
+    if setup.feature_gates or setup.manifests:
+        extra = ", ".join(
+            [*(f"{k}={v}" for k, v in setup.feature_gates.items()), *(p.name for p in setup.manifests)]
+        )
+        _say(f"from trainer {level.trainer_version}'s {originals.E2E_SETUP_SCRIPT}: {extra}")
     try:
         for side in args.sides:
-            await run_side(side, args.suites, binaries, workdir, args, timing, progress, results)
+            await run_side(
+                side,
+                args.suites,
+                binaries,
+                workdir,
+                args,
+                timing,
+                progress,
+                results,
+                level=level,
+                setup=setup,
+            )
     finally:
         if args.keep_workdir or not all(r.ok for r in results):
             _say(f"logs kept in {workdir}")
@@ -342,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         with progress.step("building the suites"):
-            binaries = build(args.suites, args.sides)
+            binaries = build(args.suites, args.sides, levels.get(args.level))
         if args.build_only:
             return 0
         started = time.monotonic()

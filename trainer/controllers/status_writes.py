@@ -6,7 +6,10 @@ start a reconcile while the cache still holds the object as it was before that w
 computes the status again from the old object and PUTs it with the old resourceVersion: a 409
 Conflict every time (98 per 300 suspended TrainJobs with 5 JobSet workers, docs/bench.md). Our
 own write's watch event is on its way and reconciles the object again from the newer state, so
-the stale pass can skip its status write: the write the 409 would have refused anyway.
+the stale pass can skip its status write: the write the 409 would have refused anyway. The
+TrainJob reconciler skips the whole pass (level v2.3 merge-patches its status, so there is no 409
+to stop it, and a pass from before a deadline failure would re-create the deleted JobSet); the
+JobSet reconciler skips only its status write.
 
 Only our own writes are remembered, and only their resourceVersion: a cache that holds the same
 or a newer version (another writer's), a resourceVersion that is not a number, or an object this

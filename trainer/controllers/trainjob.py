@@ -137,7 +137,7 @@ class TrainJobReconciler:
         self.last_applied: dict[tuple[str, str], dict[tuple[str, str, str, str], bytes]] = {}
         """Per TrainJob (namespace, name): each object's last apply document this process sent."""
         self.status_writes = StatusWrites()
-        """Our status writes the cache has not seen yet (a stale pass skips its status PUT)."""
+        """Our status writes the cache has not seen yet (a pass from an older copy does nothing)."""
 
     async def reconcile(self, req: Request) -> Result | None:
         trainjob = await self.get_trainjob(req)
@@ -151,7 +151,14 @@ class TrainJobReconciler:
                 managedBy=(trainjob.get("spec") or {}).get("managedBy", ""),
             )
             return None
-        cache_behind = self.status_writes.cache_is_behind(trainjob)
+        if self.status_writes.cache_is_behind(trainjob):
+            # The cache holds this TrainJob as it was before our last status write, whose own
+            # watch event reconciles it again from the newer state. A pass from the older state
+            # would act on what is no longer true: its PUT a 409, and after a deadline failure
+            # it would take the TrainJob for running, apply its JobSet again and delete it once
+            # more (the new JobSet, still without status, then emptied jobsStatus).
+            log.debug("cache older than our status write; waiting for it")
+            return None
         original_status = json_copy(trainjob.get("status") or {})
         status: Json = json_copy(original_status)
         errors: list[str] = []
@@ -179,11 +186,7 @@ class TrainJobReconciler:
             self.client, trainjob, original_status, status, self.clock, self.now
         )
         set_state(trainjob, status)
-        if cache_behind and status != original_status:
-            # Our last status write is newer than this TrainJob: its PUT would be refused (409),
-            # and that write's watch event reconciles again from the newer state.
-            log.debug("cache older than our status write; waiting for it")
-        elif (err := await self.update_status_if_changed(trainjob, original_status, status)) is not None:
+        if (err := await self.update_status_if_changed(trainjob, original_status, status)) is not None:
             errors.append(err)
 
         if errors:

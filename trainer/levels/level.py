@@ -33,7 +33,13 @@ class ApiLevel:
     trainjob_spec_fields: frozenset[str]
     """``spec`` properties only this level's TrainJob CRD has: how an installed CRD is told apart."""
     manifests: str
-    """The kustomize directory (under ``config/``) that installs this level."""
+    """The kustomize directory (under ``config/``) that installs this level (``make deploy``)."""
+    local_manifests: str
+    """The kustomize directory (under ``config/``, ``resources:`` only) that ``make install`` and
+    ``make run`` put into a cluster for a manager outside it: CRDs, runtimes, webhooks."""
+    runtimes: str
+    """The kustomize directory (under ``config/``) of the ClusterTrainingRuntimes shipped at this
+    level (``make deploy`` applies it once the manager is ready)."""
     api_models: str
     """The module naming this level's API models (``CRD_KINDS``, ``ALL_CRD_KINDS``,
     ``OPENAPI_SNAPSHOT``), e.g. ``trainer.api.v2_3.kinds``; imported on first use, so a manager
@@ -43,6 +49,11 @@ class ApiLevel:
     the other kinds of ``ALL_CRD_KINDS`` are v2.1's classes, whose CRDs are in ``crd/bases``."""
     runtime: RuntimeLevel
     """How a TrainJob customises its runtime at this level (``trainer/runtime/levels``)."""
+    status_server: str = "trainer.statusserver"
+    """The module of the TrainJob status server (TrainJobStatus gate) at this level: its
+    ``setup_status_server(mgr, port=, qps=, burst=, cert_dir=, host=)`` builds the server; the
+    entry point imports it only with the gate on (v2.1: ``trainer.statusserver``, TokenReview;
+    v2.3: ``trainer.statusserver_v2_3``, Trainer v2.3.0's OIDC verification)."""
 
     @property
     def jobset_version(self) -> str:

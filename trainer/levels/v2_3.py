@@ -12,7 +12,10 @@ V2_3 = ApiLevel(
     jobset=jobset.V0_12,
     trainjob_spec_fields=frozenset({"runtimePatches"}),
     manifests="overlays/v2.3",
+    local_manifests="overlays/v2.3/local",
+    runtimes="overlays/v2.3/runtimes",
     runtime=runtime.V2_3,
     api_models="trainer.api.v2_3.kinds",
     crd_dir="overlays/v2.3/crd",
+    status_server="trainer.statusserver_v2_3",
 )

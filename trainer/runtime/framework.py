@@ -70,6 +70,9 @@ class Framework:
     trainjob_status_plugin: TrainJobStatusPlugin | None = None
     external: set[str] = field(default_factory=set)
     """Names of third-party plugins: anything they raise fails only the TrainJob at hand."""
+    level: RuntimeLevel = V2_1
+    """The API level the plugins run at (its ``build.sync_parallel_count`` runs before the
+    builders)."""
 
     @classmethod
     async def new(
@@ -89,7 +92,7 @@ class Framework:
         """
         if indexer is not None:
             await cls._register_indexes(indexer, index_names or IndexNames())
-        framework = cls()
+        framework = cls(level=level)
         context = PluginContext(reader=reader, level=level)
         third_party = {name for name, _ in external.enabled_factories()}
         for key, factory in registry.items():
@@ -173,7 +176,14 @@ class Framework:
             self._run(plugin.name, plugin.identify_pod_network, info, trainjob)
 
     async def run_component_builder_plugins(self, info: Info | None, trainjob: TrainJob | None) -> list[Json]:
-        """Objects of every builder, concatenated in registry order; the first error aborts."""
+        """Objects of every builder, concatenated in registry order; the first error aborts.
+        First the level's ``sync_parallel_count`` (v2.3: every builder's, before any builds)."""
+        try:
+            self.level.build.sync_parallel_count(self.component_builder_plugins, info)
+        except RuntimeFailure:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+            raise RuntimeFailure(f"syncing the parallel count: malformed input: {err!r}") from err
         objects: list[Json] = []
         for plugin in self.component_builder_plugins:
             try:

@@ -20,9 +20,15 @@ __all__ = ["ContainerInfo", "Endpoints", "Info", "PodSet", "RuntimePolicy", "Sch
 
 @dataclass
 class ContainerInfo:
-    """What plugins add to one container: env, ports and mounts, synced into the JobSet later."""
+    """What plugins add to one container: env, ports and mounts, synced into the JobSet later;
+    its image and command as the runtime has them, which a plugin may replace (v2.3.0's Flux
+    init container is added whole)."""
 
     name: str
+    image: str = ""
+    """Written to the JobSet's container unless empty."""
+    command: list[str] | None = None
+    """Written to the JobSet's container unless empty."""
     env: list[Json] = field(default_factory=list)
     ports: list[Json] = field(default_factory=list)
     volume_mounts: list[Json] = field(default_factory=list)
@@ -32,23 +38,26 @@ class ContainerInfo:
 class Endpoints:
     """The pod DNS names of one replicated job, produced on demand (1,000 nodes stay cheap).
 
-    ``<trainjob>-<rjob>-0-<k>.<subdomain>`` for ``k`` in ``0 .. count-1``: replicas are
-    always 1, so the job index is always 0.
+    ``<trainjob>-<rjob>-<r>-<k>.<subdomain>`` for each replica ``r`` in ``0 .. replicas-1``,
+    then each pod ``k`` in ``0 .. count-1`` (v2.1: one replica, so ``r`` is always 0; v2.3: the
+    job's replicas, ``RuntimeLevel.build.endpoint_replicas``).
     """
 
     trainjob: str
     rjob: str
     subdomain: str
     count: int
+    replicas: int = 1
 
     def __iter__(self) -> Iterator[str]:
-        prefix = f"{self.trainjob}-{self.rjob}-0-"
         suffix = f".{self.subdomain}"
-        for k in range(self.count):
-            yield f"{prefix}{k}{suffix}"
+        for r in range(self.replicas):
+            prefix = f"{self.trainjob}-{self.rjob}-{r}-"
+            for k in range(self.count):
+                yield f"{prefix}{k}{suffix}"
 
     def __len__(self) -> int:
-        return self.count
+        return max(self.replicas, 0) * self.count
 
 
 @dataclass
@@ -117,6 +126,14 @@ class Info:
     def find_pod_set_by_name(self, name: str) -> PodSet | None:
         """The PodSet of the replicated job called ``name``."""
         return next((ps for ps in self.template_spec.pod_sets if ps.name == name), None)
+
+    def find_container_by_pod_set_name(self, pod_set: str, name: str) -> ContainerInfo | None:
+        """Container ``name`` of the PodSet called ``pod_set``: its regular containers first,
+        then its init containers (upstream v2.3.0's ``FindContainerByPodSetName``)."""
+        found = self.find_pod_set_by_name(pod_set)
+        if found is None:
+            return None
+        return next((c for c in (*found.containers, *found.init_containers) if c.name == name), None)
 
     def find_container_by_pod_set_ancestor_container_name(
         self, ancestor: str, name: str

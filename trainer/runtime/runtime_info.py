@@ -79,6 +79,8 @@ def _container_infos(containers: list[Json] | None) -> list[ContainerInfo]:
     return [
         ContainerInfo(
             name=c.get("name", ""),
+            image=c.get("image") or "",
+            command=list(c["command"]) if c.get("command") else None,
             env=json_copy(c.get("env") or []),
             ports=json_copy(c.get("ports") or []),
             volume_mounts=json_copy(c.get("volumeMounts") or []),
@@ -121,12 +123,14 @@ def new_runtime_info(
     pod_group_policy: PodGroupPolicy | None,
     level: RuntimeLevel = V2_1,
 ) -> Info:
-    """Upstream ``newRuntimeInfo``: labels, the level's customisation, the JobSetSpec document and
-    the PodSets."""
+    """Upstream ``newRuntimeInfo``: labels, the level's customisation, the JobSetSpec document,
+    the level's step for ``resourcesPerNode`` (v2.3: merged into the ``node`` container) and the
+    PodSets."""
     spec = jobset_spec_apply_document(template)
     typed_round_trip(spec)
     level.customise_jobset_spec(trainjob, spec)
     typed_round_trip(spec)
+    level.build.node_resources(trainjob, spec, ml_policy)
     labels, annotations = level.jobset_metadata(trainjob, template)
     return Info(
         labels=labels,

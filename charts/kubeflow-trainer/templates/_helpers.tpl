@@ -129,3 +129,23 @@ annotations:
   cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "trainer.certManager.certificate.name" . }}
 {{- end }}
 {{- end }}
+
+{{/*
+The API level the chart installs (docs/levels.md): "v2.1" (Trainer v2.1.0 + JobSet v0.10.1, the
+default) or "v2.3" (Trainer v2.3.0 + JobSet v0.12.0: what `kubectl kustomize config/overlays/v2.3`
+renders). The level chooses the CRDs, the manager's --api-level, the ClusterRoles, the Service
+ports, the TrainJob defaulter and the runtime webhooks' objectSelector.
+*/}}
+{{- define "trainer.apiLevel" -}}
+{{- .Values.apiLevel | default "v2.3" }}
+{{- end }}
+
+{{/* "true" at level v2.3 (templates read the level only through this and trainer.apiLevel). */}}
+{{- define "trainer.v2_3" -}}
+{{- if eq (include "trainer.apiLevel" .) "v2.3" }}true{{ end }}
+{{- end }}
+
+{{/* The Trainer release of the level: kubeflow-trainer-public's kubeflow_trainer_version. */}}
+{{- define "trainer.levelVersion" -}}
+{{- if include "trainer.v2_3" . }}v2.3.0{{ else }}v2.1.0{{ end }}
+{{- end }}

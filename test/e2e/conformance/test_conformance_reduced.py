@@ -34,7 +34,7 @@ REDUCED = (
 
 def test_reduced_conformance_set_has_no_unlisted_difference(capsys: pytest.CaptureFixture[str]) -> None:
     paths = [str(DEFAULT_SCENARIOS / name) for name in REDUCED]
-    code = main(["--nodes", "3", *paths])
+    code = main(["--level", "v2.1", "--nodes", "3", *paths])
     captured = capsys.readouterr()
     out = captured.out
     print(out)
@@ -44,4 +44,34 @@ def test_reduced_conformance_set_has_no_unlisted_difference(capsys: pytest.Captu
     # Something was compared on both sides: objects and admission answers.
     counts = re.search(r"compared (\d+) objects and (\d+) admission answers", summary[0])
     assert counts and int(counts[1]) > 50 and int(counts[2]) > 20, summary[0]
+    assert code == 0, out
+
+
+# Level v2.3 (jobset v0.12.0 + trainer v2.3.0 on the other side): the deadline across
+# suspend/resume, two managers' runtimePatches and their order, JobSet volumeClaimPolicies, and
+# v2.3's admission answers (the CRDs' and the webhooks', typed decoding and torchtune's rules).
+REDUCED_V2_3 = (
+    "deadline.yaml",
+    "patches-two-managers.yaml",
+    "jobset-volume-claim-policies.yaml",
+    "invalid-inputs.yaml",
+    "webhook-runtimes.yaml",
+)
+
+
+def test_reduced_v2_3_conformance_set_has_no_unlisted_difference(capsys: pytest.CaptureFixture[str]) -> None:
+    paths = [str(DEFAULT_SCENARIOS / "v2.3" / name) for name in REDUCED_V2_3]
+    code = main(["--level", "v2.3", "--nodes", "3", *paths])
+    captured = capsys.readouterr()
+    out = captured.out
+    print(out)
+    summary = [line for line in out.splitlines() if line.startswith("conformance: compared")]
+    assert summary, out + captured.err[-3000:]
+    # The runner says on stderr which level each side ran (theirs: jobset v0.12.0 + trainer v2.3.0).
+    said = [line for line in captured.err.splitlines() if "level v2.3: ours with --api-level=v2.3" in line]
+    assert said and "v2.3.0" in said[0] and "v0.12.0" in said[0], captured.err[-3000:]
+    counts = re.search(r"compared (\d+) objects and (\d+) admission answers in (\d+) scenarios", summary[0])
+    assert counts and int(counts[1]) > 40 and int(counts[2]) > 10 and int(counts[3]) == len(REDUCED_V2_3), (
+        summary[0]
+    )
     assert code == 0, out

@@ -17,7 +17,7 @@ from trainer.conformance.upstream_e2e import main
 
 
 def test_upstream_trainer_e2e_suite_passes_against_this_manager(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["--sides", "ours", "--suites", "trainer", "--nodes", "2"])
+    code = main(["--level", "v2.1", "--sides", "ours", "--suites", "trainer", "--nodes", "2"])
     out = capsys.readouterr().out
     print(out)
     assert "trainer e2e v2.1.0 against ours (this manager): 2/2 passed" in out, out

@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,16 @@ WEBHOOK_CONFIGURATIONS = (
         "jobset-validating-webhook-configuration",
     ),
 )
+
+
+def webhook_configurations(docs: Iterable[Mapping[str, Any]]) -> tuple[tuple[GroupVersionKind, str], ...]:
+    """The webhook configurations among rendered manifests (level v2.3 adds the TrainJob
+    defaulter's to ``WEBHOOK_CONFIGURATIONS``)."""
+    return tuple(
+        (GroupVersionKind("admissionregistration.k8s.io", "v1", d["kind"]), d["metadata"]["name"])
+        for d in docs
+        if d["kind"] in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+    )
 
 
 def _read(path: Path) -> str:
@@ -77,13 +87,17 @@ async def wait_until_ready(
     await eventually(ready, timeout=120, message=message)
 
 
-async def wait_webhooks_answer(env: Environment, namespace: str) -> None:
-    """Until the API server calls the three configurations as they are stored now (the CA the
+async def wait_webhooks_answer(
+    env: Environment,
+    namespace: str,
+    configurations: tuple[tuple[GroupVersionKind, str], ...] = WEBHOOK_CONFIGURATIONS,
+) -> None:
+    """Until the API server calls the configurations as they are stored now (the CA the
     rotator injected, the URL ``make run`` registered) and the manager answers. The API server's
     webhook informer has a configuration a moment after it is written: until then a call fails
     (TLS verification without the CA: failurePolicy Fail refuses the write) or is not made."""
     docs = []
-    for gvk, name in WEBHOOK_CONFIGURATIONS:
+    for gvk, name in configurations:
         path = f"/apis/{gvk.group}/{gvk.version}/{gvk.kind.lower()}s/{name}"
         status, doc = await env.request("GET", path)
         assert status == 200, (path, status, doc)

@@ -79,7 +79,18 @@ async def test_the_helm_chart_runs_a_trainjob_through_the_service_with_rotated_c
     cluster: Environment, installed_wheel: Installed, tmp_path: Path
 ) -> None:
     _port_443_free()
-    _helm(cluster, "install", RELEASE, str(CHART), "--namespace", NS, "--create-namespace")
+    # level v2.1 (the default level's in-cluster proof is test_in_cluster.py's config/default)
+    _helm(
+        cluster,
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NS,
+        "--create-namespace",
+        "--set",
+        "apiLevel=v2.1",
+    )
     async with Cluster(await load_kubeconfig(cluster.kubeconfig), field_owner="e2e") as admin:
         client = Client(admin.transport, admin.mapper, field_owner="e2e")
         service = await client.get(SERVICE_GVK, NAME, NS)

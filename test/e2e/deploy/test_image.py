@@ -6,7 +6,7 @@ fails here), on these machines with podman as ``make container-tools`` sets it u
 Debian's packages when missing; ``DOCKER_HOST`` points nowhere so a Docker daemon is never
 picked). The build runs while the control plane starts.
 
-``config/default`` is applied server-side to a control plane of the test's own (its webhook
+``config/overlays/v2.1`` is applied server-side to a control plane of the test's own (its webhook
 configurations are cluster-wide). The container then gets what the kubelet would give the Pod:
 the Deployment's command, args and env (``POD_NAMESPACE`` resolved), ``--read-only`` with a
 ``/tmp`` tmpfs (the emptyDir), UID 65532, all capabilities dropped, no new privileges, the
@@ -318,7 +318,7 @@ async def _start_container(
 async def test_the_image_runs_as_the_pod_ready_leading_and_reconciling_then_stops_cleanly(
     podman: Podman, image: ImageBuild, cluster: Environment, tmp_path: Path
 ) -> None:
-    _kubectl(cluster, "apply", "--server-side", "-k", str(ROOT / "config" / "default"))
+    _kubectl(cluster, "apply", "--server-side", "-k", str(ROOT / "config" / "overlays" / "v2.1"))
     work = tmp_path / "pod"
     work.mkdir()
     cert_dir = _shared_dir(work / "serving-certs")

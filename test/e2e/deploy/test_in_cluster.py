@@ -1,6 +1,6 @@
 """In-cluster mode on the full local cluster, with no container runtime.
 
-``config/default`` is applied server-side as a user does. The Deployment's Pod cannot run the
+``config/default`` (the default level, v2.3) is applied server-side as a user does. The Deployment's Pod cannot run the
 manager on KWOK nodes, so the test starts the installed manager exactly as that Pod would: the
 Deployment's command and arguments, from the wheel installed into a clean virtual environment
 outside the repository, with in-cluster config (``KUBERNETES_SERVICE_HOST``/``PORT``, a token
@@ -41,12 +41,12 @@ import pytest
 import yaml
 from deploy_e2e import (
     ROOT,
-    WEBHOOK_CONFIGURATIONS,
     Installed,
     kubectl,
     own_cluster,
     wait_until_ready,
     wait_webhooks_answer,
+    webhook_configurations,
     write_service_account_volume,
 )
 
@@ -59,6 +59,7 @@ from manager.envtest import Environment
 from manager.envtest.process import free_port
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
+from trainer import levels
 
 NS = "kubeflow-system"
 NAME = "kubeflow-trainer-controller-manager"
@@ -284,7 +285,10 @@ async def test_config_default_runs_a_trainjob_through_the_service_with_rotated_c
             # The rotator filled the Secret and injected its CA into all three configurations.
             secret = await client.get(SECRET_GVK, SECRET, NS)
             assert sorted(secret["data"]) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
-            for gvk, name in WEBHOOK_CONFIGURATIONS:
+            configurations = webhook_configurations(rendered)
+            # the default level's (v2.3): Trainer's and JobSet's, and the TrainJob defaulter's
+            assert len(configurations) == 4, configurations
+            for gvk, name in configurations:
                 hooks = (await client.get(gvk, name))["webhooks"]
                 assert {h["clientConfig"]["caBundle"] for h in hooks} == {secret["data"]["ca.crt"]}, name
                 assert {json.dumps(h["clientConfig"]["service"], sort_keys=True) for h in hooks} == {
@@ -303,7 +307,10 @@ async def test_config_default_runs_a_trainjob_through_the_service_with_rotated_c
             # The runtimes go through the Trainer webhook (through the Service) once it is ready
             # and the API server calls the configurations with the injected CA.
             await wait_webhooks_answer(cluster, NS)
-            _kubectl(cluster, "apply", "--server-side", "-k", str(ROOT / "config" / "runtimes"))
+            # the default level's shipped runtimes (Trainer v2.3.0's), as `make deploy` applies them;
+            # then the defaulter, whose probe (a dry-run TrainJob) names one of them
+            _kubectl(cluster, "apply", "--server-side", "-k", str(ROOT / "config" / levels.DEFAULT.runtimes))
+            await wait_webhooks_answer(cluster, NS, configurations)
             _kubectl(cluster, "create", "namespace", "team-a")
 
             # Each configuration answers through the Service: what only the webhooks can do.

@@ -31,7 +31,9 @@ from manager.envtest import Environment
 from manager.envtest.process import free_port
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
-from trainer import install
+from trainer import install, levels
+
+V2_1 = levels.get("v2.1")
 
 CRD_GVK = GroupVersionKind("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
 RUNTIME_GVK = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime")
@@ -99,8 +101,9 @@ async def _absent(client: Client, gvk: GroupVersionKind, name: str) -> bool:
 async def test_make_install_run_and_uninstall_on_a_users_cluster(
     users_cluster: Environment, tmp_path: Path
 ) -> None:
-    crds, runtimes, _ = install.split(install.render())
-    output = _make(users_cluster, "install")
+    # level v2.1: test/e2e/local/test_make_run.py runs `make run` at the default level (v2.3)
+    crds, runtimes, _ = install.split(install.render(ROOT / "config" / V2_1.local_manifests))
+    output = _make(users_cluster, "install", "LEVEL=v2.1")
     assert f"applied {len(crds) + len(runtimes)} objects" in output, output
     async with Cluster(await load_kubeconfig(users_cluster.kubeconfig), field_owner="e2e") as admin:
         client = Client(admin.transport, admin.mapper, field_owner="e2e")
@@ -112,7 +115,7 @@ async def test_make_install_run_and_uninstall_on_a_users_cluster(
         # No WEBHOOK_HOST: the controllers run, no webhook is registered, one line says so.
         first = tmp_path / "first"
         first.mkdir()
-        async with make_run(users_cluster, first) as (log, _):
+        async with make_run(users_cluster, first, LEVEL="v2.1") as (log, _):
             assert log.count("webhooks are not registered") == 1, log
             for gvk, name in WEBHOOK_CONFIGURATIONS:
                 assert await _absent(client, gvk, name), name
@@ -120,7 +123,7 @@ async def test_make_install_run_and_uninstall_on_a_users_cluster(
         # WEBHOOK_HOST named: every webhook is registered there and a TrainJob completes.
         second = tmp_path / "second"
         second.mkdir()
-        async with make_run(users_cluster, second, WEBHOOK_HOST="127.0.0.1") as (log, log_path):
+        async with make_run(users_cluster, second, WEBHOOK_HOST="127.0.0.1", LEVEL="v2.1") as (log, log_path):
             assert log.count("webhooks registered at https://127.0.0.1:") == 1, log
             for gvk, name in WEBHOOK_CONFIGURATIONS:
                 hooks = (await client.get(gvk, name))["webhooks"]
@@ -153,10 +156,10 @@ async def test_make_install_run_and_uninstall_on_a_users_cluster(
         # resource-in-use finalizer), uninstall still removes everything install added.
         runtime = await client.get(RUNTIME_GVK, "torch-distributed")
         assert runtime["metadata"].get("finalizers") == ["trainer.kubeflow.org/resource-in-use"]
-        output = _make(users_cluster, "uninstall")
+        output = _make(users_cluster, "uninstall", "LEVEL=v2.1")
         assert f"make uninstall: deleted {len(crds) + len(runtimes)} objects" in output, output
         for crd in crds:
             assert await _absent(client, CRD_GVK, crd["metadata"]["name"]), crd["metadata"]["name"]
         await client.get(NAMESPACE_GVK, "default")  # nothing else was touched
         # Uninstalling twice is harmless.
-        assert "deleted 0 objects" in _make(users_cluster, "uninstall")
+        assert "deleted 0 objects" in _make(users_cluster, "uninstall", "LEVEL=v2.1")

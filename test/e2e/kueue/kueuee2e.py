@@ -1,4 +1,5 @@
-"""Kueue e2e helpers: the stack (a full local cluster, this manager, Kueue v0.15.0) and the
+"""Kueue e2e helpers: the stack (a full local cluster, this manager at one API level, the Kueue
+release of that level), where Kueue writes into a TrainJob at each level (``WRITES``), and the
 objects the tests create, read through the Environment's admin client (``env.request``).
 
 Module name unique among the test directories (they are all on ``sys.path``).
@@ -14,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import pytest
@@ -23,6 +24,7 @@ from manager.envtest import Environment
 from manager.envtest.process import Process
 from manager.testing import eventually
 from trainer.conformance import kueue as kq
+from trainer.levels import ApiLevel
 
 Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,9 +33,15 @@ full_only = pytest.mark.kueue_full
 """The tests only the whole suite runs: ``make test`` deselects them (``-m "... and not
 kueue_full"``), ``make test-kueue`` and a plain ``pytest test/e2e/kueue`` run them."""
 
+LEVELS_ENV = "KUEUE_E2E_LEVELS"
+"""The API levels the suite runs at, comma-separated (default: every level of
+``kueue.KUEUE_VERSIONS``); ``-k v2_3`` selects one as well."""
+KUEUE_LEVELS = [n for n in os.environ.get(LEVELS_ENV, ",".join(kq.KUEUE_VERSIONS)).split(",") if n]
+
 MANAGERS_ENV = "KUEUE_E2E_MANAGERS"
-"""``go``: the suite against the Go trainer v2.1.0 and jobset v0.10.1 managers instead of this
-one (``KUEUE_E2E_MANAGERS=go make test-kueue``), for comparison."""
+"""``go``: the suite against the Go trainer and jobset managers of the level (v2.1.0 and v0.10.1,
+v2.3.0 and v0.12.0) instead of this one (``KUEUE_E2E_MANAGERS=go make test-kueue``), for
+comparison."""
 GO_MANAGERS = os.environ.get(MANAGERS_ENV, "ours") == "go"
 
 POOL_LABEL = "kueue-e2e/pool"
@@ -52,19 +60,124 @@ PODS_READY_TIMEOUT = 90.0
 """Kueue's ``waitForPodsReady.timeout`` in the stack (conftest ``WAIT_FOR_PODS_READY``)."""
 
 
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+KUEUE_PATCH_MANAGER = "kueue.x-k8s.io/manager"
+"""The ``runtimePatches[].manager`` of Kueue v0.17's entry (``runtimePatchManagerName``)."""
+
+
+class KueueWrites(Protocol):
+    """Where Kueue writes its admission into a TrainJob at one API level, and how a user writes
+    a pod template change of the ``node`` job there."""
+
+    field: str
+    """The TrainJob ``spec`` field (``podTemplateOverrides``, ``runtimePatches``)."""
+
+    def entries(self, tj: Json) -> list[Json]:
+        """The field's entries as the user and Kueue wrote them (server-stamped ``time`` dropped)."""
+        ...
+
+    def kueue_templates(self, tj: Json) -> list[Json]:
+        """Kueue's admission: one pod template patch (``metadata``, ``spec``) per pod set."""
+        ...
+
+    def kueue_entries_left(self, tj: Json) -> list[Json]:
+        """What stays of Kueue's entries once it removed its admission (v2.3: the entry itself)."""
+        ...
+
+    def user_entry(
+        self, *, labels: dict[str, str] | None = None, node_selector: dict[str, str] | None = None
+    ) -> Json:
+        """A user's entry for the ``node`` job: pod labels and/or a node selector."""
+        ...
+
+
+class PodTemplateOverrides:
+    """Level v2.1, Kueue v0.15: one ``podTemplateOverrides`` entry per pod set, appended on
+    admission (its pod metadata carries ``kueue.x-k8s.io/podset``), cut off again on stop."""
+
+    field = "podTemplateOverrides"
+
+    def entries(self, tj: Json) -> list[Json]:
+        return list(tj["spec"].get(self.field) or [])
+
+    def kueue_templates(self, tj: Json) -> list[Json]:
+        return [
+            o for o in self.entries(tj) if PODSET_LABEL in ((o.get("metadata") or {}).get("labels") or {})
+        ]
+
+    def kueue_entries_left(self, tj: Json) -> list[Json]:
+        return self.kueue_templates(tj)
+
+    def user_entry(
+        self, *, labels: dict[str, str] | None = None, node_selector: dict[str, str] | None = None
+    ) -> Json:
+        entry: Json = {"targetJobs": [{"name": "node"}]}
+        if labels:
+            entry["metadata"] = {"labels": labels}
+        if node_selector:
+            entry["spec"] = {"nodeSelector": node_selector}
+        return entry
+
+
+class RuntimePatches:
+    """Level v2.3, Kueue v0.17: Kueue's webhook appends one ``runtimePatches`` entry of manager
+    ``kueue.x-k8s.io/manager`` to every TrainJob it creates (the queue label as JobSet metadata
+    when it suspends it); admission writes the entry's ``template.spec.replicatedJobs`` (per pod
+    set: pod labels and annotations, nodeSelector, tolerations, schedulingGates) while the
+    TrainJob is suspended, stop sets them to nil again, leaving the entry."""
+
+    field = "runtimePatches"
+
+    def entries(self, tj: Json) -> list[Json]:
+        return [{k: v for k, v in e.items() if k != "time"} for e in tj["spec"].get(self.field) or []]
+
+    def kueue_entries_left(self, tj: Json) -> list[Json]:
+        return [e for e in self.entries(tj) if e.get("manager") == KUEUE_PATCH_MANAGER]
+
+    def kueue_templates(self, tj: Json) -> list[Json]:
+        out = []
+        for entry in self.kueue_entries_left(tj):
+            spec = (((entry.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec")) or {}
+            for rjob in spec.get("replicatedJobs") or []:
+                out.append(rjob["template"]["spec"]["template"])
+        return out
+
+    def user_entry(
+        self, *, labels: dict[str, str] | None = None, node_selector: dict[str, str] | None = None
+    ) -> Json:
+        template: Json = {}
+        if labels:
+            template["metadata"] = {"labels": labels}
+        if node_selector:
+            template["spec"] = {"nodeSelector": node_selector}
+        node = {"name": "node", "template": {"spec": {"template": template}}}
+        return {
+            "manager": "example.com/user",
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}},
+        }
+
+
+WRITES: dict[str, KueueWrites] = {"v2.1": PodTemplateOverrides(), "v2.3": RuntimePatches()}
+"""Where the Kueue release of each API level (``kueue.KUEUE_VERSIONS``) writes into a TrainJob."""
+
+
 @dataclass
 class Stack:
     env: Environment
     manager: Process
     kueue: kq.KueueProcess
+    level: ApiLevel
+    writes: KueueWrites
 
 
 class Api:
     """Admin requests against the stack's API server, failing loudly on unexpected answers."""
 
-    def __init__(self, env: Environment, namespace: str) -> None:
+    def __init__(self, env: Environment, namespace: str, writes: KueueWrites) -> None:
         self.env = env
         self.ns = namespace
+        self.writes = writes
+        """Where the stack's Kueue writes into TrainJobs (its level's ``WRITES``)."""
 
     async def create(self, path: str, body: Json) -> Json:
         status, answer = await self.env.request("POST", path, body)

@@ -1,4 +1,5 @@
-"""Plain JobSets admitted by Kueue v0.15.0's JobSet integration, run by this manager.
+"""Plain JobSets admitted by Kueue's JobSet integration, run by this manager, at each API level
+(Kueue v0.15.0 at v2.1, v0.17.0 at v2.3: both write into a suspended JobSet the same way).
 
 Kueue's mutating webhook suspends a JobSet that names a LocalQueue; on admission Kueue writes the
 flavor's node selector and tolerations into every replicated job's pod template and unsuspends

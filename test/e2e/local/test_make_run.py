@@ -1,9 +1,11 @@
-"""`make run` as a new user runs it: a local cluster, a TrainJob to Complete, a clean stop."""
+"""`make run` as a new user runs it: a local cluster, a TrainJob to Complete, a clean stop; and at
+API level v2.3 (`make cluster-up LEVEL=v2.3`, then `make run LEVEL=v2.3` on that cluster)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -14,9 +16,12 @@ from manager.config import load_kubeconfig
 from manager.envtest.process import free_port, pid_alive
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
+from trainer import levels
 
 ROOT = Path(__file__).resolve().parents[3]
 TRAINJOB = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainJob")
+CRD = GroupVersionKind("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+CONFIGMAP = GroupVersionKind("", "v1", "ConfigMap")
 
 
 async def test_make_run_trains_a_job_and_stops_clean(tmp_path: Path) -> None:
@@ -80,3 +85,99 @@ async def test_make_run_trains_a_job_and_stops_clean(tmp_path: Path) -> None:
     pids = [p["pid"] for p in json.loads(state)["processes"]]
     assert not [p for p in pids if pid_alive(p)], "make run left control-plane processes behind"
     assert not directory.exists()
+
+
+async def _make(*args: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        "make",
+        "-s",
+        "--no-print-directory",
+        *args,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out = (await proc.communicate())[0].decode()
+    return int(proc.returncode or 0), out
+
+
+async def test_make_cluster_up_and_run_at_level_v2_3_install_and_run_that_level(tmp_path: Path) -> None:
+    """`make cluster-up LEVEL=v2.3` starts the cluster with v2.3's CRDs; `make run LEVEL=v2.3`
+    reuses it, installs the level's objects and runs the manager at v2.3 (a TrainJob with a
+    runtimePatch completes on the shipped torch-distributed runtime); the cluster outlives it."""
+    directory = tmp_path / "cluster"
+    code, out = await _make("cluster-up", f"LOCAL_DIR={directory}", "LEVEL=v2.3")
+    assert code == 0, out
+    try:
+        async with Cluster(await load_kubeconfig(directory / "kubeconfig")) as cluster:
+            client = cluster.api_reader
+            crd = await client.get(CRD, "trainjobs.trainer.kubeflow.org")
+            assert levels.of_trainjob_crd(crd) is levels.get("v2.3")
+            log = tmp_path / "run.log"
+            with log.open("wb") as sink:
+                run = await asyncio.create_subprocess_exec(
+                    "make",
+                    "-s",
+                    "run",
+                    f"LOCAL_DIR={directory}",
+                    "LEVEL=v2.3",
+                    *(f"{name}_PORT={free_port()}" for name in ("WEBHOOK", "METRICS", "HEALTH")),
+                    cwd=ROOT,
+                    stdout=sink,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            try:
+
+                async def ready() -> None:
+                    assert run.returncode is None, log.read_text()
+                    assert "cluster ready" in log.read_text()
+
+                await eventually(
+                    ready, timeout=180, message="make run LEVEL=v2.3 never reported a ready cluster"
+                )
+                assert f"reusing the local cluster in {directory}" in log.read_text()
+                public = await client.get(CONFIGMAP, "kubeflow-trainer-public", "kubeflow-system")
+                assert public["data"] == {"kubeflow_trainer_version": "v2.3.0"}
+                trainjob = {
+                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                    "kind": "TrainJob",
+                    "metadata": {"name": "patched", "namespace": "default"},
+                    "spec": {
+                        "runtimeRef": {"name": "torch-distributed"},
+                        "trainer": {"numNodes": 2, "command": ["torchrun", "train.py"]},
+                        "runtimePatches": [{"manager": "example.com/user"}],
+                    },
+                }
+
+                async def created() -> None:
+                    try:
+                        await client.get(TRAINJOB, "patched", "default")
+                    except NotFound:
+                        await client.create(trainjob)
+
+                await eventually(created, timeout=120, retry_on=(Exception,))
+                stored = await client.get(TRAINJOB, "patched", "default")
+                # only a v2.3 manager serves the defaulter that stamps the patch's time
+                assert stored["spec"]["runtimePatches"][0]["time"].endswith("Z"), stored["spec"]
+
+                async def complete() -> None:
+                    status = (await client.get(TRAINJOB, "patched", "default")).get("status") or {}
+                    conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+                    assert conditions.get("Complete") == "True", status
+
+                await eventually(complete, timeout=180, message="the TrainJob never completed")
+            finally:
+                if run.returncode is None:
+                    os.killpg(run.pid, signal.SIGINT)  # Ctrl-C
+                code = await asyncio.wait_for(run.wait(), 120)
+            # make, interrupted with its job, ends by the signal once `make run` has stopped cleanly
+            output = log.read_text()
+            assert code in (0, -signal.SIGINT), output
+            assert "removed the webhook configurations registered by this run" in output, output
+            assert "Traceback" not in output, output
+            # the cluster `make cluster-up` started is still there
+            await client.get(CRD, "trainjobs.trainer.kubeflow.org")
+    finally:
+        code, out = await _make("cluster-down", f"LOCAL_DIR={directory}")
+        assert code == 0, out

@@ -2,7 +2,7 @@
 
 The image is built by ``make docker-build`` (podman here, as ``make container-tools`` sets it
 up), saved with ``podman save`` and imported into the real node's containerd (no registry is
-reachable). ``make deploy IMG=... DEPLOY_PATCH=deploy-patch.yaml`` applies ``config/default``
+reachable). ``make deploy IMG=... DEPLOY_PATCH=deploy-patch.yaml`` applies ``config/overlays/v2.1`` (``LEVEL=v2.1``)
 with one change, a toleration of the node's taint and a nodeSelector for it, waits for the
 rollout and applies the shipped runtimes (their validating webhook needs the running manager).
 
@@ -102,7 +102,14 @@ async def test_make_deploy_runs_the_manager_on_the_real_node_and_a_trainjob_comp
 
     started = time.monotonic()
     await asyncio.to_thread(
-        _make, env, "deploy", f"IMG={TAG}", f"DEPLOY_PATCH={PATCH}", "DEPLOY_TIMEOUT=240s"
+        # level v2.1, where the figures of docs/realnode.md were taken
+        _make,
+        env,
+        "deploy",
+        "LEVEL=v2.1",
+        f"IMG={TAG}",
+        f"DEPLOY_PATCH={PATCH}",
+        "DEPLOY_TIMEOUT=240s",
     )
     print(
         f"make deploy (apply, rollout on the real node, runtimes through the webhook): {time.monotonic() - started:.1f} s"
@@ -171,8 +178,8 @@ async def test_make_deploy_runs_the_manager_on_the_real_node_and_a_trainjob_comp
     assert status_code == 200, log
     assert "forbidden" not in str(log).lower() and "Traceback" not in str(log), str(log)[-3000:]
 
-    # The TrainJob goes first: a ClusterTrainingRuntime in use keeps its finalizer, so `make
-    # undeploy` (runtimes first) would wait for it as long as a TrainJob names it.
+    # The TrainJob goes first here; `make undeploy` with TrainJobs still naming a runtime is
+    # test_helm_rollout_undeploy_on_real_node.py::test_make_undeploy_returns_while_trainjobs_use_a_runtime.
     status_code, body = await env.request("DELETE", f"/api/v1/namespaces/{ns}")
     assert status_code in (200, 202), body
 
@@ -181,7 +188,7 @@ async def test_make_deploy_runs_the_manager_on_the_real_node_and_a_trainjob_comp
         assert status_code == 404
 
     await eventually(namespace_gone, timeout=120, message=f"namespace {ns} was never deleted")
-    await asyncio.to_thread(_make, env, "undeploy")
+    await asyncio.to_thread(_make, env, "undeploy", "LEVEL=v2.1")
 
     async def gone() -> None:
         status_code, _ = await env.request("GET", f"/apis/apps/v1/namespaces/{NS}/deployments/{NAME}")

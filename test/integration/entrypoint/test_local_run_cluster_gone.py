@@ -75,7 +75,10 @@ async def test_make_run_says_in_one_line_that_its_webhooks_could_not_be_removed(
             else:
                 kubeconfig.unlink()
             os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
-            code = await asyncio.wait_for(proc.wait(), 120)
+            try:
+                code = await asyncio.wait_for(proc.wait(), 120)
+            except TimeoutError:
+                pytest.fail(f"make run did not exit within 120 s of Ctrl-C:\n{log.read_text()[-6000:]}")
         finally:
             if proc.returncode is None:
                 proc.kill()

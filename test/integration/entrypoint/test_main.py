@@ -106,6 +106,20 @@ async def test_a_manager_of_another_api_level_than_the_installed_crds_refuses_in
     assert "Traceback" not in output
 
 
+async def test_a_manager_naming_no_api_level_runs_the_default_v2_3_and_says_how_to_pick_v2_1(
+    control_plane: Environment,
+) -> None:
+    # no Configuration, no flag: level v2.3, which the session's v2.1 CRDs do not serve
+    proc = await start_manager(f"--kubeconfig={control_plane.kubeconfig}")
+    code = await asyncio.wait_for(proc.wait(), 60)
+    assert proc.stdout is not None
+    output = (await proc.stdout.read()).decode()
+    assert code == 1, output
+    (refusal,) = [line for line in output.splitlines() if "refusing to start" in line]
+    assert "this manager runs API level v2.3 (trainer v2.3.0, jobset v0.12.0)" in refusal
+    assert "set apiLevel: v2.1 in the Configuration" in refusal
+
+
 async def test_an_unknown_api_level_flag_is_rejected_naming_the_choices(control_plane: Environment) -> None:
     proc = await start_manager("--api-level=v3", f"--kubeconfig={control_plane.kubeconfig}")
     code = await asyncio.wait_for(proc.wait(), 60)

@@ -87,11 +87,22 @@ def _kind_arg(obj: Json) -> str:
 
 
 def test_helm_install_creates_every_object_then_upgrade_and_uninstall(tools: Tools) -> None:
-    out = tools.ok("helm", "install", RELEASE, str(CHART), "--namespace", NS, "--create-namespace")
+    # level v2.1 (test_helm_install_v2_3.py installs the default level, v2.3)
+    out = tools.ok(
+        "helm",
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NS,
+        "--create-namespace",
+        "--set",
+        "apiLevel=v2.1",
+    )
     assert "STATUS: deployed" in out, out
     assert tools.get("Namespace", NS) is not None, "--create-namespace made the release namespace"
 
-    objects = rendered(tools)
+    objects = rendered(tools, "--set", "apiLevel=v2.1")
     # The deployment object set (README) but the Namespace: 6 CRDs, 15 other objects.
     assert len(objects) == 21
     for obj in objects:

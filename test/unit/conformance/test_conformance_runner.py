@@ -189,12 +189,15 @@ def test_every_scenario_parses_and_uses_known_step_fields() -> None:
         for doc in docs:
             assert doc.get("apiVersion") and doc.get("kind"), f"{file}: {doc}"
             if doc["apiVersion"] == CONFORMANCE_API:
-                assert doc["kind"] in ("Step", "WebhookRequest"), file
+                assert doc["kind"] in ("Step", "WebhookRequest", "StatusRequest"), file
                 if doc["kind"] == "Step":
                     assert set(doc) - {"apiVersion", "kind"} <= set(STEP_FIELDS), file
                     assert doc.get("settle") in (None, True, "running"), file
                     if "update" in doc:
                         assert {"apiVersion", "kind", "name", "merge"} <= set(doc["update"]), file
+                elif doc["kind"] == "StatusRequest":
+                    fields = {"name", "trainJob", "token", "body", "rawBody", "padTo", "path", "scheme"}
+                    assert "trainJob" in doc and set(doc) - {"apiVersion", "kind"} <= fields, file
                 else:
                     assert {"path", "requestKind", "resource", "object"} <= set(doc), file
             else:

@@ -82,6 +82,7 @@ def test_our_manager_configures_python_trainer_on_free_loopback_ports(tmp_path: 
         f"--webhook-cert-dir={base / 'webhook-certs'}",
         "--log-format=console",
         "--controllers=*,-scheduling",
+        "--api-level=v2.1",  # named: the level of callers that name none, not the binary's default
     ]
     assert ours.process.extra_env == {"KUBECONFIG": str(tmp_path / "kubeconfig")}
     assert ours.webhook_ports() == {

@@ -5,8 +5,11 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+import pytest
 import yaml
 
+from manager.envtest.errors import EnvtestError
+from trainer import levels
 from trainer.conformance import kueue as kq
 
 CA = b"-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n"
@@ -84,3 +87,42 @@ def test_metrics_certificate_written_once(tmp_path: Path) -> None:
     kq.ensure_metrics_certificate(target)
     assert (target / "tls.crt").read_bytes() == crt
     assert sorted(p.name for p in target.iterdir()) == ["tls.crt", "tls.key"]
+
+
+def test_the_kueue_release_follows_the_api_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(kq.VERSION_ENV, raising=False)
+    assert set(kq.KUEUE_VERSIONS) == set(levels.LEVELS)
+    v2_1, v2_3 = kq.kueue_main(levels.get("v2.1")), kq.kueue_main(levels.get("v2.3"))
+    assert (v2_1.version, v2_3.version) == ("v0.15.0", "v0.17.0")
+    assert v2_1.package == v2_3.package == "sigs.k8s.io/kueue/cmd/kueue"
+    # each release is cached under its own key
+    assert v2_1.key == "sigs.k8s.io_kueue@v0.15.0" and v2_3.key == "sigs.k8s.io_kueue@v0.17.0"
+    monkeypatch.setenv(kq.VERSION_ENV, "v0.15.1")
+    assert kq.kueue_main(levels.get("v2.1")).version == "v0.15.1"
+
+
+def _crd(name: str, *versions: tuple[str, bool]) -> dict[str, object]:
+    return {
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {"versions": [{"name": v, "served": True, "storage": stored} for v, stored in versions]},
+    }
+
+
+def test_the_conversion_probe_creates_at_the_version_not_stored() -> None:
+    # v0.15 stores v1beta1, v0.17 stores v1beta2: the probe's create must go through /convert
+    v0_15 = [_crd("localqueues.kueue.x-k8s.io", ("v1beta1", True), ("v1beta2", False))]
+    v0_17 = [_crd("localqueues.kueue.x-k8s.io", ("v1beta1", False), ("v1beta2", True))]
+    assert kq.converted_version(v0_15) == "v1beta2"
+    assert kq.converted_version(v0_17) == "v1beta1"
+    with pytest.raises(EnvtestError, match=r"localqueues\.kueue\.x-k8s\.io serves no version"):
+        kq.converted_version([_crd("localqueues.kueue.x-k8s.io", ("v1beta2", True))])
+
+
+def test_kueue_v0_17_runs_the_job_integration_too(tmp_path: Path) -> None:
+    # v0.17.0's Job webhook panics on every Job while batch/job is off
+    for name, extra in (("v2.1", []), ("v2.3", ["batch/job"])):
+        frameworks = kq.frameworks_for(levels.get(name))
+        config = kq.configuration(webhook_port=1, health_port=2, cert_dir=tmp_path, frameworks=frameworks)
+        expected = ["trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset", *extra]
+        assert config["integrations"]["frameworks"] == expected

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from trainer import levels
 from trainer.conformance import originals, upstream_e2e
 from trainer.conformance.upstream_e2e import Spec, SuiteResult, parse_junit, report
 
@@ -19,12 +20,14 @@ classname="End To End Suite" status="passed" time="11.2"></testcase>
 classname="End To End Suite" status="failed" time="20.3">
       <failure message="Timed out after 600s" type="failed">Expected 2 to equal 1</failure>
     </testcase>
+    <testcase name="[It] JobSet when VolumeClaimPolicies is enabled should create PVCs" \
+classname="End To End Suite" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
   </testsuite>
 </testsuites>
 """
 
 
-def test_only_it_specs_are_counted_with_their_failure(tmp_path: Path) -> None:
+def test_only_it_specs_that_ran_are_counted_with_their_failure(tmp_path: Path) -> None:
     path = tmp_path / "junit.xml"
     path.write_text(JUNIT)
     specs = parse_junit(path)
@@ -95,3 +98,80 @@ def test_an_error_without_text_names_its_type_and_where_it_was_raised() -> None:
         text.startswith("TimeoutError at test_upstream_e2e.py:") and "in test_an_error_without_text" in text
     )
     assert describe_error(RuntimeError("cluster did not start")) == "cluster did not start"
+
+
+def test_each_level_has_the_e2e_suites_of_its_own_releases() -> None:
+    v2_3 = originals.for_level(levels.get("v2.3")).e2e_suites()
+    assert {name: (m.module, m.version, m.package, m.test) for name, m in v2_3.items()} == {
+        "jobset": ("sigs.k8s.io/jobset", "v0.12.0", "sigs.k8s.io/jobset/test/e2e", True),
+        "trainer": (
+            "github.com/kubeflow/trainer/v2",
+            "v2.3.0",
+            "github.com/kubeflow/trainer/v2/test/e2e",
+            True,
+        ),
+    }
+    # the default level's are the module constants, as before levels
+    assert originals.for_level(levels.get("v2.1")).e2e_suites() == upstream_e2e.SUITES
+    assert upstream_e2e.SUITES == {"jobset": originals.JOBSET_E2E, "trainer": originals.TRAINER_E2E}
+
+
+SETUP_SCRIPT = """
+  patches:
+  - patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --feature-gates=TrainJobStatus=true,Other=false
+    --set manager.config.featureGates.TrainJobStatus=true \\
+  kubectl create -n gpu-operator -f ./hack/gpu-time-slicing.yml
+echo "Installing Flux runtime for E2E"
+kubectl apply --server-side \\
+  -f examples/flux/flux-runtime.yaml
+  kubectl get clustertrainingruntimes -o json | jq '...' | kubectl apply -f -
+"""
+
+
+def test_the_e2e_setup_is_read_from_upstreams_script(tmp_path: Path) -> None:
+    setup = originals.E2eSetup.parse(SETUP_SCRIPT, tmp_path)
+    assert setup.feature_gates == {"TrainJobStatus": True, "Other": False}
+    assert setup.manifests == (tmp_path / "examples/flux/flux-runtime.yaml",)  # not `apply -f -`
+    assert originals.E2eSetup.parse("kubectl apply -f -\n", tmp_path) == originals.E2eSetup()
+
+
+def test_v2_3s_e2e_cluster_gets_the_status_gate_and_the_flux_runtime_v2_1s_nothing() -> None:
+    setup = originals.for_level(levels.get("v2.3")).e2e_setup()
+    assert setup.feature_gates == {"TrainJobStatus": True}
+    (flux,) = setup.manifests
+    assert flux.is_file() and "name: flux-distributed" in flux.read_text()
+    assert originals.for_level(levels.get("v2.1")).e2e_setup() == originals.E2eSetup()
+
+
+def test_the_level_option_picks_a_level_and_refuses_others(capsys: pytest.CaptureFixture[str]) -> None:
+    assert upstream_e2e.parse_args([]).level == "v2.3"  # the product's default level
+    assert upstream_e2e.parse_args(["--level", "v2.1"]).level == "v2.1"
+    assert upstream_e2e.parse_args(["--level", "v2.3"]).level == "v2.3"
+    with pytest.raises(SystemExit):
+        upstream_e2e.parse_args(["--level", "v2.2"])
+    assert "--level" in capsys.readouterr().err
+
+
+def test_the_report_names_the_release_each_suite_ran(capsys: pytest.CaptureFixture[str]) -> None:
+    result = SuiteResult("jobset", "ours", [Spec("a", True, 1.0)], 5.0, version="v0.12.0")
+    assert report([result]) == 0
+    assert "ok     jobset e2e v0.12.0 against ours (this manager): 1/1 passed" in capsys.readouterr().out
+
+
+def test_the_stand_in_volumes_are_what_the_suites_claims_bind_to() -> None:
+    volume = upstream_e2e.stand_in_volume(1)
+    assert volume["metadata"]["name"] == "upstream-e2e-1"
+    spec = volume["spec"]
+    # the VolumeClaimPolicies spec's claims: 1Gi, ReadWriteOnce, no storageClassName (no default class)
+    assert spec["capacity"] == {"storage": "1Gi"} and spec["accessModes"] == ["ReadWriteOnce"]
+    assert spec["storageClassName"] == "" and spec["persistentVolumeReclaimPolicy"] == "Retain"
+    assert upstream_e2e.STAND_IN_VOLUMES == 2
+
+
+def test_skip_is_passed_to_ginkgo_as_its_skip_option() -> None:
+    args = upstream_e2e.parse_args(["--skip", "DeadlineExceeded|status endpoint"])
+    assert args.skip == "DeadlineExceeded|status endpoint"
+    assert upstream_e2e.parse_args([]).skip is None

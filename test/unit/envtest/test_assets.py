@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +102,20 @@ def test_cached_helm_counts_only_with_the_pinned_version_stamp(
     explicit = make_binary(tmp_path / "explicit" / "helm")
     monkeypatch.setenv("TEST_ASSET_HELM", str(explicit))
     assert assets.find("helm") == explicit
+
+
+def test_a_build_step_streams_into_a_stderr_without_a_file_descriptor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under pytest's capture (or any stderr that is not a file) a build step's output still
+    reaches stderr, and its exit code is kept; it used to fail with ``UnsupportedOperation:
+    fileno`` before the build started (an upstream e2e suite built inside a test)."""
+    captured = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", captured)
+    proc = assets._run_build(
+        ["sh", "-c", "echo building; echo failed >&2; exit 3"], env=dict(os.environ), quiet=False
+    )
+    assert proc.returncode == 3
+    assert captured.getvalue() == "building\nfailed\n"
+    quiet = assets._run_build(["sh", "-c", "echo kept"], env=dict(os.environ), quiet=True)
+    assert (quiet.returncode, quiet.stdout) == (0, "kept\n")

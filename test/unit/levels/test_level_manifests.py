@@ -46,11 +46,17 @@ def test_each_levels_manifests_install_its_own_crds_and_start_the_manager_at_its
         deployment = next(d for d in docs if d["kind"] == "Deployment")
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         flags = [a for a in args if a.startswith("--api-level")]
-        assert flags == ([] if level is levels.DEFAULT else [f"--api-level={level.name}"])
+        # each level's Deployment names its level (the binary's default would do for one only)
+        assert flags == [f"--api-level={level.name}"]
+
+
+def test_config_default_is_the_default_levels_manifests() -> None:
+    assert levels.DEFAULT.name == "v2.3"
+    assert rendered(ROOT / "config" / "default") == rendered(ROOT / "config" / levels.DEFAULT.manifests)
 
 
 def test_the_v2_3_overlay_adds_v2_3_0s_objects_and_changes_only_what_v2_3_0_changed() -> None:
-    default = {key(d): d for d in rendered(ROOT / "config" / "default")}
+    default = {key(d): d for d in rendered(ROOT / "config" / "overlays" / "v2.1")}
     overlay = {key(d): d for d in rendered(ROOT / "config" / "overlays" / "v2.3")}
     added = [
         ("ConfigMap", "kubeflow-system", "kubeflow-trainer-public"),
@@ -92,7 +98,7 @@ def test_the_v2_3_roles_grant_what_v2_1s_do_plus_v2_3_0s_new_grants() -> None:
                             out.add((group, resource, verb, ",".join(rule.get("resourceNames") or ())))
         return out
 
-    v2_1 = grants(rendered(ROOT / "config" / "default"))
+    v2_1 = grants(rendered(ROOT / "config" / "overlays" / "v2.1"))
     v2_3 = grants(rendered(ROOT / "config" / "overlays" / "v2.3"))
     assert v2_3 - v2_1 == {
         *(("events.k8s.io", "events", v, "") for v in ("create", "patch", "update", "watch")),

@@ -245,3 +245,32 @@ def test_volume_claim_policies_are_written_as_jobset_v0_12_0s_struct_does() -> N
     (policy,) = doc["spec"]["template"]["spec"]["volumeClaimPolicies"]
     assert policy["templates"][0]["status"] == {}
     assert policy["templates"][0]["spec"]["accessModes"] == ["ReadWriteOnce"]
+
+
+async def test_v2_3_the_first_build_is_the_one_every_later_build_from_the_snapshot_makes() -> None:
+    # Conformance `shipped-torchtune-cache`: the first JobSet, built from the live runtime, had
+    # no `status: {}` in its volumeClaimPolicies template, the second, from the snapshot, had it,
+    # and the API server refused that change ("Value is immutable").
+    rt = runtime()
+    rt["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
+        {
+            "templates": [
+                {
+                    "metadata": {"name": "initializer"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "20Gi"}},
+                    },
+                }
+            ]
+        }
+    ]
+    reader = FakeReader([rt])
+    writer = RecordingWriter(reader)
+    tj = stored_trainjob("job", "torch-distributed", trainer={"numNodes": 1})
+    (first,) = [o for o in await build(V2_3, reader, writer, tj) if o["kind"] == "JobSet"]
+    (later,) = [o for o in await build(V2_3, reader, writer, tj) if o["kind"] == "JobSet"]
+    assert len(writer.applies) == 1  # the second build read the snapshot
+    assert first == later
+    (policy,) = first["spec"]["volumeClaimPolicies"]
+    assert policy["templates"][0]["status"] == {}

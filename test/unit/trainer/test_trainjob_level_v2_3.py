@@ -140,6 +140,38 @@ async def test_v2_3_fails_the_trainjob_and_deletes_its_jobset_once_the_deadline_
     assert conditions(await client.get(TRAINJOB_GVK, "test-job", "default")) == [DEADLINE_FAILED]
 
 
+async def test_v2_3_a_stale_pass_after_the_deadline_keeps_the_jobset_deleted_and_jobs_status() -> None:
+    # conformance `deadline`: the deleted JobSet's event can start a pass while the cache still
+    # holds the TrainJob from before the DeadlineExceeded write; that pass took it for running,
+    # applied the JobSet again (status-less) and the next pass emptied jobsStatus from it.
+    reconciler, client = await deadline_setup(V2_3, 10, deadline_job(60))
+    await reconciler.reconcile(REQ)
+    jobset = await client.get(JOBSET_GVK, "test-job", "default")
+    jobs = [{"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}]
+    await client.status.update({**jobset, "status": {"replicatedJobsStatus": jobs}})
+    await reconciler.reconcile(REQ)
+    running = await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert running["status"]["jobsStatus"] == jobs
+    reconciler.clock = lambda: at(60.5)
+    await reconciler.reconcile(REQ)
+    real_get = client.get
+
+    async def lagging_get(kind: Any, name: str, namespace: str = "") -> Any:
+        return running if getattr(kind, "kind", "") == "TrainJob" else await real_get(kind, name, namespace)
+
+    client.get = lagging_get  # type: ignore[method-assign]
+    client.requests.clear()
+    assert await reconciler.reconcile(REQ) is None
+    assert not client.requests, client.requests  # no apply, no delete, no status write
+    client.get = real_get  # type: ignore[method-assign]
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    assert await reconciler.reconcile(REQ) is None
+    tj = await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert conditions(tj) == [DEADLINE_FAILED]
+    assert tj["status"]["jobsStatus"] == jobs
+
+
 async def test_v2_3_deadline_due_but_not_past_requeues_after_one_second() -> None:
     reconciler, _ = await deadline_setup(V2_3, 60, deadline_job(60))
     result = await reconciler.reconcile(REQ)

@@ -8,7 +8,9 @@ OpenAPI snapshot carry those facts exactly (named string types such as ``v1.Rest
 pointers, ``omitempty``/``omitzero``, struct-valued fields that ``omitempty`` never drops), so
 they are read from the Go types themselves by reflection: a small Go program, built against the
 exact module versions, prints every struct reachable from the roots with its JSON fields and the
-JSON of its zero value. ``trainer.api.gocodec`` reads the result.
+JSON of its zero value. A field promoted from an embedded struct names the embedding fields
+(``embedded``), which newer ``sigs.k8s.io/json`` put into a type error's path.
+``trainer.api.gocodec`` reads the result.
 
 Run: ``python -m trainer.api.openapi.gotypes`` (needs Go and the Go module proxy).
 """
@@ -28,6 +30,14 @@ MODULES = {"sigs.k8s.io/jobset": "v0.10.1", "github.com/kubeflow/trainer/v2": "v
 # builds with (v0.36, whose Pod its pod webhook decodes).
 OUT_JOBSET_V0_12 = Path(__file__).with_name("go-types-jobset-v0.12.0.json")
 MODULES_JOBSET_V0_12 = {"sigs.k8s.io/jobset": "v0.12.0", "k8s.io/api": "v0.36.0"}
+# Level v2.3's Trainer webhooks mirror the trainer v2.3.0 binary: its TrainJob, TrainingRuntime and
+# ClusterTrainingRuntime with the jobset and k8s.io/api of its go.mod.
+OUT_TRAINER_V2_3 = Path(__file__).with_name("go-types-trainer-v2.3.0.json")
+MODULES_TRAINER_V2_3 = {
+    "github.com/kubeflow/trainer/v2": "v2.3.0",
+    "sigs.k8s.io/jobset": "v0.12.0",
+    "k8s.io/api": "v0.36.2",
+}
 
 PROGRAM = r"""
 package main
@@ -53,10 +63,11 @@ type typ struct {
 }
 
 type field struct {
-	JSON      string `json:"json"`
-	Type      typ    `json:"type"`
-	OmitEmpty bool   `json:"omitempty,omitempty"`
-	OmitZero  bool   `json:"omitzero,omitempty"`
+	JSON      string   `json:"json"`
+	Type      typ      `json:"type"`
+	OmitEmpty bool     `json:"omitempty,omitempty"`
+	OmitZero  bool     `json:"omitzero,omitempty"`
+	Embedded  []string `json:"embedded,omitempty"`
 }
 
 type strct struct {
@@ -104,7 +115,11 @@ func fields(t reflect.Type) []field {
 				ft = ft.Elem()
 			}
 			if ft.Kind() == reflect.Struct {
-				fs = append(fs, fields(ft)...)
+				// promoted fields; the Go names of the embedding fields, outermost first
+				for _, sub := range fields(ft) {
+					sub.Embedded = append([]string{f.Name}, sub.Embedded...)
+					fs = append(fs, sub)
+				}
 				continue
 			}
 		}
@@ -154,6 +169,7 @@ def main() -> int:
     for out, modules, program in (
         (OUT, MODULES, PROGRAM),
         (OUT_JOBSET_V0_12, MODULES_JOBSET_V0_12, _jobset_only(PROGRAM)),
+        (OUT_TRAINER_V2_3, MODULES_TRAINER_V2_3, PROGRAM),
     ):
         if _generate(out, modules, program):
             return 1

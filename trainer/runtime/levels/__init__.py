@@ -18,7 +18,7 @@ never asks which level it runs.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,16 +26,18 @@ from manager.client.interfaces import Reader
 from manager.events import Recorder, Recorders
 from manager.meta.field import FieldError
 from manager.meta.object import Json
-from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, Trainer, TrainJob
-from trainer.runtime.info import Info
+from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, MLPolicy, Trainer, TrainJob
+from trainer.runtime.info import ContainerInfo, Info
 
 __all__ = [
     "MPISSHAuthModes",
     "Recorders",
+    "RuntimeBuild",
     "RuntimeFinalizer",
     "RuntimeLevel",
     "RuntimeSource",
     "StatusWrite",
+    "TorchTuneRules",
     "TrainJobDeadline",
 ]
 
@@ -110,6 +112,62 @@ class RuntimeSource(Protocol):
         ...
 
 
+class TorchTuneRules(Protocol):
+    """The Torch plugin's torchtune rules that differ from v2.1.0's (``plugins/torchtune.py``
+    has v2.1.0's; v2.3: ``v2_3_torchtune.py``)."""
+
+    @property
+    def default_num_nodes(self) -> int | None:
+        """The node count of a TrainJob without ``numNodes`` (None: it is refused as required)."""
+        ...
+
+    def uses_qlora(self, args: list[str] | None) -> bool:
+        """Whether the TrainJob's args ask for QLoRA (the recipe and config follow from it)."""
+        ...
+
+    def extra_errors(self, trainer: Trainer, num_nodes: int) -> list[FieldError]:
+        """The level's errors after the shared rules (model, nodes, QLoRA sizes)."""
+        ...
+
+
+class RuntimeBuild(Protocol):
+    """The steps of building a TrainJob's objects that moved or changed between the lines
+    (v2.1: ``v2_1_build.py``; v2.3: ``v2_3_build.py``, docs/behaviour/trainer.md §12.14)."""
+
+    def node_resources(self, trainjob: TrainJob, jobset_spec: Json, ml_policy: MLPolicy | None) -> None:
+        """``newRuntimeInfo``, before the PodSets: the TrainJob's ``resourcesPerNode`` onto the
+        runtime's trainer ``node`` container, in place (v2.3: merged per resource name; v2.1:
+        nothing here, the JobSet builder replaces them)."""
+        ...
+
+    def jobset_node_resources(self, container: Json, trainer: Trainer) -> None:
+        """JobSet builder: the TrainJob's ``resourcesPerNode`` onto a trainer ``node``
+        container of the JobSet document (v2.1: replaced; v2.3: nothing, already merged)."""
+        ...
+
+    def endpoint_replicas(self, rjob: Json) -> int:
+        """JobSet ``IdentifyPodNetwork``: the replicas of a replicated job its PodSet has
+        endpoints for (v2.1: one; v2.3: the job's ``replicas``)."""
+        ...
+
+    def sync_parallel_count(self, builders: Sequence[object], info: Info | None) -> None:
+        """Before any component builder builds: v2.3 runs every builder's
+        ``sync_parallel_count`` (JobSet: the PodSets' counts into the jobs' parallelism and
+        completions, by name); v2.1 nothing."""
+        ...
+
+    def build_counts(self, jobset_spec: Json, info: Info) -> None:
+        """JobSet ``Build``, before the PodSets are synced into the document: v2.1 writes their
+        counts by index; v2.3 refuses a document with fewer jobs than PodSets."""
+        ...
+
+    def torch_env_targets(self, info: Info) -> list[ContainerInfo]:
+        """Torch plugin: the containers besides the trainer's that get the ``PET_*`` env
+        (v2.3: the runtime's ``mlPolicy.torch.envInjection.targets``; v2.1: none). A target
+        not found is a ``RuntimeFailure``."""
+        ...
+
+
 @dataclass(frozen=True)
 class MPISSHAuthModes:
     """The file modes of the MPI plugin's SSH key Secret volume (v2.3: set; v2.1: the kubelet's
@@ -174,6 +232,11 @@ class RuntimeLevel(Protocol):
     # -- the plugins ----------------------------------------------------------------------
 
     @property
+    def build(self) -> RuntimeBuild:
+        """The build steps that differ (resourcesPerNode, endpoints, parallelism, envInjection)."""
+        ...
+
+    @property
     def mpi_ssh_auth_modes(self) -> MPISSHAuthModes | None:
         """MPI plugin: the modes of the SSH key Secret volume (None: none set)."""
         ...
@@ -181,14 +244,14 @@ class RuntimeLevel(Protocol):
     @property
     def ml_policy_plugins(self) -> tuple[str, ...]:
         """The built-in ML-policy plugins only this level registers, by registry name (v2.3:
-        ``JAX``, ``XGBoost``); ``plugins/__init__.py`` runs them after Torch."""
+        ``JAX``, ``XGBoost``, ``Flux``); ``plugins/__init__.py`` runs them after Torch."""
         ...
 
     @property
     def plainml_skips(self) -> tuple[str, ...]:
         """PlainML plugin: the ML policies besides ``torch`` and ``mpi`` (``mlPolicy`` field
-        names) whose runtimes it leaves alone (v2.3: ``jax``; an ``xgboost`` runtime is still
-        PlainML's)."""
+        names) whose runtimes it leaves alone (v2.3: ``jax``; an ``xgboost`` or ``flux``
+        runtime is still PlainML's)."""
         ...
 
     # -- admission ------------------------------------------------------------------------
@@ -227,6 +290,18 @@ class RuntimeLevel(Protocol):
     def validate_mpi(self, trainer: Trainer | None) -> tuple[list[FieldError], list[FieldError]]:
         """MPI plugin, for a runtime with an MPI policy: the level's errors before and after the
         shared ``numNodes`` rule."""
+        ...
+
+    @property
+    def torchtune(self) -> TorchTuneRules | None:
+        """Torch plugin: the torchtune rules of the level (None: v2.1.0's)."""
+        ...
+
+    @property
+    def trainer_go_types(self) -> str:
+        """The Go types the Trainer webhooks decode TrainJobs, TrainingRuntimes and
+        ClusterTrainingRuntimes with (a ``trainer.api.gocodec`` types file: the trainer binary
+        of the level)."""
         ...
 
     @property

@@ -26,8 +26,9 @@ from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, PodTemplateOverride, Trainer, TrainJob
 from trainer.runtime.info import Info
-from trainer.runtime.levels import MPISSHAuthModes, Recorders
+from trainer.runtime.levels import MPISSHAuthModes, Recorders, TorchTuneRules
 from trainer.runtime.levels.active_jobs import refuse_while_jobs_are_active
+from trainer.runtime.levels.v2_1_build import REPLACE_IN_BUILDER
 from trainer.runtime.levels.v2_1_finalizer import KEEP_WHILE_REFERENCED
 
 __all__ = [
@@ -247,6 +248,9 @@ class V2_1Runtime:
     runtime_source = LIVE_RUNTIME
     """Every reconcile reads the runtime as it is now."""
     mpi_ssh_auth_modes: MPISSHAuthModes | None = None
+    build = REPLACE_IN_BUILDER
+    """resourcesPerNode replaced by the JobSet builder, one replica's endpoints, counts in
+    ``Build`` (``v2_1_build.py``)."""
     ml_policy_plugins: tuple[str, ...] = ()
     """No ML-policy plugins beyond the shared ones."""
     plainml_skips: tuple[str, ...] = ()
@@ -262,6 +266,10 @@ class V2_1Runtime:
 
     runtime_deprecation_policy_url = tc.RuntimeDeprecationPolicyURL
     initializer_volume: str | None = None
+    torchtune: TorchTuneRules | None = None
+    """v2.1.0's torchtune rules (``plugins/torchtune.py``)."""
+    trainer_go_types = gocodec.TYPES_FILE
+    """trainer v2.1.0's types (with jobset v0.10.1, k8s.io/api v0.34)."""
 
     async def validate_customisation(
         self,

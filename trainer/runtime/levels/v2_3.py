@@ -19,22 +19,25 @@ from manager.events import Recorder
 from manager.meta.field import FieldError
 from manager.meta.object import Json
 from manager.meta.strategicmerge import JOB_TEMPLATE_SPEC, Schema, strategic_merge
+from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, Trainer, TrainJob
 from trainer.api.v2_3 import trainer_constants as c23
 from trainer.runtime.info import Info
-from trainer.runtime.levels import MPISSHAuthModes, Recorders
+from trainer.runtime.levels import MPISSHAuthModes, Recorders, TorchTuneRules
 from trainer.runtime.levels.v2_3_admission import (
     INITIALIZER_VOLUME,
     validate_env_injection_targets,
     validate_mpi_reserved_envs,
     validate_runtime_patches,
 )
+from trainer.runtime.levels.v2_3_build import MERGE_IN_RUNTIME_INFO
 from trainer.runtime.levels.v2_3_deadline import ACTIVE_DEADLINE
 from trainer.runtime.levels.v2_3_finalizer import REMOVE_ONLY
 from trainer.runtime.levels.v2_3_patch import marshal_spec_patch
 from trainer.runtime.levels.v2_3_snapshot import SNAPSHOT_FIRST
 from trainer.runtime.levels.v2_3_status import MERGE_PATCH_STATUS
+from trainer.runtime.levels.v2_3_torchtune import BOOL_ARGS
 
 __all__ = [
     "JOBSET_SPEC",
@@ -135,10 +138,15 @@ class V2_3Runtime:
     """The TrainJob's ``<name>-runtime-snapshot`` ConfigMap first (``v2_3_snapshot.py``)."""
     mpi_ssh_auth_modes: MPISSHAuthModes | None = MPI_SSH_AUTH_MODES
     """v2.3.0's ``MPISSHAuthDefaultMode``, ``MPISSHPrivateKeyFileMode``, ``MPISSHPublicKeyFileMode``."""
-    ml_policy_plugins: tuple[str, ...] = ("JAX", "XGBoost")
-    """v2.3.0's ``jax`` and ``xgboost`` plugins (``plugins/jax.py``, ``plugins/xgboost.py``)."""
+    build = MERGE_IN_RUNTIME_INFO
+    """resourcesPerNode merged per resource name, endpoints of every replica, SyncParallelCount,
+    torch envInjection (``v2_3_build.py``)."""
+    ml_policy_plugins: tuple[str, ...] = ("JAX", "XGBoost", "Flux")
+    """v2.3.0's ``jax``, ``xgboost`` and ``flux`` plugins (``plugins/jax.py``, ``xgboost.py``,
+    ``flux.py``)."""
     plainml_skips: tuple[str, ...] = ("jax",)
-    """v2.3.0's PlainML also skips JAX runtimes (not XGBoost ones: it sets their count and env)."""
+    """v2.3.0's PlainML also skips JAX runtimes (not XGBoost or Flux ones: it sets their count
+    and env)."""
 
     def reconciles(self, trainjob: Json) -> bool:
         """Only TrainJobs the Trainer's own controller manages (v2.3.0's early return; v2.1.0
@@ -154,6 +162,11 @@ class V2_3Runtime:
     runtime_deprecation_policy_url = c23.RuntimeDeprecationPolicyURL
     initializer_volume: str | None = INITIALIZER_VOLUME
     """The initializer containers mount the ``initializer`` volume (``v2_3_admission.py``)."""
+    torchtune: TorchTuneRules | None = BOOL_ARGS
+    """QLoRA by the args' values, one node by default, no LoRA on several nodes, no managed
+    configs in the args (``v2_3_torchtune.py``)."""
+    trainer_go_types = gocodec.TRAINER_V2_3_TYPES_FILE
+    """The trainer v2.3.0 binary's types (with jobset v0.12.0, k8s.io/api v0.36.2)."""
 
     async def validate_customisation(
         self,

@@ -199,15 +199,19 @@ class SnapshotFirst:
             runtime = await live()
             if client is None:  # runtimes that build without writing (the webhooks' never build)
                 return runtime
+            snapshot = snapshot_configmap(trainjob, runtime)
             try:
-                await client.apply(
-                    snapshot_configmap(trainjob, runtime), field_owner=tc.FieldManager, force=True
-                )
+                await client.apply(snapshot, field_owner=tc.FieldManager, force=True)
             except RequestError as err:
                 raise RuntimeFailure(
                     f"creating runtime snapshot: applying runtime snapshot ConfigMap: {err}"
                 ) from err
-            return runtime
+            # Built from what the snapshot holds, not from the live JSON: upstream's typed
+            # runtime is the same struct either way, and so must ours be. The live JSON lacks
+            # what the Go struct writes (a volumeClaimPolicies template's `status: {}`), so the
+            # next reconcile's JobSet, built from the snapshot, differed, and the API server
+            # refused it ("spec.volumeClaimPolicies: Invalid value: Value is immutable").
+            return decode_snapshot(trainjob, snapshot)
         except RequestError as err:
             raise RuntimeFailure(f"{snapshot_error}: {err}") from err
         try:

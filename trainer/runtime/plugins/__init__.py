@@ -2,9 +2,10 @@
 
 Upstream keeps plugins in a Go map, so their order inside an extension point changes per
 process start. We fix it to the order upstream's ``NewRegistry`` lists them: CoScheduling,
-Volcano, MPI, PlainML, Torch, JobSet (then, at v2.3, JAX and XGBoost). That order decides the order objects are returned (and
-applied: PodGroups before the MPI Secret/ConfigMap before the JobSet whose pods need them) and
-the order of aggregated validation errors.
+Volcano, MPI, PlainML, Torch, JobSet (then, at v2.3, JAX, XGBoost and Flux). That order
+decides the order objects are returned (and applied: PodGroups before the MPI and Flux
+Secrets/ConfigMaps before the JobSet whose pods need them) and the order of aggregated
+validation errors.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.plugins import external
 from trainer.runtime.plugins.base import Plugin, PluginContext
 from trainer.runtime.plugins.coscheduling import CoScheduling
+from trainer.runtime.plugins.flux import Flux
 from trainer.runtime.plugins.jax import JAX
 from trainer.runtime.plugins.jobset import JobSet
 from trainer.runtime.plugins.mpi import MPI
@@ -35,6 +37,7 @@ Registry = dict[str, PluginFactory]
 LEVEL_PLUGINS: dict[str, PluginFactory] = {
     JAX.name: JAX,
     XGBoost.name: XGBoost,
+    Flux.name: Flux,
 }
 """The built-in plugins a level registers only when it names them (``RuntimeLevel.ml_policy_plugins``)."""
 
@@ -42,8 +45,9 @@ LEVEL_PLUGINS: dict[str, PluginFactory] = {
 def new_registry(level: RuntimeLevel = V2_1) -> Registry:
     """Every plugin by its registry name; dict order is run order.
 
-    The ML-policy plugins ``level`` names (v2.3: JAX, XGBoost) follow Torch: after PlainML, so
-    an XGBoost container gets the TrainJob's env before the ``DMLC_*`` ones.
+    The ML-policy plugins ``level`` names (v2.3: JAX, XGBoost, Flux) follow Torch: after PlainML, so
+    an XGBoost container gets the TrainJob's env before the ``DMLC_*`` ones; before JobSet, so
+    Flux's ConfigMap and Secret are applied before the JobSet whose pods mount them.
 
     With the TrainJobStatus gate on, its plugin runs before JobSet, so the ConfigMap its pods
     mount is applied before the JobSet.
@@ -72,5 +76,5 @@ BUILTIN = ("CoScheduling", "Volcano", "MPI", "PlainML", "Torch", "TrainJobStatus
 
 def builtin_names(level: RuntimeLevel) -> tuple[str, ...]:
     """Every built-in plugin name at ``level``: ``BUILTIN`` and the level's own ML-policy
-    plugins (v2.3: JAX, XGBoost), which a runtimePlugins entry may not reuse either."""
+    plugins (v2.3: JAX, XGBoost, Flux), which a runtimePlugins entry may not reuse either."""
     return BUILTIN + tuple(level.ml_policy_plugins)

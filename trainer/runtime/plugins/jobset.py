@@ -8,7 +8,6 @@ maps the JobSet's status back onto the TrainJob.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from manager.client.errors import NotFound
@@ -27,10 +26,11 @@ from trainer.runtime.apply import (
 )
 from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import ContainerInfo, Endpoints, Info
+from trainer.runtime.levels import RuntimeLevel
+from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.objects import JOBSET_GVK, name_of, namespace_of, owner_reference
 from trainer.runtime.plugins.base import PluginContext, Watch
 from trainer.runtime.plugins.watches import by_controller_owner
-from trainer.runtime.runtime_info import canonical_resources
 from trainer.runtime.status import is_finished
 
 __all__ = ["JobSet"]
@@ -58,29 +58,42 @@ def _upsert_into(doc: Json, key: str, items: list[Json], upsert: Any) -> None:
     upsert(target, items)
 
 
-def _sync_containers(containers: list[Json], infos: list[ContainerInfo]) -> None:
+def _sync_containers(containers: list[Json], infos: list[ContainerInfo], *, append: bool = False) -> None:
+    """Each PodSet container onto the pod's container of the same index; with ``append`` (init
+    containers, as in v2.3.0), a PodSet container past the pod's last one is added to it."""
     for index, info in enumerate(infos):
         if index >= len(containers):
-            break
+            if not append:
+                break
+            containers.append({"name": info.name})
         container = containers[index]
+        if info.command:
+            container["command"] = list(info.command)
+        if info.image:
+            container["image"] = info.image
         _upsert_into(container, "env", info.env, upsert_env_vars)
         _upsert_into(container, "ports", info.ports, upsert_ports)
         _upsert_into(container, "volumeMounts", info.volume_mounts, upsert_volume_mounts)
 
 
-def sync_pod_sets(spec: Json, info: Info) -> None:
-    """Counts, volumes, env, ports and mounts of every PodSet into the JobSetSpec document."""
+def sync_pod_sets(spec: Json, info: Info, level: RuntimeLevel = V2_1) -> None:
+    """Counts (the level's ``build_counts``: v2.1 here by index, v2.3 synced before the
+    builders), volumes, images, commands, env, ports and mounts of every PodSet into the
+    JobSetSpec document; init containers a plugin added to a PodSet are added to the pod."""
+    level.build.build_counts(spec, info)
     rjobs = spec.get("replicatedJobs") or []
     for index, pod_set in enumerate(info.template_spec.pod_sets):
         if index >= len(rjobs):
             break
         rjob = rjobs[index]
-        job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
-        job_spec["parallelism"] = pod_set.count_or_one()
-        job_spec["completions"] = pod_set.count_or_one()
         pod_spec = _pod_spec(rjob)
         _upsert_into(pod_spec, "volumes", pod_set.volumes, upsert_volumes)
-        _sync_containers(pod_spec.get("initContainers") or [], pod_set.init_containers)
+        init_containers = pod_spec.get("initContainers")
+        if init_containers is None and pod_set.init_containers:
+            init_containers = pod_spec["initContainers"] = []
+        _sync_containers(
+            init_containers if init_containers is not None else [], pod_set.init_containers, append=True
+        )
         _sync_containers(pod_spec.get("containers") or [], pod_set.containers)
 
 
@@ -112,8 +125,9 @@ def apply_initializers(spec: Json, trainjob: TrainJob) -> None:
                 )
 
 
-def apply_trainer(spec: Json, trainjob: TrainJob, info: Info) -> None:
-    """Image, command, args, resources and env of the trainer's ``node`` containers."""
+def apply_trainer(spec: Json, trainjob: TrainJob, info: Info, level: RuntimeLevel = V2_1) -> None:
+    """Image, command, args, resources (the level's ``jobset_node_resources``: v2.1 replaced,
+    v2.3 merged earlier) and env of the trainer's ``node`` containers."""
     trainer = trainjob.spec.trainer if trainjob.spec else None
     mpi = info.runtime_policy.ml_policy.mpi if info.runtime_policy.ml_policy else None
     launcher_as_node = mpi is not None and mpi.run_launcher_as_node
@@ -139,15 +153,7 @@ def apply_trainer(spec: Json, trainjob: TrainJob, info: Info) -> None:
                         container[key] = list(values)
                     else:
                         container.pop(key, None)
-            resources = trainer.resources_per_node or {}
-            if resources.get("limits") is not None or resources.get("requests") is not None:
-                container["resources"] = canonical_resources(
-                    {
-                        k: copy.deepcopy(resources[k])
-                        for k in ("limits", "requests")
-                        if resources.get(k) is not None
-                    }
-                )
+            level.build.jobset_node_resources(container, trainer)
             _upsert_into(container, "env", env_vars(trainer.env) or [], upsert_env_vars)
 
 
@@ -199,7 +205,8 @@ class JobSet:
         self._level = context.level
 
     def identify_pod_network(self, info: Info | None, trainjob: TrainJob | None) -> None:
-        """Endpoints ``<tj>-<rjob>-0-<k>.<subdomain>`` of every PodSet."""
+        """Endpoints ``<tj>-<rjob>-<r>-<k>.<subdomain>`` of every PodSet, for the replicas
+        the level counts (v2.1: replica 0; v2.3: each of the job's ``replicas``)."""
         if info is None or trainjob is None or not isinstance(info.template_spec.obj_apply, dict):
             return
         spec = info.template_spec.obj_apply
@@ -209,8 +216,28 @@ class JobSet:
             if index >= len(rjobs):
                 break
             pod_set.endpoints = Endpoints(
-                name_of(trainjob), rjobs[index].get("name", ""), subdomain, pod_set.count_or_one()
+                name_of(trainjob),
+                rjobs[index].get("name", ""),
+                subdomain,
+                pod_set.count_or_one(),
+                self._level.build.endpoint_replicas(rjobs[index]),
             )
+
+    def sync_parallel_count(self, info: Info | None) -> None:
+        """v2.3.0's ``SyncParallelCount`` (the level runs it before any builder builds): each
+        PodSet's count into the parallelism and completions of the job of its name."""
+        if info is None or not isinstance(info.template_spec.obj_apply, dict):
+            return
+        rjobs = info.template_spec.obj_apply.get("replicatedJobs") or []
+        for pod_set in info.template_spec.pod_sets:
+            if pod_set.count is None:
+                continue
+            for rjob in rjobs:
+                if rjob.get("name") is not None and rjob.get("name") == pod_set.name:
+                    job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+                    job_spec["parallelism"] = pod_set.count
+                    job_spec["completions"] = pod_set.count
+                    break
 
     async def build(self, info: Info | None, trainjob: TrainJob | None) -> list[Json]:
         """The JobSet apply document; nothing once a JobSet runs (neither side suspended)."""
@@ -227,9 +254,9 @@ class JobSet:
         ):
             return []
         spec = json_copy(info.template_spec.obj_apply or {})
-        sync_pod_sets(spec, info)
+        sync_pod_sets(spec, info, self._level)
         apply_initializers(spec, trainjob)
-        apply_trainer(spec, trainjob, info)
+        apply_trainer(spec, trainjob, info, self._level)
         apply_pod_metadata(spec, info)
         if "suspend" in trainjob.spec.model_fields_set:
             spec["suspend"] = trainjob.spec.suspend

@@ -52,11 +52,30 @@ def resolve_num_proc_per_node(nproc: int | str, resources: Json | None) -> int |
     return nproc
 
 
+def _pet_env(num_nodes: int, nproc: int | str) -> list[Json]:
+    """``PET_NNODES``, ``PET_NPROC_PER_NODE`` and ``PET_NODE_RANK`` (the job completion index)."""
+    return [
+        {"name": PET_NNODES, "value": str(num_nodes)},
+        {"name": PET_NPROC_PER_NODE, "value": str(nproc)},
+        {"name": PET_NODE_RANK, "valueFrom": {"fieldRef": {"fieldPath": NODE_RANK_FIELD_PATH}}},
+    ]
+
+
+def _master_env(trainjob: str) -> list[Json]:
+    """``PET_MASTER_ADDR`` (rank 0 of the ``node`` job) and ``PET_MASTER_PORT``."""
+    return [
+        {"name": PET_MASTER_ADDR, "value": f"{trainjob}-{tc.Node}-0-0.{trainjob}"},
+        {"name": PET_MASTER_PORT, "value": str(CONTAINER_TRAINER_PORT)},
+    ]
+
+
 class Torch:
     name = "Torch"
 
     def __init__(self, context: PluginContext | None = None) -> None:
         self._level = context.level if context is not None else V2_1
+        self._torchtune = self._level.torchtune
+        self._qlora = self._torchtune.uses_qlora if self._torchtune is not None else torchtune.uses_qlora
 
     def enforce_ml_policy(self, info: Info | None, trainjob: TrainJob | None) -> None:
         """Count, env and port of the trainer node, or the torchtune command."""
@@ -78,18 +97,12 @@ class Torch:
         nproc = resolve_num_proc_per_node(nproc, resources)
 
         container = info.find_container_by_pod_set_ancestor_container_name(tc.AncestorTrainer, tc.Node)
+        num_nodes = pod_set.count_or_one() if pod_set is not None else 1
         if trainer is None or container is None or pod_set is None:
+            self._inject_into_targets(info, trainjob, num_nodes, nproc)
             return
-        num_nodes = pod_set.count_or_one()
         upsert_env_vars(container.env, env_vars(trainer.env) or [])
-        upsert_env_vars(
-            container.env,
-            [
-                {"name": PET_NNODES, "value": str(num_nodes)},
-                {"name": PET_NPROC_PER_NODE, "value": str(nproc)},
-                {"name": PET_NODE_RANK, "valueFrom": {"fieldRef": {"fieldPath": NODE_RANK_FIELD_PATH}}},
-            ],
-        )
+        upsert_env_vars(container.env, _pet_env(num_nodes, nproc))
         tj_name = name_of(trainjob)
         if not torchtune.is_torchtune(trainer.command):
             upsert_env_vars(
@@ -101,9 +114,25 @@ class Torch:
             )
         else:
             trainer.command = torchtune.rewritten_command(
-                tj_name, trainjob.spec.runtime_ref.name, num_nodes, nproc, gpus, trainer.args, info
+                tj_name,
+                trainjob.spec.runtime_ref.name,
+                num_nodes,
+                nproc,
+                gpus,
+                trainer.args,
+                info,
+                self._qlora,
             )
         upsert_ports(container.ports, [{"containerPort": CONTAINER_TRAINER_PORT}])
+        self._inject_into_targets(info, trainjob, num_nodes, nproc)
+
+    def _inject_into_targets(self, info: Info, trainjob: TrainJob, num_nodes: int, nproc: int | str) -> None:
+        """The ``PET_*`` env, master address and port always included (torchtune or not), into
+        the level's other target containers (v2.3: ``envInjection``; raises for a target the
+        runtime does not have)."""
+        for target in self._level.build.torch_env_targets(info):
+            upsert_env_vars(target.env, _pet_env(num_nodes, nproc))
+            upsert_env_vars(target.env, _master_env(name_of(trainjob)))
 
     async def validate(
         self, info: Info | None, old: TrainJob | None, new: TrainJob
@@ -142,21 +171,24 @@ class Torch:
                     f"must have a supported pretrained model, invalid model configured: {model}",
                 )
             )
-        if trainer.num_nodes is None:
-            # Upstream dereferences numNodes here and panics (HTTP 500); we deny clearly instead.
+        num_nodes = trainer.num_nodes
+        if num_nodes is None and self._torchtune is not None:
+            num_nodes = self._torchtune.default_num_nodes
+        if num_nodes is None:
+            # Upstream v2.1.0 dereferences numNodes here and panics (HTTP 500); we deny clearly instead.
             errors.append(
                 FieldError(
                     ErrorType.REQUIRED, "spec.trainer.numNodes", detail="must be set for a torchtune TrainJob"
                 )
             )
             return errors
-        if trainer.num_nodes > 1 and model != "llama3_3/70B":
+        if num_nodes > 1 and model != "llama3_3/70B":
             errors.append(
-                FieldError.invalid("spec.trainer.numNodes", trainer.num_nodes, f"must be 1 for {model} model")
+                FieldError.invalid("spec.trainer.numNodes", num_nodes, f"must be 1 for {model} model")
             )
         gpus = gpu_count(_resources(trainer, info))
         nproc = trainer.num_proc_per_node if trainer.num_proc_per_node is not None else tc.NumProcPerNodeAuto
-        config = torchtune.recipe_and_config(model, trainer.num_nodes, nproc, gpus, trainer.args).config
+        config = torchtune.recipe_and_config(model, num_nodes, nproc, gpus, trainer.args, self._qlora).config
         if "_qlora" in config:
             if model == "qwen2_5/1.5B":
                 errors.append(
@@ -179,4 +211,6 @@ class Torch:
                         f"must have gpu resource with value 1 for {model} model when using QLoRA",
                     )
                 )
+        if self._torchtune is not None:
+            errors += self._torchtune.extra_errors(trainer, num_nodes)
         return errors

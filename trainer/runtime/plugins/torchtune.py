@@ -7,6 +7,7 @@ node count, LoRA/QLoRA/DoRA flags, model derived from the runtime name).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainer.api import trainer_constants as tc
@@ -51,7 +52,9 @@ def model_from_runtime_name(runtime_name: str) -> str:
 
 
 def uses_qlora(args: list[str] | None) -> bool:
-    """QLoRA: some arg sets ``model.quantize_base`` and no arg before a ``model.use_dora`` one."""
+    """QLoRA (v2.1.0): some arg mentions ``model.quantize_base`` and no arg before it mentions
+    ``model.use_dora``, whatever their values (level v2.3 reads the values:
+    ``RuntimeLevel.torchtune``)."""
     quantize = False
     for arg in args or ():
         if "model.use_dora" in arg:
@@ -71,11 +74,20 @@ class Recipe:
     config: str
 
 
+QLoRA = Callable[[list[str] | None], bool]
+
+
 def recipe_and_config(
-    model: str, num_nodes: int, nproc: int | str, gpus: int, args: list[str] | None
+    model: str,
+    num_nodes: int,
+    nproc: int | str,
+    gpus: int,
+    args: list[str] | None,
+    qlora_rule: QLoRA = uses_qlora,
 ) -> Recipe:
-    """Pick the torchtune recipe and config suffix from node count, processes and LoRA flags."""
-    qlora, lora = uses_qlora(args), uses_lora(args)
+    """Pick the torchtune recipe and config suffix from node count, processes and LoRA flags
+    (``qlora_rule``: whether the args ask for QLoRA, the level's reading)."""
+    qlora, lora = qlora_rule(args), uses_lora(args)
     if num_nodes == 1 and (nproc == 1 or gpus == 1):
         if qlora:
             return Recipe("lora_finetune_single_device", f"{model}_qlora_single_device")
@@ -118,10 +130,11 @@ def rewritten_command(
     gpus: int,
     args: list[str] | None,
     info: Info,
+    qlora_rule: QLoRA = uses_qlora,
 ) -> list[str]:
     """The full ``tune run`` command for a TrainJob on a torchtune runtime."""
     model = model_from_runtime_name(runtime_name)
-    choice = recipe_and_config(model, num_nodes, nproc, gpus, args)
+    choice = recipe_and_config(model, num_nodes, nproc, gpus, args, qlora_rule)
     command = list(TORCHTUNE_COMMAND)
     distributed = (
         num_nodes > 1 or (isinstance(nproc, int) and nproc > 1) or (isinstance(nproc, str) and gpus > 1)
