@@ -206,6 +206,8 @@ class GoMain:
 
     With ``test=True``, ``package`` is a package with tests, compiled by ``go test -c`` into a
     test binary called ``name`` (it runs the package's tests when executed).
+    ``optimize=False`` compiles it without optimizations and inlining (``-N -l``), about a third
+    less compile CPU: for programs only tests run, whose speed no benchmark figure depends on.
     """
 
     module: str
@@ -213,6 +215,7 @@ class GoMain:
     package: str
     name: str
     test: bool = False
+    optimize: bool = True
 
     @property
     def key(self) -> str:
@@ -249,6 +252,7 @@ def ensure_go_main(main: GoMain, *, quiet: bool = False) -> tuple[Path, float]:
                 "GOMAIN_PACKAGE": main.package,
                 "GOMAIN_NAME": main.name,
                 **({"GOMAIN_TEST": "1"} if main.test else {}),
+                **({} if main.optimize else {"GOMAIN_OPTIMIZE": "0"}),
             },
         )
     found = find_go_main(main)
@@ -292,7 +296,9 @@ def ensure_go_source(directory: Path, name: str, *, quiet: bool = False) -> tupl
         }
         started = time.monotonic()
         proc = _run_build(
-            ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / f"{name}.tmp"), "."],
+            # -dwarf=false: the DWARF -w drops at link is not written at all (build_binaries.sh).
+            ["go", "build", "-trimpath", "-gcflags", "all=-dwarf=false", "-ldflags", "-s -w"]
+            + ["-o", str(out / f"{name}.tmp"), "."],
             env=env,
             quiet=quiet,
             cwd=directory,

@@ -75,8 +75,18 @@ def version_for(level: ApiLevel) -> str:
 
 
 def kueue_main(level: ApiLevel) -> GoMain:
-    """Kueue's controller manager (``cmd/kueue``) at the release of ``level``."""
-    return GoMain(KUEUE_MODULE, version_for(level), f"{KUEUE_MODULE}/cmd/kueue", "kueue-controller-manager")
+    """Kueue's controller manager (``cmd/kueue``) at the release of ``level``.
+
+    Compiled without optimizations (``optimize=False``): only tests and benchmarks run it, the
+    same binary in front of both managers a benchmark compares, and its two releases are the
+    largest builds of a cold CI run."""
+    return GoMain(
+        KUEUE_MODULE,
+        version_for(level),
+        f"{KUEUE_MODULE}/cmd/kueue",
+        "kueue-controller-manager",
+        optimize=False,
+    )
 
 
 KUEUE = kueue_main(UNNAMED_LEVEL)

@@ -79,7 +79,12 @@ class Originals:
     def jobset_e2e(self) -> GoMain:
         """JobSet's own e2e suite of this release (``test/e2e``), compiled with ``go test -c``."""
         return GoMain(
-            self.jobset.module, self.jobset.version, f"{JOBSET_MODULE}/test/e2e", "jobset-e2e.test", test=True
+            self.jobset.module,
+            self.jobset.version,
+            f"{JOBSET_MODULE}/test/e2e",
+            "jobset-e2e.test",
+            test=True,
+            optimize=False,
         )
 
     @property
@@ -91,6 +96,7 @@ class Originals:
             f"{TRAINER_MODULE}/test/e2e",
             "trainer-e2e.test",
             test=True,
+            optimize=False,
         )
 
     def e2e_suites(self) -> dict[str, GoMain]:

@@ -81,3 +81,26 @@ def test_a_test_package_is_built_with_go_test_c_into_the_same_cache(
     # the build script compiles it with `go test -c`
     script = Path(assets.__file__).with_name("build_binaries.sh").read_text()
     assert 'GOMAIN_TEST:-0}" = 1' in script and "go test -c" in script
+
+
+def test_an_unoptimized_main_asks_the_build_for_no_optimizations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test-only program (Kueue, an upstream e2e suite) is compiled with -N -l; the Go originals
+    the benchmarks measure are not."""
+    monkeypatch.setenv("ENVTEST_GO_MAINS_DIR", str(tmp_path))
+    seen: list[dict[str, str]] = []
+
+    def fake_build(pieces: list[str], *, out: Path, quiet: bool, extra_env: dict[str, str]) -> float:
+        seen.append(extra_env)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / extra_env["GOMAIN_NAME"]).write_text("bin")
+        return 1.0
+
+    monkeypatch.setattr(assets, "build", fake_build)
+    plain = assets.GoMain("example.com/mod", "v1.2.3", "example.com/mod/cmd/a", "a", optimize=False)
+    assets.ensure_go_main(plain)
+    assets.ensure_go_main(MAIN)
+    assert seen[0]["GOMAIN_OPTIMIZE"] == "0"
+    assert "GOMAIN_OPTIMIZE" not in seen[1]
+
