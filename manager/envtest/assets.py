@@ -297,8 +297,18 @@ def ensure_go_source(directory: Path, name: str, *, quiet: bool = False) -> tupl
         started = time.monotonic()
         proc = _run_build(
             # -dwarf=false: the DWARF -w drops at link is not written at all (build_binaries.sh).
-            ["go", "build", "-trimpath", "-gcflags", "all=-dwarf=false", "-ldflags", "-s -w"]
-            + ["-o", str(out / f"{name}.tmp"), "."],
+            [
+                "go",
+                "build",
+                "-trimpath",
+                "-gcflags",
+                "all=-dwarf=false",
+                "-ldflags",
+                "-s -w",
+                "-o",
+                str(out / f"{name}.tmp"),
+                ".",
+            ],
             env=env,
             quiet=quiet,
             cwd=directory,

@@ -103,4 +103,3 @@ def test_an_unoptimized_main_asks_the_build_for_no_optimizations(
     assets.ensure_go_main(MAIN)
     assert seen[0]["GOMAIN_OPTIMIZE"] == "0"
     assert "GOMAIN_OPTIMIZE" not in seen[1]
-
