@@ -425,8 +425,10 @@ class JobSetReconciler:
         in place: its pods, read through the Pod index, set the status's in-place restart
         attempts, or fail the JobSet with ``ReachedMaxRestarts`` (no first failed job: no Job
         failed)."""
+        if not self.steps.restarts_in_place(js):
+            return
         pods_of = self.steps.jobset_pods()
-        if pods_of is None or not self.steps.restarts_in_place(js):
+        if pods_of is None:
             return
         pods = await self.client.list(
             POD_GVK, namespace=meta_of(js).get("namespace"), field_selector={pods_of.index: pods_of.key(js)}
