@@ -480,7 +480,7 @@ def test_a_bad_attempt_annotation_fails_the_step(value: str, error: bool) -> Non
     if error:
         with pytest.raises(
             in_place.InPlaceRestartError,
-            match=re.escape(in_place._ATTEMPT_ERROR),
+            match=re.escape(in_place.ATTEMPT_ERROR),
         ):
             in_place.pod_attempts(pods(value))
     else:

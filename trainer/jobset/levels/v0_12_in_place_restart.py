@@ -29,11 +29,11 @@ from trainer.api import jobset_constants as c
 from trainer.api.v2_3 import jobset_constants as c23
 from trainer.jobset.levels.controller import InPlaceRestartOutcome, JobSetPods
 
-__all__ = ["JOBSET_PODS", "InPlaceRestartError", "reconcile", "uses_in_place_restart"]
+__all__ = ["ATTEMPT_ERROR", "JOBSET_PODS", "InPlaceRestartError", "reconcile", "uses_in_place_restart"]
 log = logging.getLogger(__name__)
 
 _INT32 = 1 << 32
-_ATTEMPT_ERROR = f"invalid value for annotation {c23.InPlaceRestartAttemptKey}, must be non-negative integer"
+ATTEMPT_ERROR = f"invalid value for annotation {c23.InPlaceRestartAttemptKey}, must be non-negative integer"
 
 
 class InPlaceRestartError(ValueError):
@@ -107,9 +107,9 @@ def pod_attempts(pods: list[Object]) -> list[int]:
         try:
             attempt = atoi(str(annotations[c23.InPlaceRestartAttemptKey]))
         except ValueError:
-            raise InPlaceRestartError(_ATTEMPT_ERROR) from None
+            raise InPlaceRestartError(ATTEMPT_ERROR) from None
         if attempt < 0:
-            raise InPlaceRestartError(_ATTEMPT_ERROR)
+            raise InPlaceRestartError(ATTEMPT_ERROR)
         attempts.append(_int32(attempt))
     return attempts
 
