@@ -204,7 +204,7 @@ async def test_every_jobset_pod_is_labelled_with_its_priority(live: Live) -> Non
     assert other["metadata"]["labels"] == {c.JobSetNameKey: "js"}
 
 
-# -- the feature gates (jobset-v0.12.md §2.8): the webhook reads them on each request ---------------
+# -- the feature gates (jobset-v0.12.md §2.7): the webhook reads them on each request ---------------
 
 
 def indexed(name: str, n: int, **job_spec: Any) -> Object:

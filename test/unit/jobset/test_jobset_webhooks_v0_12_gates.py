@@ -1,4 +1,4 @@
-"""JobSet v0.12.0's webhook rules behind its feature gates (docs/behaviour/jobset-v0.12.md §2.8),
+"""JobSet v0.12.0's webhook rules behind its feature gates (docs/behaviour/jobset-v0.12.md §2.7),
 each with the gate on and off, through the validating handler a user's request reaches.
 Scenarios from upstream's ``pkg/webhooks/jobset_webhook_test.go``."""
 

@@ -1,4 +1,4 @@
-"""JobSet v0.12.0's ``ElasticJobSet`` feature gate (docs/behaviour/jobset-v0.12.md §1.11, §2.8;
+"""JobSet v0.12.0's ``ElasticJobSet`` feature gate (docs/behaviour/jobset-v0.12.md §1.11, §2.7;
 upstream ``syncJobScaling`` of ``jobset_controller.go`` and ``ValidateUpdate`` of
 ``jobset_webhook.go``, KEP-463).
 
