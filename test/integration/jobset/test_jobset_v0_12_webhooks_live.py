@@ -21,7 +21,7 @@ from jsharness import scoped_webhook_manifest
 
 from manager import Manager, Options
 from manager.cache.cache import CacheOptions
-from manager.client.errors import ApiError, NotFound
+from manager.client.errors import ApiError, Conflict, NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
@@ -261,11 +261,16 @@ async def test_a_running_jobset_scales_only_with_the_elastic_gate(live: Live) ->
     await live.api.create(js(live.namespace, "elastic", indexed("w", 2)))
 
     async def scale(n: int) -> Object:
-        stored = await live.api.get(JOBSET_GVK, "elastic", namespace=live.namespace)
-        spec = stored["spec"]["replicatedJobs"][0]["template"]["spec"]
-        spec["parallelism"] = spec["completions"] = n
-        result: Object = await live.api.update(stored)
-        return result
+        """A user's read-modify-write, read again when the controller's status write came between."""
+        while True:
+            stored = await live.api.get(JOBSET_GVK, "elastic", namespace=live.namespace)
+            spec = stored["spec"]["replicatedJobs"][0]["template"]["spec"]
+            spec["parallelism"] = spec["completions"] = n
+            try:
+                result: Object = await live.api.update(stored)
+            except Conflict:
+                continue
+            return result
 
     with pytest.raises(ApiError) as refused:
         await scale(4)
