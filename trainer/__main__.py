@@ -27,6 +27,7 @@ from manager.cluster import Cluster
 from manager.config import RestConfigError, get_config
 from manager.health.checks import CheckFailedError, flag_checker, ping
 from manager.manager.signals import run_until_signalled
+from manager.meta.field import aggregate
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import early_signals, features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError
@@ -35,7 +36,7 @@ from trainer.controllers import podcache
 from trainer.levels import DEFAULT as DEFAULT_LEVEL
 from trainer.levels import LEVELS, ApiLevel, CrdLevelMismatch
 from trainer.levels import get as api_level
-from trainer.levels.check import check_trainjob_crd
+from trainer.levels.check import check_trainjob_crd, feature_gate_errors
 from trainer.options import apply_client_connection, manager_options, read_configuration, webhook_address
 from trainer.runtime.context import SetupContext
 from trainer.runtime.plugins import builtin_names as builtin_plugin_names
@@ -271,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
             features.set_from_map(features.parse_flag(args.feature_gates))
     except features.FeatureGateError as err:
         log.error("unable to set feature gates", error=str(err))
+        return 1
+    # a JobSet gate is valid only at a level whose JobSet release has it
+    if gate_errors := feature_gate_errors(api_level(cfg.api_level), features.named()):
+        log.error("unable to set feature gates", error=aggregate(gate_errors))
         return 1
     try:  # third-party runtime plugins (docs/plugins.md)
         external_plugins.configure(

@@ -6,6 +6,12 @@ as Trainer v2.1.0. Gates are set once at start-up from the Configuration's ``fea
 
 A gate name the manager does not know is a configuration error naming it (as upstream's
 ``unrecognized feature gate: <name>``), never silently ignored.
+
+The manager is also the JobSet manager, so the gates of its JobSet release are here too, with
+upstream's names (``sigs.k8s.io/jobset`` ``pkg/features``; ``FeatureSpec.component`` says
+whose they are). A JobSet release has only its own gates: which ones is the API level's
+(``trainer.jobset.levels.JobSetLevel.feature_gates``), and the entry point refuses a gate the
+level's release does not have (``trainer.levels.check.feature_gate_errors``).
 """
 
 from __future__ import annotations
@@ -24,16 +30,38 @@ TrainJobStatus = "TrainJobStatus"
 # the last condition's type (beyond v2.1, see docs/divergences.md; upstream kubeflow/trainer#2713, #3666).
 TrainJobState = "TrainJobState"
 
+# JobSet v0.12.0's gates (KEP-467): the restart strategy ``InPlaceRestart``, where the pods'
+# agents restart their containers in place and the controller keeps the JobSet's in-place
+# restart attempts in its status (docs/behaviour/jobset-v0.12.md §1.10).
+InPlaceRestart = "InPlaceRestart"
+
+# JobSet v0.12.0 (KEP-262): the failure-policy actions ``RestartJob`` and
+# ``RestartJobAndIgnoreMaxRestarts``, which recreate only the failed Job (jobset-v0.12.md §1.9).
+RestartJob = "RestartJob"
+
+# JobSet v0.12.0 (KEP-463): a running JobSet's Indexed replicated jobs may change
+# ``parallelism`` and ``completions``, patched into their active Jobs (jobset-v0.12.md §1.11).
+ElasticJobSet = "ElasticJobSet"
+
+TRAINER = "trainer"
+JOBSET = "jobset"
+
 
 @dataclass(frozen=True)
 class FeatureSpec:
     default: bool
     pre_release: str  # "Alpha", "Beta", "GA"
+    component: str = TRAINER
+    """Whose gate it is: ``trainer`` (Kubeflow Trainer's, or this manager's own) or ``jobset``
+    (a JobSet release's, valid only at an API level whose JobSet release has it)."""
 
 
 KNOWN: Mapping[str, FeatureSpec] = {
     TrainJobStatus: FeatureSpec(default=False, pre_release="Alpha"),
     TrainJobState: FeatureSpec(default=False, pre_release="Alpha"),
+    InPlaceRestart: FeatureSpec(default=False, pre_release="Alpha", component=JOBSET),
+    RestartJob: FeatureSpec(default=False, pre_release="Alpha", component=JOBSET),
+    ElasticJobSet: FeatureSpec(default=False, pre_release="Alpha", component=JOBSET),
 }
 
 _overrides: dict[str, bool] = {}
@@ -84,6 +112,18 @@ def parse_flag(text: str) -> dict[str, bool]:
             raise FeatureGateError(f"invalid value of {name}={raw.strip()}, err: must be true or false")
         out[name] = value == "true"
     return out
+
+
+def of_component(gates: Mapping[str, bool], component: str) -> dict[str, bool]:
+    """The entries of a ``featureGates`` map that are ``component``'s gates (unknown names left out)."""
+    return {
+        name: value for name, value in gates.items() if name in KNOWN and KNOWN[name].component == component
+    }
+
+
+def named() -> frozenset[str]:
+    """The gates the Configuration or the flag named (on or off)."""
+    return frozenset(_overrides)
 
 
 def enabled(name: str) -> bool:

@@ -109,7 +109,9 @@ def _replace_too_long(messages: list[str], replacement: str) -> list[str]:
     return [replacement if DNS1035_MAX_LENGTH_EXCEEDED in m else m for m in messages]
 
 
-def _validate_replicated_job(js: Object, index: int, rjob: Object, seen: set[str]) -> list[Problem]:
+def _validate_replicated_job(
+    js: Object, index: int, rjob: Object, seen: set[str], steps: AdmissionSteps = _V0_10
+) -> list[Problem]:
     errs: list[Problem] = []
     path = f"spec.replicatedJobs[{index}]"
     name = str(rjob.get("name") or "")
@@ -139,16 +141,16 @@ def _validate_replicated_job(js: Object, index: int, rjob: Object, seen: set[str
     for dep in rjob.get("dependsOn") or []:
         if dep.get("name") not in seen:
             errs.append(f"replicatedJob: {name} cannot depend on replicatedJob: {dep.get('name')}")
+    errs += steps.replicated_job_problems(js, index, rjob)
     return errs
 
 
 def _validate_failure_policy(
     js: Object, policy: Object, names: set[str], steps: AdmissionSteps
 ) -> list[Problem]:
-    gated = steps.failure_action_problems(js)
-    if gated is not None:
-        return gated
-    errs: list[Problem] = []
+    errs, go_on = steps.failure_action_problems(js)
+    if not go_on:
+        return errs
     by_name: dict[str, list[int]] = defaultdict(list)
     for index, rule in enumerate(policy.get("rules") or []):
         rule_name = str(rule.get("name") or "")
@@ -228,7 +230,7 @@ def create_problems(js: Object, steps: AdmissionSteps = _V0_10) -> list[Problem]
             errs.append(FieldError.too_long("spec.managedBy", MAX_MANAGED_BY_LENGTH))
     names: set[str] = set()
     for index, rjob in enumerate(rjobs):
-        errs += _validate_replicated_job(js, index, rjob, names)
+        errs += _validate_replicated_job(js, index, rjob, names, steps)
     # PORT NOTE: Go panics on a nil successPolicy; the defaulter always sets it. Nil = no targets.
     for target in (spec.get("successPolicy") or {}).get("targetReplicatedJobs") or []:
         if target not in names:
@@ -292,6 +294,7 @@ def update_problems(old: Object, new: Object, steps: AdmissionSteps = _V0_10) ->
     munged = copy.deepcopy(new_spec)
     old_rjobs = list(old_spec.get("replicatedJobs") or [])
     new_rjobs = list(munged.get("replicatedJobs") or [])
+    errs: list[FieldError] = steps.scaling_problems(old, new, new_rjobs)
     immutable_rjobs = False
     if old_spec.get("suspend") is True or new_spec.get("suspend") is True:
         pairs = steps.kueue_pairs(old_rjobs, new_rjobs)
@@ -300,7 +303,6 @@ def update_problems(old: Object, new: Object, steps: AdmissionSteps = _V0_10) ->
         else:
             for rjob, old_rjob in pairs:
                 _copy_kueue_fields(rjob, old_rjob)
-    errs: list[FieldError] = []
     if immutable_rjobs or _semantic(new_rjobs) != _semantic(old_rjobs):
         rjobs = new_spec.get("replicatedJobs")
         # Go prints the typed []ReplicatedJob (field order, zero fields), not the JSON we got

@@ -51,6 +51,16 @@ _SCHEMA: dict[str, Any] = {
     "internalCertManagement": {"enable": None, "webhookServiceName": None, "webhookSecretName": None},
     "clientConnection": {"qps": None, "burst": None},
 }
+# v0.12.0's Configuration adds ``featureGates`` (its gates, ``trainer.features`` component
+# ``jobset``) and ``tls``; v0.10.1's refuses both as unknown fields.
+_SCHEMA_V0_12: dict[str, Any] = {
+    **_SCHEMA,
+    "featureGates": None,
+    "tls": {"minVersion": None, "cipherSuites": None},
+}
+SCHEMAS: dict[str, dict[str, Any]] = {"v0.10.1": _SCHEMA, "v0.12.0": _SCHEMA_V0_12}
+"""The fields of each JobSet release's Configuration, by release."""
+DEFAULT_RELEASE = "v0.10.1"
 
 
 class ConfigError(ValueError):
@@ -69,9 +79,10 @@ def _unknown(data: Any, schema: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
-def decode(data: Object) -> Object:
-    """Strict decoding: ``strict decoding error: unknown field "x"`` (apimachinery's words)."""
-    unknown = _unknown(data, _SCHEMA)
+def decode(data: Object, release: str = DEFAULT_RELEASE) -> Object:
+    """Strict decoding against ``release``'s fields: ``strict decoding error: unknown field
+    "x"`` (apimachinery's words)."""
+    unknown = _unknown(data, SCHEMAS[release])
     if unknown:
         raise ConfigError("strict decoding error: " + ", ".join(unknown))
     return copy.deepcopy(data)
@@ -200,9 +211,10 @@ def load(path: str | Path | None) -> tuple[ManagerSettings, Object]:
     return settings(cfg), cfg
 
 
-def render(data: Object) -> str:
-    """``data`` decoded strictly, defaulted and validated, as the YAML the Go manager reads."""
-    cfg = set_defaults(decode(data))
+def render(data: Object, release: str = DEFAULT_RELEASE) -> str:
+    """``data`` decoded strictly (``release``'s fields), defaulted and validated, as the YAML the
+    Go manager of that release reads."""
+    cfg = set_defaults(decode(data, release))
     errs = validate(cfg)
     if errs:
         raise ConfigError(aggregate(errs))
@@ -215,7 +227,7 @@ def encode(cfg: Object) -> str:
     out: Object = {"apiVersion": cfg.get("apiVersion", API_VERSION), "kind": cfg.get("kind", KIND)}
     for key in ("webhook", "metrics", "health"):
         out[key] = copy.deepcopy(cfg.get(key) or {})
-    for key in ("leaderElection", "internalCertManagement", "clientConnection"):
+    for key in ("leaderElection", "internalCertManagement", "clientConnection", "featureGates", "tls"):
         if cfg.get(key) is not None:
             out[key] = copy.deepcopy(cfg[key])
     return yaml.safe_dump(out, sort_keys=False)

@@ -29,11 +29,12 @@ from typing import Any, TypeVar
 
 from manager import longrun
 from manager.longrun import Progress
-from trainer import levels
+from trainer import features, levels
 from trainer.conformance import harness, migrated, originals
 from trainer.conformance.diff import DIVERGENCES_FILE, classify, load_divergences
 from trainer.conformance.harness import Side
 from trainer.conformance.runner import ScenarioResult, Settings, run_scenario, scenario_files
+from trainer.levels.check import feature_gate_errors
 
 T = TypeVar("T")
 
@@ -78,8 +79,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--feature-gates",
         default="",
         metavar="NAME=BOOL,...",
-        help="local clusters: featureGates of both sides' trainer Configuration (TrainJobStatus=true "
-        "also serves each side's status server for StatusRequest documents)",
+        help="local clusters: feature gates of both sides: ours in its one Configuration, theirs each "
+        "in the Configuration of the manager whose gate it is (JobSet's, e.g. RestartJob=true, to the Go "
+        "jobset, the others to the Go trainer); TrainJobStatus=true also serves each side's status "
+        "server for StatusRequest documents",
     )
     p.add_argument("--divergences", type=Path, default=DIVERGENCES_FILE, help="listed divergences (YAML)")
     p.add_argument("--quiet-seconds", type=float, default=4.0, help="settled after this long without change")
@@ -125,6 +128,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.feature_gates = _gates(args.feature_gates)
     except ValueError as err:
         p.error(f"--feature-gates: {err}")
+    if not args.kubeconfig_ours:  # both sides' managers start here: the gates must be theirs
+        errors = features.validate(args.feature_gates)
+        errors += feature_gate_errors(levels.get(args.level), frozenset(args.feature_gates))
+        if errors:
+            p.error(f"--feature-gates: {'; '.join(errors)}")
     return args
 
 

@@ -35,7 +35,7 @@ from manager.envtest import Environment, assets
 from manager.envtest.certs import TinyCA
 from manager.envtest.errors import EnvtestError
 from manager.envtest.process import Process, free_port, wait_http
-from trainer import levels
+from trainer import features, levels
 from trainer.api import jobset_config_v1alpha1 as jobset_config
 from trainer.conformance import originals
 from trainer.conformance.kube import Kube
@@ -375,12 +375,15 @@ def go_managers(
     client_connection: bool = True,
     feature_gates: dict[str, bool] | None = None,
     service_account_dir: Path | None = None,
+    jobset_release: str = jobset_config.DEFAULT_RELEASE,
 ) -> GoManagers:
     """The Go jobset and trainer managers (``built`` by ``originals.build_all``) configured under
     ``base``: serving certificates from ``ca``, leader election and certificate management off,
     webhooks, metrics and probes on free loopback ports (the trainer's metrics over plain HTTP).
     ``client_connection``: the client QPS/burst the conformance runs use (500/500 jobset,
-    500/1000 trainer) instead of the Go defaults."""
+    500/1000 trainer) instead of the Go defaults. ``feature_gates`` go to the Configuration of
+    the manager whose gates they are (``trainer.features``: the JobSet release's to the jobset
+    one, of release ``jobset_release``; the others to the trainer one)."""
     js_certs, tr_tmp = base / "jobset-certs", base / "trainer-tmp"
     _serving_pair(ca, js_certs)
     # The Go trainer's webhook server reads {TempDir}/k8s-webhook-server/serving-certs.
@@ -413,13 +416,15 @@ def go_managers(
         js_config["clientConnection"] = {"qps": 500, "burst": 500}
         tr_config["clientConnection"] = {"qps": 500, "burst": 1000}
     status_port = None
-    if feature_gates:
-        tr_config["featureGates"] = dict(feature_gates)
+    if trainer_gates := features.of_component(feature_gates or {}, features.TRAINER):
+        tr_config["featureGates"] = trainer_gates
+    if jobset_gates := features.of_component(feature_gates or {}, features.JOBSET):
+        js_config["featureGates"] = jobset_gates
     if status_server_on(feature_gates):
         status_port = free_port()
         tr_config["statusServer"] = {"port": status_port}
     base.mkdir(parents=True, exist_ok=True)
-    (base / "jobset-config.yaml").write_text(jobset_config.render(js_config))
+    (base / "jobset-config.yaml").write_text(jobset_config.render(js_config, jobset_release))
     (base / "trainer-config.yaml").write_text(yaml.safe_dump(tr_config))
     kube_env = {"KUBECONFIG": str(kubeconfig)}
     jobset = Process(
@@ -480,7 +485,13 @@ async def start_theirs(
         base = workdir / "theirs-managers"
         sa_dir = await _status_server_inputs(env, ca, base) if status_server_on(feature_gates) else None
         go = go_managers(
-            built, ca, base, env.kubeconfig, feature_gates=feature_gates, service_account_dir=sa_dir
+            built,
+            ca,
+            base,
+            env.kubeconfig,
+            feature_gates=feature_gates,
+            service_account_dir=sa_dir,
+            jobset_release=inputs.level.jobset_version,
         )
         side.status_port = go.status_port
         for proc in (go.jobset, go.trainer):

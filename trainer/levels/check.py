@@ -14,10 +14,11 @@ import structlog
 from manager.client.errors import NotFound, RequestError, is_transient
 from manager.client.interfaces import Reader
 from manager.scheme import GroupVersionKind
+from trainer import features
 from trainer.levels import LEVELS, of_trainjob_crd
 from trainer.levels.level import ApiLevel, CrdLevelMismatch
 
-__all__ = ["CRD_GVK", "TRAINJOB_CRD", "check_trainjob_crd"]
+__all__ = ["CRD_GVK", "TRAINJOB_CRD", "check_trainjob_crd", "feature_gate_errors"]
 
 log = structlog.get_logger("trainer.levels")
 
@@ -62,3 +63,21 @@ async def check_trainjob_crd(reader: Reader, level: ApiLevel, *, retry_seconds: 
         f"the installed TrainJob CRD ({TRAINJOB_CRD}) is {found}, "
         f"but this manager runs API level {level.describe()}: {fix}"
     )
+
+
+def feature_gate_errors(level: ApiLevel, named: frozenset[str]) -> list[str]:
+    """One error per JobSet feature gate in ``named`` that the level's JobSet release does not
+    have: naming it (even ``false``) is a mistake about the level, which the Go jobset of that
+    release would refuse too (``unrecognized feature gate``); the error says which level has it."""
+    errors = []
+    for name in sorted(named):
+        spec = features.KNOWN.get(name)
+        if spec is None or spec.component != features.JOBSET or name in level.jobset.feature_gates:
+            continue
+        owners = [other for other in LEVELS.values() if name in other.jobset.feature_gates]
+        where = ", ".join(f"jobset {other.jobset_version} (API level {other.name})" for other in owners)
+        errors.append(
+            f"featureGates.{name}: Forbidden: {name} is a feature gate of {where}; this manager runs API "
+            f"level {level.describe()}, whose JobSet has no such gate"
+        )
+    return errors

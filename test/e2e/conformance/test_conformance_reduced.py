@@ -8,7 +8,9 @@ divergence fails this test; the full set is ``make conformance``.
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +77,37 @@ def test_reduced_v2_3_conformance_set_has_no_unlisted_difference(capsys: pytest.
         summary[0]
     )
     assert code == 0, out
+
+
+# Level v2.3 with JobSet v0.12.0's three feature gates on, on both sides (the Go jobset gets them in
+# its own Configuration): RestartJob recreating one Job up to maxRestarts, in-place restart
+# attempts from the pods' annotations, an elastic scale of a running JobSet, and each gate's
+# webhook rules (docs/behaviour/jobset-v0.12.md §1.8-1.11, §2.7).
+GATED_V2_3 = ("jobset-gate-restart-job.yaml", "jobset-gate-in-place-restart.yaml", "jobset-gate-elastic.yaml")
+JOBSET_GATES = "RestartJob=true,InPlaceRestart=true,ElasticJobSet=true"
+
+
+def test_jobset_gates_conformance_set_has_no_unlisted_difference(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    paths = [str(DEFAULT_SCENARIOS / "v2.3" / name) for name in GATED_V2_3]
+    code = main(
+        ["--level", "v2.3", "--nodes", "3", "--feature-gates", JOBSET_GATES, "--dump", str(tmp_path), *paths]
+    )
+    captured = capsys.readouterr()
+    out = captured.out
+    print(out)
+    summary = [line for line in out.splitlines() if line.startswith("conformance: compared")]
+    assert summary, out + captured.err[-3000:]
+    counts = re.search(r"compared (\d+) objects and (\d+) admission answers in (\d+) scenarios", summary[0])
+    assert counts and int(counts[1]) > 30 and int(counts[2]) >= 10 and int(counts[3]) == len(GATED_V2_3), (
+        summary[0]
+    )
+    assert code == 0, out
+    # the gates took effect on both sides (not two equal refusals): the failed Job was recreated
+    # twice, counted, and its third failure reached maxRestarts
+    for side in ("ours", "theirs"):
+        records = json.loads((tmp_path / f"jobset-gate-restart-job.{side}.json").read_text())
+        status = records["final/JobSet/per-job"]["status"]
+        failing = next(s for s in status["replicatedJobsStatus"] if s["name"] == "failing")
+        assert (failing.get("jobRestarts"), status["terminalState"]) == ([2], "Failed"), (side, status)

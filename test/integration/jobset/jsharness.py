@@ -104,8 +104,10 @@ class JobSetReconciles:
                 js = await reconciler.client.get(JOBSET_GVK, req.name, req.namespace)
             except NotFound:
                 js = None
+            # the JobSet's Jobs as its release lists them (v0.10.1: by name, v0.12.0: by uid)
+            owner_key = reconciler.steps.job_owner_key(js) if js is not None else req.name
             jobs = await reconciler.client.list(
-                JOB_GVK, namespace=req.namespace, field_selector={JOB_OWNER_KEY: req.name}
+                JOB_GVK, namespace=req.namespace, field_selector={JOB_OWNER_KEY: owner_key}
             )
             observed = Observed(
                 int(js["metadata"]["resourceVersion"]) if js is not None else None,

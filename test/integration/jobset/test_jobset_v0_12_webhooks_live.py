@@ -21,7 +21,7 @@ from jsharness import scoped_webhook_manifest
 
 from manager import Manager, Options
 from manager.cache.cache import CacheOptions
-from manager.client.errors import ApiError, NotFound
+from manager.client.errors import ApiError, Conflict, NotFound
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
@@ -29,6 +29,7 @@ from manager.envtest.certs import TinyCA
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 from manager.webhook import WebhookServer
+from trainer import features
 from trainer.api import jobset_constants as c
 from trainer.components import component
 from trainer.conformance.webhook_probes import configurations, wait_webhooks_effective
@@ -201,3 +202,86 @@ async def test_every_jobset_pod_is_labelled_with_its_priority(live: Live) -> Non
     # no jobset-name annotation: not a JobSet pod to v0.12.0, no label
     other = await live.api.create(pod(live.namespace, "labelled-only", annotated=False))
     assert other["metadata"]["labels"] == {c.JobSetNameKey: "js"}
+
+
+# -- the feature gates (jobset-v0.12.md §2.7): the webhook reads them on each request ---------------
+
+
+def indexed(name: str, n: int, **job_spec: Any) -> Object:
+    job = rjob(name)
+    job["template"]["spec"].update(completionMode="Indexed", parallelism=n, completions=n, **job_spec)
+    return job
+
+
+async def refusal(live: Live, body: Object) -> ApiError:
+    with pytest.raises(ApiError) as refused:
+        await live.api.create(body)
+    assert refused.value.status_code == 422
+    return refused.value
+
+
+async def test_in_place_restart_is_admitted_only_with_its_gate_and_rules(live: Live) -> None:
+    policy = {"maxRestarts": 2, "restartStrategy": "InPlaceRestart"}
+    good = js(live.namespace, "in-place", indexed("w", 2, backoffLimit=2147483647, podReplacementPolicy="Failed"),
+              failurePolicy=policy)  # fmt: skip
+    err = await refusal(live, good)
+    assert err.message == DENIED + (
+        'JobSet.jobset.x-k8s.io "in-place" is invalid: <nil>: Internal error: InPlaceRestart restart strategy '
+        "cannot be set when InPlaceRestart feature gate is disabled"
+    )
+    with features.override("InPlaceRestart", True):
+        await live.api.create(good)
+        err = await refusal(live, js(live.namespace, "in-place-bad", indexed("w", 2), failurePolicy=policy))
+    assert err.message == DENIED + (
+        'JobSet.jobset.x-k8s.io "in-place-bad" is invalid: [spec.replicatedJobs[0].template.spec.backoffLimit: '
+        "Invalid value: null: replicatedJob w: must be set to 2147483647 (MaxInt32) when in-place restart is "
+        "enabled, spec.replicatedJobs[0].template.spec.podReplacementPolicy: Invalid value: null: replicatedJob "
+        "w: must be set to Failed when in-place restart is enabled]"
+    )
+    assert [c["field"] for c in err.status["details"]["causes"]] == [
+        "spec.replicatedJobs[0].template.spec.backoffLimit",
+        "spec.replicatedJobs[0].template.spec.podReplacementPolicy",
+    ]
+
+
+async def test_restart_job_actions_are_admitted_only_with_their_gate(live: Live) -> None:
+    policy = {"maxRestarts": 2, "rules": [{"name": "perJob", "action": "RestartJob"}]}
+    body = js(live.namespace, "per-job", rjob("a"), failurePolicy=policy)
+    err = await refusal(live, body)
+    assert err.message.endswith(
+        "RestartJob and RestartJobAndIgnoreMaxRestarts failure policy actions are not allowed when RestartJob "
+        "feature gate is disabled"
+    )
+    with features.override("RestartJob", True):
+        created = await live.api.create(body)
+    assert created["spec"]["failurePolicy"]["rules"][0]["action"] == "RestartJob"
+
+
+async def test_a_running_jobset_scales_only_with_the_elastic_gate(live: Live) -> None:
+    await live.api.create(js(live.namespace, "elastic", indexed("w", 2)))
+
+    async def scale(n: int) -> Object:
+        """A user's read-modify-write, read again when the controller's status write came between."""
+        while True:
+            stored = await live.api.get(JOBSET_GVK, "elastic", namespace=live.namespace)
+            spec = stored["spec"]["replicatedJobs"][0]["template"]["spec"]
+            spec["parallelism"] = spec["completions"] = n
+            try:
+                result: Object = await live.api.update(stored)
+            except Conflict:
+                continue
+            return result
+
+    with pytest.raises(ApiError) as refused:
+        await scale(4)
+    assert refused.value.status_code == 422 and refused.value.message.endswith(": field is immutable")
+    with features.override("ElasticJobSet", True):
+        scaled = await scale(4)
+        with pytest.raises(ApiError) as refused:
+            await scale(0)
+    assert scaled["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 4
+    assert refused.value.message == DENIED + (
+        'JobSet.jobset.x-k8s.io "elastic" is invalid: [spec.replicatedJobs[0].template.spec.parallelism: '
+        "Invalid value: 0: parallelism must be >= 1, spec.replicatedJobs[0].template.spec.completions: "
+        "Invalid value: 0: completions must be >= 1]"
+    )

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from manager.envtest.certs import TinyCA
@@ -50,6 +51,49 @@ def test_go_managers_keep_the_go_client_defaults_when_asked(tmp_path: Path) -> N
     harness.go_managers(built, TinyCA("test-ca"), tmp_path, tmp_path / "kubeconfig", client_connection=False)
     tr = yaml.safe_load((tmp_path / "trainer-config.yaml").read_text())
     assert "clientConnection" not in tr
+
+
+def test_each_go_manager_gets_its_own_feature_gates(tmp_path: Path) -> None:
+    """JobSet's gates go to the Go jobset's Configuration (v0.12.0 has ``featureGates``), the
+    others to the Go trainer's; ours takes them all in its one Configuration."""
+    built = {
+        originals.JOBSET.name: (Path("/bin/jobset"), 0.0),
+        originals.TRAINER.name: (Path("/bin/trainer"), 0.0),
+    }
+    gates = {"RestartJob": True, "InPlaceRestart": True, "ElasticJobSet": False, "TrainJobState": True}
+    harness.go_managers(
+        built,
+        TinyCA("test-ca"),
+        tmp_path,
+        tmp_path / "kubeconfig",
+        feature_gates=gates,
+        jobset_release="v0.12.0",
+    )
+    js = yaml.safe_load((tmp_path / "jobset-config.yaml").read_text())
+    tr = yaml.safe_load((tmp_path / "trainer-config.yaml").read_text())
+    assert js["featureGates"] == {"RestartJob": True, "InPlaceRestart": True, "ElasticJobSet": False}
+    assert tr["featureGates"] == {"TrainJobState": True}
+    # JobSet v0.10.1's Configuration has no featureGates: the run would fail before its start
+    with pytest.raises(ValueError, match='strict decoding error: unknown field "featureGates"'):
+        harness.go_managers(
+            built, TinyCA("test-ca"), tmp_path / "old", tmp_path / "kubeconfig", feature_gates=gates
+        )
+
+
+def test_the_cli_refuses_gates_the_level_has_not(capsys: pytest.CaptureFixture[str]) -> None:
+    from trainer.conformance import cli
+
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--level", "v2.1", "--feature-gates", "RestartJob=true"])
+    assert (
+        "featureGates.RestartJob: Forbidden: RestartJob is a feature gate of jobset v0.12.0"
+        in capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--feature-gates", "Bogus=true"])
+    assert "featureGates.Bogus: unrecognized feature gate: Bogus" in capsys.readouterr().err
+    args = cli.parse_args(["--level", "v2.3", "--feature-gates", "RestartJob=true,ElasticJobSet=true"])
+    assert args.feature_gates == {"RestartJob": True, "ElasticJobSet": True}
 
 
 def test_our_manager_configures_python_trainer_on_free_loopback_ports(tmp_path: Path) -> None:

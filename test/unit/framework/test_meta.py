@@ -128,3 +128,32 @@ def test_json_copy_is_deep_and_falls_back_for_what_orjson_refuses() -> None:
     assert object.json_copy(deep) == deep
     odd = {1: [2**70]}  # a non-string key, an int beyond 64 bits
     assert object.json_copy(odd) == odd and object.json_copy(odd) is not odd
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("0", 0), ("42", 42), ("+7", 7), ("-3", -3), ("007", 7), ("9223372036854775807", 2**63 - 1)],
+)
+def test_atoi_reads_what_go_reads(text: str, value: int) -> None:
+    from manager.meta.strconv import atoi
+
+    assert atoi(text) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("", 'strconv.Atoi: parsing "": invalid syntax'),
+        ("1.5", 'strconv.Atoi: parsing "1.5": invalid syntax'),
+        (" 1", 'strconv.Atoi: parsing " 1": invalid syntax'),
+        ("1_000", 'strconv.Atoi: parsing "1_000": invalid syntax'),
+        ("٣", 'strconv.Atoi: parsing "٣": invalid syntax'),
+        ("9223372036854775808", 'strconv.Atoi: parsing "9223372036854775808": value out of range'),
+    ],
+)
+def test_atoi_refuses_what_go_refuses_with_its_words(text: str, error: str) -> None:
+    from manager.meta.strconv import atoi
+
+    with pytest.raises(ValueError) as refused:
+        atoi(text)
+    assert str(refused.value) == error

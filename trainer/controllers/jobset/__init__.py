@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from manager import Builder
+from manager.controller.handler import enqueue_from_map
 from manager.meta.gvk import JOB as JOB_GVK
 from manager.meta.gvk import NODE as NODE_GVK
 from manager.meta.gvk import POD as POD_GVK
@@ -41,7 +42,12 @@ async def setup(context: SetupContext) -> bool:
     await cache.get_informer(NODE_GVK)  # the leader's Node is read from the cache, as upstream
 
     default_metrics()
-    Builder(mgr).for_(JOBSET_GVK).owns(JOB_GVK).owns(SERVICE_GVK).named("jobset").complete(
+    builder = Builder(mgr).for_(JOBSET_GVK).owns(JOB_GVK).owns(SERVICE_GVK)
+    pods = steps.jobset_pods()
+    if pods is not None:  # v0.12.0's InPlaceRestart gate: a JobSet's pods reconcile it
+        await cache.index_field(POD_GVK, pods.index, pods.index_value)
+        builder = builder.watches(POD_GVK, enqueue_from_map(pods.jobsets_of))
+    builder.named("jobset").complete(
         JobSetReconciler(mgr.client, steps.event_recorder(context, "jobset"), steps=steps)
     )
     Builder(mgr).for_(POD_GVK).with_event_filter(leader_pod_predicate()).named("pod").complete(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from manager.meta.object import Json as Object
@@ -127,10 +127,14 @@ def restart_attempt(job: Object) -> int:
         raise RestartAttemptError(f'strconv.Atoi: parsing "{raw or ""}": invalid syntax') from None
 
 
-def classify_jobs(jobs: Iterable[Object], restarts: int) -> ChildJobs:
+def classify_jobs(
+    jobs: Iterable[Object], restarts: int, previous_attempt: Callable[[Object], bool] = lambda job: False
+) -> ChildJobs:
+    """Sort the Jobs: those of an earlier JobSet restart, or of an earlier attempt of their own
+    (``previous_attempt``: the release's RestartJob step), are ``previous``; the others by state."""
     owned = ChildJobs()
     for job in jobs:
-        if restart_attempt(job) < restarts:
+        if restart_attempt(job) < restarts or previous_attempt(job):
             owned.previous.append(job)
             continue
         finished, kind = job_finished(job)
@@ -179,8 +183,11 @@ def group_replicas(js: Object, group_name: str) -> str:
 # -- construction (2.9) ----------------------------------------------------------------------------
 
 
-def standard_keys(js: Object, rjob: Object, job_index: int) -> dict[str, str]:
-    """The labels (and identical annotations) every child Job and its pod template carry."""
+def standard_keys(
+    js: Object, rjob: Object, job_index: int, steps: ControllerSteps = V0_10_STEPS
+) -> dict[str, str]:
+    """The labels (and identical annotations) every child Job and its pod template carry; the
+    release may add its own (``job_restart_keys``: v0.12.0's ``job-restart-attempt``)."""
     js_name, namespace = name_of(js), str(meta(js).get("namespace") or "")
     rjob_name = str(rjob.get("name") or "")
     job_name = gen_job_name(js_name, rjob_name, job_index)
@@ -199,6 +206,7 @@ def standard_keys(js: Object, rjob: Object, job_index: int) -> dict[str, str]:
         c.JobGroupIndexKey: group_job_index(js, group, rjob_name, job_index),
         c.GroupReplicasKey: group_replicas(js, group),
     }
+    keys.update(steps.job_restart_keys(js, rjob_name, job_index))
     if spec_of(js).get("coordinator") is not None:
         keys[c.CoordinatorKey] = coordinator_endpoint(js)
     return keys
@@ -240,7 +248,7 @@ def construct_job(js: Object, rjob: Object, job_index: int, steps: ControllerSte
         "metadata": job_meta,
         "spec": copy.deepcopy(template.get("spec") or {}),
     }
-    keys = standard_keys(js, rjob, job_index)
+    keys = standard_keys(js, rjob, job_index, steps)
     extra = exclusive_annotations(js, rjob)
     _label_and_annotate(job, keys, extra)
     pod_template = job["spec"].setdefault("template", {})

@@ -30,13 +30,14 @@ from trainer.controllers.jobset.status import (
     set_condition,
     set_restart_ended,
 )
+from trainer.jobset.levels.controller import FailurePolicyError
 
 log = logging.getLogger(__name__)
 _ZERO_TIME = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
-class PolicyError(Exception):
-    """An error a policy step returns to the reconcile (retried with backoff)."""
+PolicyError = FailurePolicyError
+"""An error a policy step returns to the reconcile (retried with backoff)."""
 
 
 # -- terminal conditions ------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ def apply_failure_policy_rule_action(
 ) -> None:
     """``rule``: the failure-policy rule whose action this is (None: the default action)."""
     job_name = name_of(failed_job)
-    status = js.setdefault("status", {})
+    js.setdefault("status", {})
     if action == c.FailJobSet:
         set_jobset_failed(
             js,
@@ -158,7 +159,7 @@ def apply_failure_policy_rule_action(
         )
     elif action == c.RestartJobSet:
         max_restarts = int((spec_of(js).get("failurePolicy") or {}).get("maxRestarts") or 0)
-        if int(status.get("restartsCountTowardsMax") or 0) >= max_restarts:
+        if opts.steps.restarts_count_towards_max(js) >= max_restarts:
             set_jobset_failed(
                 js,
                 c.ReachedMaxRestartsReason,
@@ -192,7 +193,33 @@ def apply_failure_policy_rule_action(
             counts_towards_max=False,
         )
     else:
-        raise PolicyError(f"failed to find a corresponding action for the FailurePolicyRuleAction {action}")
+        restart_job(js, failed_job, action, opts, now, metrics)
+
+
+def restart_job(
+    js: Object,
+    failed_job: Object,
+    action: str,
+    opts: ReconcileOpts,
+    now: datetime.datetime,
+    metrics: JobSetMetrics,
+) -> None:
+    """Any other action is the release's (v0.12.0's RestartJob gate: recreate the failed Job
+    only); a release without it fails the pass with ``failed to find a corresponding action``.
+    The restart is in the status; at ``maxRestarts`` the JobSet fails instead."""
+    restarted = opts.steps.restart_job(js, failed_job, action)
+    if restarted is None:
+        set_jobset_failed(
+            js,
+            c.ReachedMaxRestartsReason,
+            msg_with_job(c.ReachedMaxRestartsMessage, name_of(failed_job)),
+            opts,
+            now,
+            metrics,
+        )
+        return
+    opts.should_update = True
+    opts.events.append(Event("Warning", restarted.reason, restarted.message))
 
 
 def restart_all(

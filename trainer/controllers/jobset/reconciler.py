@@ -18,8 +18,10 @@ from typing import Any
 
 from manager import Request, Result
 from manager.client.errors import AlreadyExists, Conflict, NotFound, RequestError
+from manager.client.patch import Patch
 from manager.events import Recorder
 from manager.meta.gvk import JOB as JOB_GVK
+from manager.meta.gvk import POD as POD_GVK
 from manager.meta.gvk import SERVICE as SERVICE_GVK
 from manager.meta.object import Json as Object
 from manager.meta.object import labels_of, meta_of, name_of
@@ -34,7 +36,7 @@ from trainer.controllers.jobset.metrics import JobSetMetrics, default_metrics
 from trainer.controllers.jobset.service import construct_headless_service
 from trainer.controllers.jobset.util import merge_maps, merge_slices
 from trainer.controllers.status_writes import StatusWrites
-from trainer.jobset.levels.controller import ControllerSteps
+from trainer.jobset.levels.controller import ControllerSteps, InPlaceRestartOutcome
 from trainer.jobset.levels.v0_10_controller import STEPS as V0_10_STEPS
 from trainer.jobset.objects import controller_uid
 
@@ -82,6 +84,10 @@ class JobCreationError(Exception):
 
 class VolumeClaimError(Exception):
     """Joined PVC create errors, one per volume-claim policy (Go's errors.Join)."""
+
+
+class JobScalingError(Exception):
+    """Joined Job patch errors of the scaling step, one per Job (Go's errors.Join)."""
 
 
 def all_jobs_ready(js: Object, statuses: list[Object]) -> bool:
@@ -164,7 +170,7 @@ class JobSetReconciler:
             log.debug("JobSet %s is managed by %s, skipping", name_of(js), managed_by)
             return None
         owned = await self.get_child_jobs(js)
-        statuses = S.replicated_jobs_statuses(js, owned)
+        statuses = S.replicated_jobs_statuses(js, owned, self.steps)
         self.update_replicated_jobs_statuses(js, statuses, opts)
 
         if S.jobset_finished(js):
@@ -187,6 +193,7 @@ class JobSetReconciler:
             await self.suspend_jobs(js, owned.active, opts)
         else:
             await self.resume_jobs_if_necessary(js, owned.active, statuses, opts)
+        await self.reconcile_in_place_restart(js, opts)
         return None
 
     async def create_service_and_jobs(
@@ -199,11 +206,13 @@ class JobSetReconciler:
         round trip less per new JobSet; docs/divergences.md J-12). A Service error still fails
         the pass with its Warning; the Jobs it did not hold back are the ones the next pass
         would create anyway. The volume claims come before the Jobs that mount them: a claim
-        that cannot be created holds the Jobs back, as upstream.
+        that cannot be created holds the Jobs back, as upstream; then the active Jobs' scaling
+        (ElasticJobSet), then the missing Jobs.
         """
 
         async def claims_then_jobs() -> list[Object]:
             await self.reconcile_volume_claim_policies(js)
+            await self.sync_job_scaling(js, owned.active)
             return await self.reconcile_replicated_jobs(js, owned, statuses, opts)
 
         service, jobs = await asyncio.gather(
@@ -222,7 +231,7 @@ class JobSetReconciler:
             field_selector={JOB_OWNER_KEY: self.steps.job_owner_key(js)},
         )
         restarts = int((js.get("status") or {}).get("restarts") or 0)
-        return J.classify_jobs(children, restarts)
+        return J.classify_jobs(children, restarts, lambda job: self.steps.previous_job_attempt(js, job))
 
     @staticmethod
     def update_replicated_jobs_statuses(js: Object, statuses: list[Object], opts: S.ReconcileOpts) -> None:
@@ -254,7 +263,7 @@ class JobSetReconciler:
             failed=owned.failed,
             previous=owned.previous,
         )
-        self.update_replicated_jobs_statuses(js, S.replicated_jobs_statuses(js, counted), opts)
+        self.update_replicated_jobs_statuses(js, S.replicated_jobs_statuses(js, counted, self.steps), opts)
 
     # -- finished JobSets: TTL (2.5) ------------------------------------------------------------------
 
@@ -382,6 +391,55 @@ class JobSetReconciler:
         if errors:
             cause = errors[0] if len(errors) == 1 else ExceptionGroup("PVC creation failed", errors)
             raise VolumeClaimError("\n".join(str(e) for e in errors)) from cause
+
+    # -- scaling (v0.12.0's ElasticJobSet gate: jobset-v0.12.md §1.11) -------------------------------
+
+    async def sync_job_scaling(self, js: Object, active: list[Object]) -> None:
+        """Merge-patch each active Job whose ``parallelism``/``completions`` its template changed
+        (the release's step says which; none without the gate). The Job is updated in place
+        with the server's answer, as controller-runtime's Patch does, so the later steps of the
+        pass write it at its new resourceVersion. Every Job is tried; the errors are joined."""
+        errors: list[RequestError] = []
+        messages: list[str] = []
+        for job, patch in self.steps.job_scaling_patches(js, active):
+            try:
+                stored = await self.client.patch(job, Patch.merge(patch))
+            except RequestError as err:
+                errors.append(err)
+                messages.append(f'failed to patch job "{name_of(job)}" for scaling: {err}')
+                continue
+            log.debug(
+                "patched child Job for horizontal pod scaling", extra={"job": _ref(job), "patch": patch}
+            )
+            if isinstance(stored, dict):
+                job.clear()
+                job.update(stored)
+        if errors:
+            cause = errors[0] if len(errors) == 1 else ExceptionGroup("job scaling failed", errors)
+            raise JobScalingError("\n".join(messages)) from cause
+
+    # -- in-place restarts (v0.12.0's InPlaceRestart gate: jobset-v0.12.md §1.10) ----------------------
+
+    async def reconcile_in_place_restart(self, js: Object, opts: S.ReconcileOpts) -> None:
+        """The last step of a pass that got this far, for a JobSet whose failure policy restarts
+        in place: its pods, read through the Pod index, set the status's in-place restart
+        attempts, or fail the JobSet with ``ReachedMaxRestarts`` (no first failed job: no Job
+        failed)."""
+        if not self.steps.restarts_in_place(js):
+            return
+        pods_of = self.steps.jobset_pods()
+        if pods_of is None:
+            return
+        pods = await self.client.list(
+            POD_GVK, namespace=meta_of(js).get("namespace"), field_selector={pods_of.index: pods_of.key(js)}
+        )
+        outcome = self.steps.in_place_restart(js, pods)
+        if outcome is InPlaceRestartOutcome.EXCEEDED_MAX_RESTARTS:
+            P.set_jobset_failed(
+                js, c.ReachedMaxRestartsReason, c.ReachedMaxRestartsMessage, opts, self.now(), self.metrics
+            )
+        elif outcome is InPlaceRestartOutcome.UPDATED:
+            opts.should_update = True
 
     # -- startup policy and dependsOn gating (2.11) ---------------------------------------------------
 

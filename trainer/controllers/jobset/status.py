@@ -53,12 +53,23 @@ def _pods_count(job: Object) -> int:
     return count
 
 
-def replicated_jobs_statuses(js: Object, owned: ChildJobs) -> list[Object]:
-    """One entry per rjob of the spec, counting current-attempt Jobs only, in spec order."""
+def replicated_jobs_statuses(
+    js: Object, owned: ChildJobs, steps: ControllerSteps = V0_10_STEPS
+) -> list[Object]:
+    """One entry per rjob of the spec, counting current-attempt Jobs only, in spec order; each
+    keeps the fields the release carries over (``replicated_job_status_fields``)."""
     statuses: dict[str, Object] = {}
     for rjob in replicated_jobs(js):
         name = str(rjob.get("name") or "")
-        statuses[name] = {"name": name, "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
+        statuses[name] = {
+            "name": name,
+            "ready": 0,
+            "succeeded": 0,
+            "failed": 0,
+            "active": 0,
+            "suspended": 0,
+            **steps.replicated_job_status_fields(js, name),
+        }
 
     def entry(job: Object) -> Object | None:
         rjob_name = labels_of(job).get(c.ReplicatedJobNameKey)

@@ -15,7 +15,7 @@ hands it to the components through the ``SetupContext``; nothing compares releas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainer.jobset.levels.admission import AdmissionSteps
 from trainer.jobset.levels.controller import ControllerSteps
@@ -33,3 +33,6 @@ class JobSetLevel:
     """The reconcilers' steps that differ between releases."""
     admission: AdmissionSteps
     """The webhooks' steps that differ between releases."""
+    feature_gates: frozenset[str] = field(default_factory=frozenset)
+    """The feature gates this release defines (``trainer.features``, component ``jobset``): the
+    only JobSet gates a manager at this level takes; its steps read them."""

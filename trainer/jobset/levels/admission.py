@@ -53,9 +53,14 @@ class AdmissionSteps(Protocol):
         """Create checks of ``failurePolicy.restartStrategy``, before every other check."""
         ...
 
-    def failure_action_problems(self, js: Object) -> list[Problem] | None:
-        """Create checks of the failure rules' actions, before the rules' own checks; a list
-        (even empty) ends the failure-policy checks there, None lets them go on."""
+    def failure_action_problems(self, js: Object) -> tuple[list[Problem], bool]:
+        """Create checks of the failure rules' actions, before the rules' own checks, and
+        whether the failure-policy checks go on after them."""
+        ...
+
+    def replicated_job_problems(self, js: Object, index: int, rjob: Object) -> list[Problem]:
+        """Create checks of one replicated job after the shared ones (``index``: its place in
+        ``spec.replicatedJobs``)."""
         ...
 
     def coordinator_problems(self, js: Object) -> list[Problem]:
@@ -75,6 +80,12 @@ class AdmissionSteps(Protocol):
     ) -> list[tuple[Object, Object]] | None:
         """(new, old) replicated jobs whose Kueue-mutable pod fields the update check takes from
         the old object while suspended; None: the replicated jobs count as changed."""
+        ...
+
+    def scaling_problems(self, old: Object, new: Object, new_rjobs: list[Object]) -> list[FieldError]:
+        """Update checks of changed ``parallelism``/``completions``, before the immutability
+        check; the replicated jobs they judge get the old values in ``new_rjobs`` (the copy that
+        check compares). None of them without the release's scaling."""
         ...
 
     def update_denial(self, js: Object, problems: Sequence[FieldError]) -> Denied:

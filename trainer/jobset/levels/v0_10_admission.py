@@ -47,8 +47,11 @@ class _Steps:
     def restart_strategy_problems(self, js: Object) -> list[Problem]:
         return []
 
-    def failure_action_problems(self, js: Object) -> list[Problem] | None:
-        return None
+    def failure_action_problems(self, js: Object) -> tuple[list[Problem], bool]:
+        return [], True
+
+    def replicated_job_problems(self, js: Object, index: int, rjob: Object) -> list[Problem]:
+        return []
 
     def coordinator_problems(self, js: Object) -> list[Problem]:
         return []
@@ -68,6 +71,9 @@ class _Steps:
         if len(new_rjobs) > len(old_rjobs):
             return None
         return list(zip(new_rjobs, old_rjobs, strict=False))
+
+    def scaling_problems(self, old: Object, new: Object, new_rjobs: list[Object]) -> list[FieldError]:
+        return []  # parallelism and completions are immutable like the rest of the replicated jobs
 
     def update_denial(self, js: Object, problems: Sequence[FieldError]) -> Denied:
         """``ErrorList.ToAggregate()``, 403."""

@@ -7,7 +7,13 @@ from manager.events import Recorder
 from manager.meta.object import Json as Object
 from manager.meta.object import name_of
 from trainer.jobset.conditions import ConditionOpts, RestartEnd
-from trainer.jobset.levels.controller import Recorders
+from trainer.jobset.levels.controller import (
+    FailurePolicyError,
+    InPlaceRestartOutcome,
+    JobRestart,
+    JobSetPods,
+    Recorders,
+)
 from trainer.jobset.objects import jobset_controller_ref
 
 __all__ = ["STEPS"]
@@ -46,6 +52,37 @@ class _Steps:
         return None  # there are no volumeClaimPolicies in v0.10.1
 
     def volume_claims(self, js: Object) -> list[list[Object]]:
+        return []
+
+    # v0.10.1 has no feature gates: no RestartJob, InPlaceRestart or ElasticJobSet
+
+    def previous_job_attempt(self, js: Object, job: Object) -> bool:
+        return False
+
+    def job_restart_keys(self, js: Object, rjob_name: str, job_index: int) -> dict[str, str]:
+        return {}
+
+    def replicated_job_status_fields(self, js: Object, rjob_name: str) -> Object:
+        return {}
+
+    def restarts_count_towards_max(self, js: Object) -> int:
+        return int((js.get("status") or {}).get("restartsCountTowardsMax") or 0)
+
+    def restart_job(self, js: Object, failed_job: Object, action: str) -> JobRestart | None:
+        raise FailurePolicyError(
+            f"failed to find a corresponding action for the FailurePolicyRuleAction {action}"
+        )
+
+    def jobset_pods(self) -> JobSetPods | None:
+        return None
+
+    def restarts_in_place(self, js: Object) -> bool:
+        return False
+
+    def in_place_restart(self, js: Object, pods: list[Object]) -> InPlaceRestartOutcome:
+        return InPlaceRestartOutcome.UNCHANGED
+
+    def job_scaling_patches(self, js: Object, active_jobs: list[Object]) -> list[tuple[Object, Object]]:
         return []
 
     def leader_job_pods(self, leader: Object, pods: list[Object]) -> list[Object]:

@@ -11,8 +11,11 @@ What v0.12.0 (``pkg/webhooks/jobset_webhook.go``, ``pod_webhook.go``) does diffe
 * ``volumeClaimPolicies[].retentionPolicy`` defaults to ``{whenDeleted: Delete}`` and the
   policies are checked (names, a matching volumeMount, no clashing volume, an existing PVC);
 * the coordinator's endpoint must be a valid label value;
-* with the feature gates off (v0.12.0's default), ``InPlaceRestart`` and the ``RestartJob``
-  actions are refused;
+* the release's feature gates (``trainer.features``, off by default): with ``InPlaceRestart``
+  off the restart strategy ``InPlaceRestart`` is refused, on its replicated jobs must suit it;
+  with ``RestartJob`` off the ``RestartJob`` actions are refused, on they limit ``replicas``;
+  with ``ElasticJobSet`` on an Indexed replicated job may change ``parallelism`` and
+  ``completions`` (``v0_12_elastic``);
 * on update while suspended the Kueue-mutable fields are taken from the old replicated job of
   the same name;
 * the Pod defaulter labels every JobSet pod with its priority, and a leader on a Node that is
@@ -33,9 +36,11 @@ from manager.meta.validation import is_dns1123_subdomain, is_valid_label_value
 from manager.scheme import GroupVersionKind
 from manager.webhook import CustomDefaulter, Denied, Handler, defaulting_handler
 from manager.webhook.custom import Decode, Encode
+from trainer import features
 from trainer.api import gocodec
 from trainer.api import jobset_constants as c
 from trainer.api.v2_3 import jobset_constants as c23
+from trainer.jobset.levels import v0_12_elastic as elastic
 from trainer.jobset.levels.admission import Problem
 from trainer.jobset.placement import PlacementError
 
@@ -44,9 +49,15 @@ __all__ = ["STEPS"]
 GROUP, KIND, API_VERSION = "jobset.x-k8s.io", "JobSet", "jobset.x-k8s.io/v1alpha2"
 PVC = GroupVersionKind("", "v1", "PersistentVolumeClaim")
 MAX_VOLUME_CLAIM_LENGTH = 63
+MAX_INT32 = 2147483647
 NIL_PATH = "<nil>"
 """What a nil ``*field.Path`` prints: the field of a plain error made a ``field.InternalError``."""
 TYPES = gocodec.JOBSET_V0_12_TYPES_FILE
+
+
+def _in_place_restart(js: Object) -> bool:
+    policy = (js.get("spec") or {}).get("failurePolicy")
+    return policy is not None and policy.get("restartStrategy") == c23.InPlaceRestart
 
 
 def _field_errors(problems: Sequence[Problem]) -> list[FieldError]:
@@ -135,22 +146,74 @@ class _Steps:
                 policy["retentionPolicy"] = {"whenDeleted": c23.RetentionPolicyDelete}
 
     def restart_strategy_problems(self, js: Object) -> list[Problem]:
-        policy = (js.get("spec") or {}).get("failurePolicy")
-        if policy is not None and policy.get("restartStrategy") == c23.InPlaceRestart:
+        """``InPlaceRestart`` only with its feature gate on."""
+        if _in_place_restart(js) and not features.enabled(features.InPlaceRestart):
             return [
                 "InPlaceRestart restart strategy cannot be set when InPlaceRestart feature gate is disabled"
             ]
         return []
 
-    def failure_action_problems(self, js: Object) -> list[Problem] | None:
-        """A RestartJob action with the RestartJob gate off ends the failure-policy checks."""
+    def failure_action_problems(self, js: Object) -> tuple[list[Problem], bool]:
+        """A RestartJob action: with the RestartJob gate off, refused and the failure-policy
+        checks end there; on, no replicated job may have more than 1024 replicas (the length
+        limit of the status's per-Job counts) and the checks go on."""
         rules = ((js.get("spec") or {}).get("failurePolicy") or {}).get("rules") or []
-        if any(rule.get("action") in (c23.RestartJob, c23.RestartJobAndIgnoreMaxRestarts) for rule in rules):
+        if not any(
+            rule.get("action") in (c23.RestartJob, c23.RestartJobAndIgnoreMaxRestarts) for rule in rules
+        ):
+            return [], True
+        if not features.enabled(features.RestartJob):
             return [
                 "RestartJob and RestartJobAndIgnoreMaxRestarts failure policy actions are not allowed when "
                 "RestartJob feature gate is disabled"
-            ]
-        return None
+            ], False
+        for rjob in (js.get("spec") or {}).get("replicatedJobs") or []:
+            if int((rjob or {}).get("replicas") or 0) > c23.JobRestartsMaxItems:
+                return [
+                    "JobSet cannot have a failure policy rule with RestartJob or RestartJobAndIgnoreMaxRestarts "
+                    f"action and a replicated job with replicas > {c23.JobRestartsMaxItems}"
+                ], True
+        return [], True
+
+    def replicated_job_problems(self, js: Object, index: int, rjob: Object) -> list[Problem]:
+        """With the InPlaceRestart gate on and that strategy: each replicated job's Jobs must
+        never fail (``backoffLimit`` MaxInt32), replace only failed pods, and have
+        ``completions`` equal to ``parallelism`` (the controller counts the pods by them)."""
+        if not (features.enabled(features.InPlaceRestart) and _in_place_restart(js)):
+            return []
+        spec = ((rjob or {}).get("template") or {}).get("spec") or {}
+        name = str((rjob or {}).get("name") or "")
+        path = f"spec.replicatedJobs[{index}].template.spec"
+        problems: list[Problem] = []
+        backoff = spec.get("backoffLimit")
+        if backoff is None or int(backoff) != MAX_INT32:
+            problems.append(
+                FieldError.invalid(
+                    f"{path}.backoffLimit",
+                    backoff,
+                    f"replicatedJob {name}: must be set to {MAX_INT32} (MaxInt32) when in-place restart is enabled",
+                )
+            )
+        replacement = spec.get("podReplacementPolicy")
+        if replacement != "Failed":
+            problems.append(
+                FieldError.invalid(
+                    f"{path}.podReplacementPolicy",
+                    replacement,
+                    f"replicatedJob {name}: must be set to Failed when in-place restart is enabled",
+                )
+            )
+        completions, parallelism = spec.get("completions"), spec.get("parallelism")
+        if completions is None or parallelism is None or int(completions) != int(parallelism):
+            problems.append(
+                FieldError.invalid(
+                    f"{path}.completions",
+                    completions,
+                    f"replicatedJob {name}: completions and parallelism must be set and equal to each other "
+                    "when in-place restart is enabled",
+                )
+            )
+        return problems
 
     def coordinator_problems(self, js: Object) -> list[Problem]:
         """``validateCoordinatorLabelValue``: the coordinator endpoint is a label value."""
@@ -257,6 +320,15 @@ class _Steps:
             for rjob in new_rjobs
             if (name := str((rjob or {}).get("name") or "")) in old_by_name
         ]
+
+    def scaling_problems(self, old: Object, new: Object, new_rjobs: list[Object]) -> list[FieldError]:
+        """With the ElasticJobSet gate on: the scaling rules, and the Indexed replicated jobs'
+        ``parallelism``/``completions`` left out of the immutability check."""
+        if not features.enabled(features.ElasticJobSet):
+            return []
+        problems = elastic.scaling_problems(old, new)
+        elastic.mask_scaling(list((old.get("spec") or {}).get("replicatedJobs") or []), new_rjobs)
+        return problems
 
     def update_denial(self, js: Object, problems: Sequence[FieldError]) -> Denied:
         return Denied.invalid(GROUP, KIND, name_of(js), list(problems))
