@@ -35,7 +35,7 @@ from manager.meta.object import json_kind
 from manager.meta.quantity import Quantity, QuantityError
 from manager.meta.times import format_time
 
-__all__ = ["Codec", "GoDecodeError", "GoStruct", "GoType", "codec", "codec_for", "marshal"]
+__all__ = ["Codec", "GoDecodeError", "GoStruct", "GoType", "codec", "codec_for", "encode_struct", "marshal"]
 
 TYPES_FILE = "go-types.json"
 """The Go types of jobset v0.10.1, trainer v2.1.0 and k8s.io/api v0.34 (level v2.1)."""
@@ -54,6 +54,9 @@ QUANTITY = "k8s.io/apimachinery/pkg/api/resource.Quantity"
 INT_OR_STRING = "k8s.io/apimachinery/pkg/util/intstr.IntOrString"
 TIME = "k8s.io/apimachinery/pkg/apis/meta/v1.Time"
 FIELDS_V1 = "k8s.io/apimachinery/pkg/apis/meta/v1.FieldsV1"
+VOLUME_CLAIM_POLICY = "sigs.k8s.io/jobset/api/jobset/v1alpha2.VolumeClaimPolicy"
+"""JobSet v0.12.0's ``spec.volumeClaimPolicies[]`` (in ``JOBSET_V0_12_TYPES_FILE`` and
+``TRAINER_V2_3_TYPES_FILE``)."""
 
 # The Go struct of each kind our webhooks decode, by (apiVersion, kind).
 ROOTS = {
@@ -572,6 +575,12 @@ def codec_for(api_version: str, kind: str, types_file: str = TYPES_FILE) -> Code
         _structs(types_file)[ROOTS[(api_version, kind)]],
         embedded_in_path=types_file in EMBEDDED_IN_ERROR_PATH,
     )
+
+
+def encode_struct(obj: dict[str, Any], key: str, types_file: str = TYPES_FILE) -> dict[str, Any]:
+    """``obj`` as ``json.Marshal`` of the Go struct ``key`` (package path + name) of
+    ``types_file`` writes it: in place, returned; unknown fields kept."""
+    return _encode_struct(obj, _structs(types_file)[key])
 
 
 def codec(key: str) -> GoStruct:

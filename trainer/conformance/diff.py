@@ -91,9 +91,19 @@ class Divergence:
     id: str
     where: str  # fnmatch pattern over Difference.where
     reason: str = ""
+    ours: Any = None
+    """When set, only a difference where our side has exactly this value is excused
+    (``<absent>``: ours has no such object or field), so a one-sided divergence cannot hide the
+    other side's."""
+    theirs: Any = None
+    """The same for the Go side."""
 
     def excuses(self, diff: Difference) -> bool:
-        return fnmatch.fnmatchcase(diff.where, self.where)
+        return (
+            fnmatch.fnmatchcase(diff.where, self.where)
+            and (self.ours is None or diff.ours == self.ours)
+            and (self.theirs is None or diff.theirs == self.theirs)
+        )
 
 
 def load_divergences(path: Path = DIVERGENCES_FILE) -> list[Divergence]:
@@ -104,7 +114,15 @@ def load_divergences(path: Path = DIVERGENCES_FILE) -> list[Divergence]:
         if not isinstance(entry, dict) or not entry.get("id") or not entry.get("where"):
             raise ValueError(f"{path}: every divergence needs an id and a where pattern, got {entry!r}")
         for pattern in entry["where"] if isinstance(entry["where"], list) else [entry["where"]]:
-            out.append(Divergence(str(entry["id"]), str(pattern), str(entry.get("reason", ""))))
+            out.append(
+                Divergence(
+                    str(entry["id"]),
+                    str(pattern),
+                    str(entry.get("reason", "")),
+                    ours=entry.get("ours"),
+                    theirs=entry.get("theirs"),
+                )
+            )
     return out
 
 

@@ -164,6 +164,29 @@ def test_listed_divergences_excuse_only_their_pattern(
     assert report([ScenarioResult("s", diffs[:1], 3, 2, [])], listed, show_listed=False) == 0
 
 
+def test_a_one_sided_divergence_excuses_only_the_side_it_names(tmp_path: Path) -> None:
+    listed = tmp_path / "d.yaml"
+    listed.write_text(
+        "divergences:\n- {id: T-16, where: 's: */Event/TrainJob/*/Failed .', ours: '<absent>'}\n"
+    )
+    theirs_only = Difference("s", "final/Event/TrainJob/a/Failed", "", MISSING, "<present>")
+    ours_only = Difference("s", "final/Event/TrainJob/b/Failed", "", "<present>", MISSING)
+    unlisted, excused = classify([theirs_only, ours_only], load_divergences(listed))
+    assert [(d.key, i) for d, i in excused] == [("final/Event/TrainJob/a/Failed", "T-16")]
+    assert unlisted == [ours_only]
+
+
+def test_the_listed_torchtune_race_excuses_only_an_event_ours_lacks() -> None:
+    """T-16 as divergences.yaml lists it: the Go side's spurious event, never one of ours."""
+    where = "final/Event/TrainJob/tune-qwen/TrainJobResourcesCreationFailed"
+    theirs_only = Difference("shipped-torchtune-cache", where, "", MISSING, "<present>")
+    ours_only = Difference("shipped-torchtune-cache", where, "", "<present>", MISSING)
+    elsewhere = Difference("other", where, "", MISSING, "<present>")
+    unlisted, excused = classify([theirs_only, ours_only, elsewhere], load_divergences())
+    assert [(d, i) for d, i in excused] == [(theirs_only, "T-16")]
+    assert unlisted == [ours_only, elsewhere]
+
+
 def test_json_patch_as_webhooks_answer() -> None:
     obj = {"spec": {"a": [1, 2], "b": {"c": 1}}}
     patched = _apply_json_patch(

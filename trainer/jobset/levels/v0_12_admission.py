@@ -44,7 +44,7 @@ from trainer.jobset.levels import v0_12_elastic as elastic
 from trainer.jobset.levels.admission import Problem
 from trainer.jobset.placement import PlacementError
 
-__all__ = ["STEPS"]
+__all__ = ["STEPS", "default_retention_policies"]
 
 GROUP, KIND, API_VERSION = "jobset.x-k8s.io", "JobSet", "jobset.x-k8s.io/v1alpha2"
 PVC = GroupVersionKind("", "v1", "PersistentVolumeClaim")
@@ -58,6 +58,14 @@ TYPES = gocodec.JOBSET_V0_12_TYPES_FILE
 def _in_place_restart(js: Object) -> bool:
     policy = (js.get("spec") or {}).get("failurePolicy")
     return policy is not None and policy.get("restartStrategy") == c23.InPlaceRestart
+
+
+def default_retention_policies(spec: Object) -> None:
+    """``spec.volumeClaimPolicies``: each policy without a retention policy gets
+    ``{whenDeleted: Delete}`` (in place), what the defaulting webhook writes on create."""
+    for policy in spec.get("volumeClaimPolicies") or []:
+        if isinstance(policy, dict) and policy.get("retentionPolicy") is None:
+            policy["retentionPolicy"] = {"whenDeleted": c23.RetentionPolicyDelete}
 
 
 def _field_errors(problems: Sequence[Problem]) -> list[FieldError]:
@@ -141,9 +149,7 @@ class _Steps:
 
     def default_jobset(self, js: Object) -> None:
         """Each volume claim policy without a retention policy: ``{whenDeleted: Delete}``."""
-        for policy in (js.get("spec") or {}).get("volumeClaimPolicies") or []:
-            if policy.get("retentionPolicy") is None:
-                policy["retentionPolicy"] = {"whenDeleted": c23.RetentionPolicyDelete}
+        default_retention_policies(js.get("spec") or {})
 
     def restart_strategy_problems(self, js: Object) -> list[Problem]:
         """``InPlaceRestart`` only with its feature gate on."""

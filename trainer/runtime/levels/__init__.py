@@ -167,6 +167,13 @@ class RuntimeBuild(Protocol):
         not found is a ``RuntimeFailure``."""
         ...
 
+    def volume_claim_policies(self, jobset_spec: Json) -> None:
+        """JobSet ``Build``: the document's ``volumeClaimPolicies`` as the JobSet stores them,
+        in place, so that applying it again changes nothing (v2.3: Go's encoding and JobSet
+        v0.12.0's create-time default retention policy; v2.1: nothing, JobSet v0.10.1 has no
+        such field)."""
+        ...
+
 
 @dataclass(frozen=True)
 class MPISSHAuthModes:

@@ -53,5 +53,8 @@ class ReplaceInBuilder:
         """None: v2.1.0's torch policy has no ``envInjection``."""
         return []
 
+    def volume_claim_policies(self, jobset_spec: Json) -> None:
+        """Nothing: JobSet v0.10.1 has no ``volumeClaimPolicies``."""
+
 
 REPLACE_IN_BUILDER = ReplaceInBuilder()

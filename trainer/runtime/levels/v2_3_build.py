@@ -14,16 +14,29 @@
   job's ``replicas`` (as the runtime has them, before the builder sets the trainer's to one).
 * Torch ``envInjection``: the ``PET_*`` env of the trainer, the master address and port included,
   into every target container (regular before init containers of the named PodSet).
+* The JobSet's ``volumeClaimPolicies`` as the JobSet stores them (docs/behaviour/trainer.md
+  §12.16): encoded as Go's typed ``VolumeClaimPolicy`` writes them (a PVC template's
+  ``status: {}``), as upstream's apply document has them, and each policy without a retention
+  policy given ``{whenDeleted: Delete}``, JobSet v0.12.0's default. That default is written by
+  JobSet's defaulting webhook on create only, into a list that is atomic and immutable (the CRD's
+  ``self == oldSelf``): upstream's apply document leaves it out, so every later apply of the
+  JobSet (a pass before the cache has seen the JobSet just created, a suspended TrainJob's
+  reconciles, its resume) is refused ``spec.volumeClaimPolicies: Invalid value: Value is
+  immutable``. With the default in the document those applies change nothing
+  (docs/divergences.md T-16).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from manager.meta.object import Json
+from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import MLPolicy, Trainer, TrainJob
+from trainer.jobset.levels.v0_12_admission import default_retention_policies
 from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import ContainerInfo, Info
 from trainer.runtime.resources import canonical_quantities
@@ -120,6 +133,20 @@ class MergeInRuntimeInfo:
                     )
                 found.append(container)
         return found
+
+    def volume_claim_policies(self, jobset_spec: Json) -> None:
+        policies = jobset_spec.get("volumeClaimPolicies")
+        if not isinstance(policies, list):
+            return
+        for policy in policies:
+            # a value the struct cannot hold is sent as it is, for the API server to refuse
+            if isinstance(policy, dict):
+                with contextlib.suppress(KeyError, TypeError, ValueError):
+                    gocodec.encode_struct(
+                        policy, gocodec.VOLUME_CLAIM_POLICY, gocodec.JOBSET_V0_12_TYPES_FILE
+                    )
+        # the webhook's create-time default, so that a later apply sends what is stored
+        default_retention_policies(jobset_spec)
 
 
 MERGE_IN_RUNTIME_INFO = MergeInRuntimeInfo()

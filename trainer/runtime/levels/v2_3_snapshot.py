@@ -43,7 +43,6 @@ __all__ = [
 RUNTIME_SNAPSHOT_SUFFIX = "-runtime-snapshot"
 RUNTIME_DATA_KEY = "runtime"
 _INVALID = "invalid runtime snapshot: "
-VOLUME_CLAIM_POLICY = "sigs.k8s.io/jobset/api/jobset/v1alpha2.VolumeClaimPolicy"
 
 
 def snapshot_name(trainjob: TrainJob) -> str:
@@ -70,10 +69,9 @@ def _encode_volume_claim_policies(doc: Json) -> None:
     policies = (template.get("spec") or {}).get("volumeClaimPolicies")
     if not isinstance(policies, list):
         return
-    struct = gocodec._structs(gocodec.JOBSET_V0_12_TYPES_FILE)[VOLUME_CLAIM_POLICY]
     for policy in policies:
         if isinstance(policy, dict):
-            gocodec._encode_struct(policy, struct)
+            gocodec.encode_struct(policy, gocodec.VOLUME_CLAIM_POLICY, gocodec.JOBSET_V0_12_TYPES_FILE)
 
 
 def encode_runtime(runtime: Json) -> str:

@@ -258,6 +258,7 @@ class JobSet:
         apply_initializers(spec, trainjob)
         apply_trainer(spec, trainjob, info, self._level)
         apply_pod_metadata(spec, info)
+        self._level.build.volume_claim_policies(spec)
         if "suspend" in trainjob.spec.model_fields_set:
             spec["suspend"] = trainjob.spec.suspend
         if existing is not None:
