@@ -69,7 +69,12 @@ def env_names(container: Json) -> list[str]:
     return [e["name"] for e in container.get("env") or ()]
 
 
-@pytest.mark.parametrize("case", sorted(GO))
+DELIBERATE = {"volume_claim_policies"}
+"""Cases where ours differs on purpose, compared by their own tests: the default retention policy
+(docs/divergences.md T-16, ``test_runtime_volume_claims_v2_3.py``)."""
+
+
+@pytest.mark.parametrize("case", sorted(set(GO) - DELIBERATE))
 async def test_what_upstream_v2_3_0_builds(case: str) -> None:
     assert await build(case) == go(case)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 from runtime_fixtures import FakeReader, RecordingIndexer
+from test_runtime_features_v2_3 import build, go
 from test_runtime_shipped import stored_trainjob
 from test_runtime_snapshot_v2_3 import RecordingWriter
 
@@ -94,6 +95,19 @@ async def test_v2_3_sends_the_policies_as_stored_from_the_live_runtime_and_from_
     # second apply of this document leaves the immutable list as it is
     stored = as_jobset_v0_12_defaults(first["spec"])
     assert stored["volumeClaimPolicies"] == first["spec"]["volumeClaimPolicies"]
+
+
+async def test_v2_3_builds_upstreams_objects_but_for_the_default_retention_policy() -> None:
+    """``volume_claim_policies`` of ``testdata/features_go_v2_3_0.json``: what Trainer v2.3.0's own
+    runtime builds (``NewObjects``): the PVC templates' ``status: {}``, the quantities canonical,
+    no retention policy where the runtime has none (JobSet's webhook adds it on create)."""
+    ours, theirs = await build("volume_claim_policies"), go("volume_claim_policies")
+    assert isinstance(ours, list) and isinstance(theirs, list)
+    upstream = jobset_of(theirs)["spec"]["volumeClaimPolicies"]
+    assert "retentionPolicy" not in upstream[0]
+    assert upstream[1]["retentionPolicy"] == {"whenDeleted": "Retain"}
+    upstream[0]["retentionPolicy"] = {"whenDeleted": "Delete"}  # the one difference (T-16)
+    assert ours == theirs
 
 
 def policies_doc(*policies: Json) -> Json:

@@ -1,6 +1,7 @@
 """Regenerate ../features_go_v2_3_0.json: what Trainer v2.3.0's own runtime builds (main.go here:
 ``core.New(...).NewObjects`` on a fake client) for the cases below -- torch ``envInjection``,
-``resourcesPerNode`` merged per key, ``SyncParallelCount`` and the endpoints of every replica.
+``resourcesPerNode`` merged per key, ``SyncParallelCount``, the endpoints of every replica and the
+JobSet's ``volumeClaimPolicies``.
 
 Run from this directory: ``python generate.py`` (Go >= 1.26 and the module proxy, or a module
 cache that has trainer v2.3.0's dependencies). The MPI SSH key Secret's data is masked.
@@ -224,6 +225,37 @@ def cases() -> dict[str, tuple[Json, Json]]:
         training_runtime(rjobs=[rjob("node", "trainer", [{"name": "node", "image": "img"}], parallelism=5)]),
         trainjob(trainer={"numNodes": 2}),
     )
+
+    # JobSet volumeClaimPolicies as the shipped torchtune runtimes have them, one with its own
+    # retention policy (docs/behaviour/trainer.md §12.16)
+    mounted = {
+        "name": "node",
+        "image": "img",
+        "volumeMounts": [{"name": "initializer", "mountPath": "/workspace"}],
+    }
+    claims = training_runtime(
+        rjobs=[rjob("node", "trainer", [mounted])], ml_policy={"numNodes": 1, "torch": {}}
+    )
+    claims["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
+        {
+            "templates": [
+                {
+                    "metadata": {"name": "initializer"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "20Gi"}},
+                    },
+                }
+            ]
+        },
+        {
+            "templates": [
+                {"metadata": {"name": "kept"}, "spec": {"resources": {"requests": {"storage": "1024Mi"}}}}
+            ],
+            "retentionPolicy": {"whenDeleted": "Retain"},
+        },
+    ]
+    out["volume_claim_policies"] = (claims, trainjob(trainer={"numNodes": 1}))
     return out
 
 
