@@ -9,14 +9,17 @@ the pid still belongs to the binary we started.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ctypes
+import fcntl
 import os
 import random
 import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -70,12 +73,43 @@ def _listen_ports() -> range:
     return range(start, end + 1)
 
 
+_RESERVATIONS_DIR = Path(tempfile.gettempdir()) / "envtest-ports"
+_RESERVATIONS_KEPT = 512
+_reservations: collections.deque[int] = collections.deque()
+
+
+def _reserve(port: int) -> bool:
+    """Hold ``port`` for this process against every other process that picks ports here.
+
+    A port handed out is free but not yet bound: another process (a ``make run`` started by a
+    test with ports the test picked, a second test run) could pick it in that window and one of
+    the two listeners would then fail. Each handed-out port is held by an exclusive ``flock``
+    on ``$TMPDIR/envtest-ports/<port>`` until this process exits (the kernel releases it) or it
+    is among the oldest reservations past the last ``_RESERVATIONS_KEPT`` (bound long since).
+    """
+    try:
+        _RESERVATIONS_DIR.mkdir(exist_ok=True)
+        fd = os.open(_RESERVATIONS_DIR / str(port), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return True  # no shared directory: fall back to the bind check alone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _reservations.append(fd)
+    if len(_reservations) > _RESERVATIONS_KEPT:
+        os.close(_reservations.popleft())
+    return True
+
+
 def free_port() -> int:
     """A loopback port that was free a moment ago and that no outbound connection can take.
 
-    Picked at random outside the ephemeral range, never twice in one process; other
-    processes picking the same way race only with a small chance (callers retry on a lost
-    race). Falls back to ``bind(0)`` when the whole range is taken.
+    Picked at random outside the ephemeral range, never twice in one process and never one
+    another process picking the same way still holds (``_reserve``): a listener can lose it
+    only to a program that binds ports without asking here. Falls back to ``bind(0)`` when the
+    whole range is taken.
     """
     ports = _listen_ports()
     for _ in range(200):
@@ -87,6 +121,8 @@ def free_port() -> int:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if not _reserve(port):
+            continue
         _handed_out.add(port)
         return port
     with socket.socket() as sock:

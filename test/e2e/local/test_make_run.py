@@ -10,10 +10,12 @@ import signal
 import sys
 from pathlib import Path
 
-from manager.client.errors import NotFound
+from manager.client.errors import NotFound, TransportError
+from manager.client.interfaces import Reader
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest.process import free_port, pid_alive
+from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 from trainer import levels
@@ -22,6 +24,26 @@ ROOT = Path(__file__).resolve().parents[3]
 TRAINJOB = GroupVersionKind("trainer.kubeflow.org", "v1alpha1", "TrainJob")
 CRD = GroupVersionKind("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
 CONFIGMAP = GroupVersionKind("", "v1", "ConfigMap")
+
+
+class RunEnded(Exception):
+    """`make run` ended while the test still needed it (not retried: its log says why)."""
+
+
+def log_tail(log: Path) -> str:
+    return log.read_text()[-6000:]
+
+
+async def status_of(client: Reader, name: str, run: asyncio.subprocess.Process, log: Path) -> Json:
+    """The TrainJob's status; a `make run` that ended, or whose cluster is gone, ends the wait
+    with its log instead of a bare connection error."""
+    if run.returncode is not None:
+        raise RunEnded(f"make run exited with {run.returncode}:\n{log_tail(log)}")
+    try:
+        trainjob = await client.get(TRAINJOB, name, "default")
+    except TransportError as err:
+        raise RunEnded(f"the local cluster went away ({err}); make run's log:\n{log_tail(log)}") from err
+    return trainjob.get("status") or {}
 
 
 async def test_make_run_trains_a_job_and_stops_clean(tmp_path: Path) -> None:
@@ -70,7 +92,7 @@ async def test_make_run_trains_a_job_and_stops_clean(tmp_path: Path) -> None:
             await eventually(created, timeout=120, retry_on=(Exception,))
 
             async def complete() -> None:
-                status = (await client.get(TRAINJOB, "mnist", "default")).get("status") or {}
+                status = await status_of(client, "mnist", run, log)
                 conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
                 assert conditions.get("Complete") == "True", status
 
@@ -162,7 +184,7 @@ async def test_make_cluster_up_and_run_at_level_v2_3_install_and_run_that_level(
                 assert stored["spec"]["runtimePatches"][0]["time"].endswith("Z"), stored["spec"]
 
                 async def complete() -> None:
-                    status = (await client.get(TRAINJOB, "patched", "default")).get("status") or {}
+                    status = await status_of(client, "patched", run, log)
                     conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
                     assert conditions.get("Complete") == "True", status
 

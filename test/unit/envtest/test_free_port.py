@@ -8,6 +8,9 @@ replica once crash-looped on EADDRINUSE for two minutes that way.
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +48,44 @@ def test_an_overlapping_tuned_range_moves_our_ports_below_it(monkeypatch: pytest
     monkeypatch.setattr(process, "_ephemeral_range", lambda: (15000, 65000))
     ports = process._listen_ports()
     assert ports.start == 10000 and ports[-1] == 14999
+
+
+def test_a_port_another_process_picked_is_not_handed_out_until_it_exits(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A test that picks ports for a ``make run`` it starts, and the control plane that
+    ``make run`` starts, pick from the same range in two processes: neither may get a port the
+    other picked and has not bound yet (CI once saw a manager and its own API server collide)."""
+    monkeypatch.setattr(process, "_RESERVATIONS_DIR", tmp_path)
+    first = free_port()
+    window = range(first, first + 12)
+    other = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pathlib\n"
+            "from manager.envtest import process as p\n"
+            f"p._RESERVATIONS_DIR = pathlib.Path({str(tmp_path)!r})\n"
+            f"p._listen_ports = lambda: range({window.start}, {window.stop})\n"
+            "print(' '.join(str(p.free_port()) for _ in range(6)), flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(process.__file__).resolve().parents[2],
+    )
+    try:
+        assert other.stdout is not None
+        theirs = {int(p) for p in other.stdout.readline().split()}
+        assert first not in theirs  # held by this process since it was handed out
+        monkeypatch.setattr(process, "_listen_ports", lambda: window)
+        monkeypatch.setattr(process, "_handed_out", set())
+        ours = {free_port() for _ in range(3)}
+        assert ours.isdisjoint(theirs) and ours <= set(window), (ours, theirs)
+    finally:
+        other.communicate("", timeout=30)
+    # once that process is gone its ports are free to pick again
+    monkeypatch.setattr(process, "_handed_out", set(ours | {first}))
+    again = {free_port() for _ in range(len(window) - len(ours) - 1)}
+    assert theirs <= again, (theirs, again)
