@@ -304,7 +304,9 @@ def update_problems(old: Object, new: Object, steps: AdmissionSteps = _V0_10) ->
             for rjob, old_rjob in pairs:
                 _copy_kueue_fields(rjob, old_rjob)
     if immutable_rjobs or _semantic(new_rjobs) != _semantic(old_rjobs):
-        rjobs = new_spec.get("replicatedJobs")
+        # Go prints the copy it compared: the Kueue fields (and, with ElasticJobSet, the scaled
+        # values) already taken from the old object
+        rjobs = munged.get("replicatedJobs")
         # Go prints the typed []ReplicatedJob (field order, zero fields), not the JSON we got
         rjobs_type = gocodec.field_type(API_VERSION, KIND, "spec.replicatedJobs", steps.go_types)
         typed = gocodec.marshal(rjobs, rjobs_type) if isinstance(rjobs, dict | list) else None

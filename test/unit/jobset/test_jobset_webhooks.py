@@ -501,3 +501,15 @@ def test_immutable_replicated_jobs_value_is_written_as_go_marshals_the_typed_sli
         '{"metadata":{},"spec":{"containers":[{"name":"c","image":"busybox","resources":{"limits":'
         '{"cpu":"1","memory":"1Gi"}}}],"restartPolicy":"Never"}}}},"replicas":2}]: field is immutable'
     ]
+
+
+def test_the_immutability_error_prints_the_replicated_jobs_as_compared() -> None:
+    """Go prints the munged copy it compared: a suspended JobSet whose Kueue fields change
+    together with an immutable one shows the old node selector, not the one sent."""
+    old = with_suspend(BASE, True)
+    new = with_suspend(BASE, True)
+    pod_tpl(new)["spec"]["nodeSelector"] = {"pool": "a"}
+    new["spec"]["replicatedJobs"][0]["replicas"] = 3
+    (err,) = upd(old, new)
+    assert err.startswith(IMMUTABLE) and err.endswith(": field is immutable"), err
+    assert '"replicas":3' in err and "pool" not in err, err

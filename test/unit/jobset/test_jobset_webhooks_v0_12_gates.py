@@ -258,3 +258,16 @@ async def test_v0_10_scaling_is_immutable_whatever_is_set() -> None:
         answer = await update(V0_10, elastic(2, 2), elastic(4, 4))
     assert (answer.allowed, answer.code) == (False, 403)
     assert answer.message.endswith("field is immutable")
+
+
+async def test_the_immutability_error_prints_the_replicated_jobs_as_compared() -> None:
+    """Go prints its munged copy: a scale that comes with another change shows the old
+    parallelism and completions (conformance invalid-inputs, with the gate on, found ours
+    printing the new ones)."""
+    new = elastic(4, 4)
+    new["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["image"] = "b:2"
+    with features.override("ElasticJobSet", True):
+        answer = await update(V0_12, elastic(2, 2), new)
+    assert answer.message.endswith(": field is immutable"), answer.message
+    assert '"parallelism":2,"completions":2' in answer.message, answer.message
+    assert '"image":"b:2"' in answer.message, answer.message
