@@ -45,8 +45,10 @@ venv: $(STAMP)
 build-assets: $(STAMP)
 	$(PY) -c 'from manager.envtest import assets; assets.ensure(assets.FULL); print(assets.assets_dir())'
 
+# The unit and integration tiers in one pytest process and the e2e tier in another, side by side
+# (test/tiers.py): the e2e tier waits on local clusters much of the time.
 test: $(STAMP) build-assets
-	$(PY) -m pytest test -m "(unit or integration or e2e) and not kueue_full and not realnode and not k8s_v1_34" $(PYTEST_ARGS)
+	$(PY) test/tiers.py -m "not kueue_full and not realnode and not k8s_v1_34" $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest test -m unit $(PYTEST_ARGS)
