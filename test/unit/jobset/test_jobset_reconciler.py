@@ -6,13 +6,32 @@ import asyncio
 from typing import Any
 
 import pytest
-from jsfixtures import NOW, RecordingClient, cond, failed, get_jobset, job, jobset, reconciler, rjob, ts
+from jsfixtures import (
+    NOW,
+    Events,
+    RecordingClient,
+    cond,
+    failed,
+    get_jobset,
+    job,
+    jobset,
+    reconciler,
+    rjob,
+    ts,
+)
+from prometheus_client import CollectorRegistry
 
 from manager import Request
 from manager.client.errors import Conflict, Forbidden, InternalError, Invalid
 from manager.meta.gvk import JOB as JOB_GVK
 from trainer.api import jobset_constants as c
-from trainer.controllers.jobset.reconciler import JobCreationError, merge_pod_template
+from trainer.controllers.jobset.metrics import JobSetMetrics
+from trainer.controllers.jobset.reconciler import (
+    JOBSET_GVK,
+    JobCreationError,
+    JobSetReconciler,
+    merge_pod_template,
+)
 
 Object = dict[str, Any]
 REQ = Request("default", "test-jobset")
@@ -632,6 +651,43 @@ async def test_job_of_the_same_name_owned_by_another_jobset_is_still_an_error() 
     client = RecordingClient(jobset(rjob("a", 1), uid="mine"), foreign)
     rec, _, _ = reconciler(client)
     with pytest.raises(Exception, match='job "test-jobset-a-0" creation failed with error'):
+        await rec.reconcile(REQ)
+
+
+class OwnerLookupWebhook(RecordingClient):
+    """Job creates pass an admission webhook that looks the owning JobSet up (Kueue's
+    ``mjob.kb.io``): refused NotFound once the JobSet is gone from the API server."""
+
+    def __init__(self, *objs: Any) -> None:
+        super().__init__(*objs)
+        self.jobset_deleted = False
+
+    async def create(self, obj: Any, **kwargs: Any) -> Any:
+        if obj["kind"] == "Job" and self.jobset_deleted:
+            from manager.testing.fake import _not_found
+
+            raise _not_found(JOBSET_GVK, "test-jobset")
+        return await super().create(obj, **kwargs)
+
+
+async def test_job_create_refused_not_found_after_the_jobset_was_deleted_is_no_error() -> None:
+    cached = RecordingClient(jobset(rjob("a", 1), uid="mine"))  # the cache still holds the JobSet
+    live = OwnerLookupWebhook()  # the API server no longer does
+    live.jobset_deleted = True
+    cached.create = live.create  # type: ignore[method-assign]
+    events = Events()
+    rec = JobSetReconciler(
+        cached, events, now=lambda: NOW, metrics=JobSetMetrics(CollectorRegistry()), api_reader=live
+    )
+    assert await rec.reconcile(REQ) is None
+    assert events.items == []
+
+
+async def test_job_create_refused_not_found_while_the_jobset_exists_is_still_an_error() -> None:
+    client = OwnerLookupWebhook(jobset(rjob("a", 1), uid="mine"))
+    client.jobset_deleted = True  # a refusal naming something else: the JobSet is still there
+    rec, _, _ = reconciler(client)
+    with pytest.raises(JobCreationError, match='job "test-jobset-a-0" creation failed with error'):
         await rec.reconcile(REQ)
 
 

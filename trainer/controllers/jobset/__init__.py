@@ -48,7 +48,9 @@ async def setup(context: SetupContext) -> bool:
         await cache.index_field(POD_GVK, pods.index, pods.index_value)
         builder = builder.watches(POD_GVK, enqueue_from_map(pods.jobsets_of))
     builder.named("jobset").complete(
-        JobSetReconciler(mgr.client, steps.event_recorder(context, "jobset"), steps=steps)
+        JobSetReconciler(
+            mgr.client, steps.event_recorder(context, "jobset"), steps=steps, api_reader=mgr.api_reader
+        )
     )
     Builder(mgr).for_(POD_GVK).with_event_filter(leader_pod_predicate()).named("pod").complete(
         PodReconciler(mgr.client, steps)

@@ -105,8 +105,11 @@ class JobSetReconciler:
         now: Callable[[], datetime.datetime] = utc_now,
         metrics: JobSetMetrics | None = None,
         steps: ControllerSteps = V0_10_STEPS,
+        api_reader: Any | None = None,
     ) -> None:
         self.client = client
+        # live reads, only where the cache is known to lag (a refused create's owner)
+        self.api_reader = api_reader if api_reader is not None else client
         self.recorder = recorder
         self.now = now
         self.metrics = metrics or default_metrics()
@@ -323,6 +326,12 @@ class JobSetReconciler:
                         raise JobCreationError(
                             f'job "{name_of(job)}" creation failed with error: {err}'
                         ) from err
+                except NotFound as err:
+                    if js is None or not await self._jobset_gone(js):
+                        raise JobCreationError(
+                            f'job "{name_of(job)}" creation failed with error: {err}'
+                        ) from err
+                    log.debug("JobSet gone; job not created", extra={"job": _ref(job)})
                 except RequestError as err:
                     raise JobCreationError(f'job "{name_of(job)}" creation failed with error: {err}') from err
 
@@ -340,6 +349,21 @@ class JobSetReconciler:
                 self.recorder.emit(js, "Warning", c.JobCreationFailedReason, message)
             raise JobCreationError(message) from cause
         return created
+
+    async def _jobset_gone(self, js: Object) -> bool:
+        """The JobSet was deleted (or replaced) after the cache gave it to us.
+
+        A Job create refused NotFound (an admission webhook that looks the owner up, e.g. Kueue's
+        ``mjob.kb.io``) for a JobSet already gone is expected cache lag: the JobSet's delete event
+        ends the work. Read live: the cache is exactly what lags here.
+        """
+        meta = meta_of(js)
+        try:
+            live = await self.api_reader.get(JOBSET_GVK, name_of(js), str(meta.get("namespace") or ""))
+        except NotFound:
+            return True
+        live_meta = meta_of(live)
+        return bool(live_meta.get("deletionTimestamp")) or live_meta.get("uid") != meta.get("uid")
 
     async def _is_cache_lag(self, job: Object) -> bool:
         meta = meta_of(job)
