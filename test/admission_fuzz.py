@@ -102,6 +102,12 @@ _FIELD = re.compile(
     r"cannot unmarshal|json: |couldn't get version/kind|unknown operation|there is no content|"
     r"request entity is too large|contentType=|request body is empty)"
 )
+# Python's own words (pydantic's, the interpreter's) leaking into a denial: never a Go webhook's.
+_PYTHON_TEXT = re.compile(
+    r"Field required|Value error, |Input should be|validation errors? for |Extra inputs are not permitted|"
+    r"NoneType|object has no attribute|not subscriptable|unhashable type|KeyError|TypeError|ValueError|"
+    r"AttributeError|IndexError|RecursionError"
+)
 _GO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
 
@@ -756,6 +762,7 @@ def check_answer(
         message = result.get("message", "")
         assert message, f"a denial without a message: {response}"
         assert "Traceback" not in message and "internal error" not in message, message
+        assert not _PYTHON_TEXT.search(message), f"Python's words in the denial: {message[:600]}"
         assert _FIELD.search(message) or any(s in message for s in FIELDLESS_DENIALS), (
             f"the denial names no field: {message[:400]}"
         )
