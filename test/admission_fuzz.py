@@ -468,8 +468,9 @@ class FuzzLevel:
     """The ClusterTrainingRuntimes the TrainJob bases name: what the cluster must hold."""
     refusals: Mapping[str, frozenset[int]]
     """Per path, the codes of a denial besides 400 (a request or object the path cannot decode,
-    ``admission.Errored(400, ...)``): 403 where the Go webhook returns a plain error
-    (controller-runtime's ``admission.Denied``), 422 where it returns ``apierrors.NewInvalid``."""
+    ``admission.Errored(400, ...)``) and 413 (a body over the size limit): 403 where the Go
+    webhook returns a plain error (controller-runtime's ``admission.Denied``), 422 where it
+    returns ``apierrors.NewInvalid``."""
 
     @property
     def id(self) -> str:
@@ -781,7 +782,8 @@ def _check_refusal(level: FuzzLevel, path: str, result: Json) -> None:
     controller-runtime writes it: ``Errored`` (400, no reason), ``Denied`` (403 ``Forbidden``),
     or the ``apierrors.NewInvalid`` status itself (422 ``Invalid``, its kind and causes)."""
     code, message = result.get("code"), str(result.get("message", ""))
-    assert code == 400 or code in level.refusals[path], (
+    # any path: 400 for what it cannot decode, 413 for a body over controller-runtime's limit
+    assert code in (400, 413) or code in level.refusals[path], (
         f"level {level.name} {path} refused with {code}, which its Go webhook never answers: {message[:300]}"
     )
     if code == 403:
