@@ -143,7 +143,8 @@ class Model(BaseModel):
         """The model as a Go struct holds ``data`` after ``json.Unmarshal``: none of the schema's
         constraints checked (required fields, lengths, enums: the CRD's, which the API server
         checks), a required field that is absent or null at its type's zero value (``""``, 0,
-        an empty list or struct), every other field as given.
+        an empty list or struct; not set, so ``to_dict`` leaves it out as ``json.Marshal``
+        leaves out the Trainer API's ``omitempty`` fields), every other field as given.
 
         Why: a webhook sent an object straight (not through the API server) has only been
         decoded, and Go's validators then judge the zero values; ``from_dict`` would refuse such
@@ -160,11 +161,9 @@ class Model(BaseModel):
                 used.add(key)
             if value is not None:
                 values[name] = _go_value(value, info.annotation)
+                fields_set.add(name)
             elif info.is_required():
                 values[name] = _go_zero(info.annotation)
-            else:
-                continue
-            fields_set.add(name)
         extra = {key: value for key, value in data.items() if key not in used and key not in values}
         return cls.model_construct(fields_set | set(extra), **values, **extra)
 

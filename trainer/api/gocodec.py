@@ -31,11 +31,21 @@ from datetime import UTC, datetime, timedelta, timezone
 from importlib import resources
 from typing import Any
 
-from manager.meta.object import json_kind
+from manager.meta.object import json_copy, json_kind
 from manager.meta.quantity import Quantity, QuantityError
 from manager.meta.times import format_time
 
-__all__ = ["Codec", "GoDecodeError", "GoStruct", "GoType", "codec", "codec_for", "encode_struct", "marshal"]
+__all__ = [
+    "Codec",
+    "GoDecodeError",
+    "GoStruct",
+    "GoType",
+    "codec",
+    "codec_for",
+    "encode_struct",
+    "marshal",
+    "semantic_form",
+]
 
 TYPES_FILE = "go-types.json"
 """The Go types of jobset v0.10.1, trainer v2.1.0 and k8s.io/api v0.34 (level v2.1)."""
@@ -125,6 +135,8 @@ class GoStruct:
     name: str
     fields: dict[str, GoField] = field(default_factory=dict)
     go_zero: Any = None  # what Go's json.Marshal of the zero struct gave (for tests)
+    folded: dict[str, GoField] = field(default_factory=dict, repr=False, compare=False)
+    """The fields by folded JSON name (``_folded_fields``), filled on first use."""
 
 
 def _describe(node: dict[str, Any], structs: dict[str, GoStruct]) -> GoType:
@@ -181,12 +193,38 @@ class _Abort(Exception):
         self.message = message
 
 
-class _Decoder:
-    """One ``json.Unmarshal``: keeps the first type error, aborts on an UnmarshalJSON error."""
+def _fold(name: str) -> str:
+    """encoding/json's ``foldName`` for what can match a Go field's (ASCII) JSON name: ASCII
+    upper-cased; the Kelvin sign and the long s fold to K and S, as ``unicode.SimpleFold`` does."""
+    return "".join(ch.upper() if ch < "\x80" else {"\u212a": "K", "\u017f": "S"}.get(ch, ch) for ch in name)
 
-    def __init__(self, embedded_in_path: bool = False) -> None:
+
+def _folded_fields(s: GoStruct) -> dict[str, GoField]:
+    """The struct's fields by folded JSON name (the first in field order wins, as in Go)."""
+    if not s.folded:
+        for name, f in s.fields.items():
+            s.folded.setdefault(_fold(name), f)
+    return s.folded
+
+
+def _field(s: GoStruct, key: str, fold_names: bool) -> GoField | None:
+    """The field a JSON key decodes into: its exact name, else (``fold_names``: encoding/json
+    itself, not ``sigs.k8s.io/json``) the field whose name equals it case-insensitively."""
+    f = s.fields.get(key)
+    if f is None and fold_names:
+        f = _folded_fields(s).get(_fold(key))
+    return f
+
+
+class _Decoder:
+    """One ``json.Unmarshal``: keeps the first type error, aborts on an UnmarshalJSON error.
+    ``fold_names``: field names matched as encoding/json matches them, case-insensitively
+    (``sigs.k8s.io/json``, apimachinery's decoder, matches them exactly)."""
+
+    def __init__(self, embedded_in_path: bool = False, fold_names: bool = False) -> None:
         self.saved: str | None = None
         self.embedded_in_path = embedded_in_path
+        self.fold_names = fold_names
 
     def _save(self, message: str) -> None:
         if self.saved is None:
@@ -245,10 +283,10 @@ class _Decoder:
 
     def struct(self, obj: dict[str, Any], s: GoStruct, path: tuple[str, ...]) -> None:
         for key, item in obj.items():
-            f = s.fields.get(key)  # sigs.k8s.io/json matches names case-sensitively
+            f = _field(s, key, self.fold_names)
             if f is not None:
                 embedded = f.embedded if self.embedded_in_path else ()
-                self.value(item, f.type, s.name, (*path, *embedded, key))
+                self.value(item, f.type, s.name, (*path, *embedded, f.json))
 
     def _custom(self, value: Any, t: GoType, struct: str, path: tuple[str, ...]) -> None:
         if t.ref == QUANTITY:
@@ -385,6 +423,102 @@ def _encode_struct(obj: dict[str, Any], s: GoStruct) -> dict[str, Any]:
         elif f.always:
             obj[key] = _zero(f.type)
     return obj
+
+
+# -- what encoding/json's Unmarshal keeps ---------------------------------------------------------
+
+
+def _struct_view(obj: dict[str, Any], s: GoStruct) -> dict[str, Any]:
+    """``obj``'s fields of ``s`` under their names (matched as encoding/json matches them),
+    unknown keys dropped; a copy."""
+    out: dict[str, Any] = {}
+    for key, item in obj.items():
+        f = _field(s, key, fold_names=True)
+        if f is None:
+            continue
+        value = _value_view(item, f.type)
+        earlier = out.get(f.json)
+        out[f.json] = (
+            _merged(earlier, value) if isinstance(earlier, dict) and isinstance(value, dict) else value
+        )
+    return out
+
+
+def _merged(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(earlier)
+    for key, value in later.items():
+        before = merged.get(key)
+        merged[key] = (
+            _merged(before, value) if isinstance(before, dict) and isinstance(value, dict) else value
+        )
+    return merged
+
+
+def _value_view(value: Any, t: GoType) -> Any:
+    if t.kind == "ptr" and t.elem is not None:
+        return _value_view(value, t.elem)
+    if t.kind == "struct" and t.struct is not None and isinstance(value, dict):
+        return _struct_view(value, t.struct)
+    if t.kind == "slice" and t.elem is not None and isinstance(value, list):
+        return [_value_view(item, t.elem) for item in value]
+    if t.kind == "map" and t.elem is not None and isinstance(value, dict):
+        return {key: _value_view(item, t.elem) for key, item in value.items()}
+    return json_copy(value)
+
+
+# -- apimachinery's equality.Semantic ----------------------------------------------------------------
+
+
+def semantic_form(value: Any, t: GoType) -> Any:
+    """A form of ``value`` (JSON that decodes into ``t``) whose Python equality is
+    ``equality.Semantic.DeepEqual`` of the decoded Go values: unknown fields ignored, an absent
+    field equal to its zero value (a nil pointer to nothing else), nil and empty slices and maps
+    equal, quantities by value, times by instant."""
+    if value is None:
+        zero = _zero(t)  # None for a pointer, slice, map, interface or time: nil
+        return None if zero is None else semantic_form(zero, t)
+    if t.kind == "ptr" and t.elem is not None:
+        return ("ptr", semantic_form(value, t.elem))
+    if t.kind == "struct" and t.struct is not None and isinstance(value, dict):
+        out = {}
+        for name, f in t.struct.fields.items():
+            form = semantic_form(value.get(name), f.type)
+            if form != _zero_form(f.type):
+                out[name] = form
+        return out
+    if t.kind == "slice" and t.elem is not None and isinstance(value, list):
+        return tuple(semantic_form(item, t.elem) for item in value) or None
+    if t.kind == "map" and t.elem is not None and isinstance(value, dict):
+        return {key: semantic_form(item, t.elem) for key, item in value.items()} or None
+    if t.kind == "custom":
+        return _custom_form(value, t)
+    return value
+
+
+def _zero_form(t: GoType) -> Any:
+    return semantic_form(None, t)
+
+
+def _custom_form(value: Any, t: GoType) -> Any:
+    if t.ref == QUANTITY:
+        try:
+            return (
+                "quantity",
+                Quantity(value.strip() if isinstance(value, str) else _raw_text(value)).as_fraction(),
+            )
+        except QuantityError:
+            return ("quantity", value)
+    if t.ref == TIME:
+        if not isinstance(value, str):
+            return None
+        try:
+            instant = parse_time(value).astimezone(UTC)
+        except _Abort:
+            return value
+        return None if instant == datetime(1, 1, 1, tzinfo=UTC) else instant
+    if t.ref == INT_OR_STRING:
+        return ("string", value) if isinstance(value, str) else ("int", value)
+    return value
 
 
 # -- json.Marshal text ----------------------------------------------------------------------------
@@ -564,6 +698,33 @@ class Codec:
     def zero(self) -> dict[str, Any]:
         """The JSON of the zero struct."""
         return _encode_struct({}, self.struct)
+
+    def unmarshal(self, raw: Any) -> dict[str, Any]:
+        """What ``json.Unmarshal(raw, &obj)`` -- encoding/json itself, not apimachinery's decoder
+        -- leaves in the struct, as JSON: raise ``GoDecodeError`` with its words, else a copy
+        holding the struct's fields only, under their names, nulls as zero values.
+
+        Unlike ``check``: no apiVersion/kind is read (another kind's object decodes), an absent
+        object is ``unexpected end of JSON input``, and a key names a field case-insensitively
+        (an exact match first). Two keys naming one field (``spec`` and ``Spec``) decode in
+        document order: objects merged into the first, anything else replacing it (Go would also
+        decode a list into the earlier list's elements). Trainer v2.3.0's TrainJob defaulter
+        reads the old object of an update so."""
+        if raw is None:  # RawExtension leaves null and an absent object empty
+            raise GoDecodeError("unexpected end of JSON input")
+        if not isinstance(raw, dict):
+            go_name = self.struct.key.rsplit("/", 1)[-1]
+            raise GoDecodeError(_type_error(json_kind(raw), go_name, "", ()))
+        decoder = _Decoder(self.embedded_in_path, fold_names=True)
+        try:
+            decoder.struct(raw, self.struct, ())
+        except _Abort as err:
+            raise GoDecodeError(err.message) from None
+        if decoder.saved is not None:
+            raise GoDecodeError(decoder.saved)
+        view = _struct_view(raw, self.struct)
+        _nulls_to_zero(view, self.struct)
+        return view
 
 
 @functools.cache

@@ -185,8 +185,9 @@ def test_constants_are_upstream_strings() -> None:
 
 def test_from_go_holds_what_the_go_struct_holds() -> None:
     """``Model.from_go``: an object that passed only the Go decode, as the struct holds it: no
-    schema constraint checked, absent required fields at Go's zero values (and written by
-    ``to_dict``, as ``json.Marshal`` writes a field without ``omitempty``), unknown fields kept."""
+    schema constraint checked, absent required fields at Go's zero values (left out by
+    ``to_dict``, as ``json.Marshal`` leaves out the Trainer API's ``omitempty`` fields), unknown
+    fields kept."""
     tj = TrainJob.from_go(
         {
             "apiVersion": "",
@@ -204,12 +205,11 @@ def test_from_go_holds_what_the_go_struct_holds() -> None:
     overrides = tj.spec.pod_template_overrides or []
     assert [t.name for t in overrides[0].target_jobs] == ["", ""]
     assert tj.to_dict()["spec"] == {
-        "runtimeRef": {"name": "", "apiGroup": "trainer.kubeflow.org"},
-        "podTemplateOverrides": [{"targetJobs": [{"name": ""}, {"name": ""}]}],
+        "runtimeRef": {"apiGroup": "trainer.kubeflow.org"},
+        "podTemplateOverrides": [{"targetJobs": [{}, {}]}],
         "runtimePatches": [{"manager": "m"}],
     }
-    assert tj.to_dict()["status"]["conditions"] == [
-        {"type": "Bad Type", "status": "", "lastTransitionTime": "", "reason": "", "message": ""}
-    ]
+    assert tj.status is not None and tj.status.conditions is not None
+    assert (tj.status.conditions[0].type, tj.status.conditions[0].status) == ("Bad Type", "")
     with pytest.raises(ValidationError):  # what from_dict, for objects the API server checked, refuses
         TrainJob.from_dict(tj.to_dict() | {"apiVersion": "trainer.kubeflow.org/v1alpha1"})

@@ -132,7 +132,7 @@ async def test_validation_judges_what_the_go_struct_holds_not_the_schemas_constr
     nameless = trainjob(trainer={"numNodes": 2}, podTemplateOverrides=[{"targetJobs": [{}]}])
     _, errors = await runtime.validate_objects(None, nameless)
     assert [str(e) for e in errors] == [
-        'spec.podTemplateOverrides: Invalid value: [{"targetJobs":[{"name":""}]}]: '
+        'spec.podTemplateOverrides: Invalid value: [{"targetJobs":[{}]}]: '
         "must not have targetJob that doesn't exist in the runtime job template"
     ]
 
