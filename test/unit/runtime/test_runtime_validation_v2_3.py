@@ -236,14 +236,18 @@ def test_semantic_equality_is_of_the_go_structs() -> None:
     (a review sent straight to the webhook keeps them; the API server prunes them)."""
     mount = {"name": "v", "mountPath": "/v"}
     with_false = pod_patch(containers=[{"name": "node", "volumeMounts": [{**mount, "readOnly": False}]}])
-    assert runtime_patches_equal(with_false, pod_patch(containers=[{"name": "node", "volumeMounts": [mount]}]))
+    assert runtime_patches_equal(
+        with_false, pod_patch(containers=[{"name": "node", "volumeMounts": [mount]}])
+    )
     assert runtime_patches_equal([{"manager": ""}], [{}])
     named = {"serviceAccountName": "a"}
     assert runtime_patches_equal(pod_patch(**named, nodeSelector={}, tolerations=[]), pod_patch(**named))
     assert not runtime_patches_equal(pod_patch(**named, affinity={}), pod_patch(**named))
     assert runtime_patches_equal([{"manager": "m", "unknownField": 1}], [{"manager": "m"}])
     sized = pod_patch(volumes=[{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}}])
-    assert runtime_patches_equal(sized, pod_patch(volumes=[{"name": "v", "emptyDir": {"sizeLimit": "1024Mi"}}]))
+    assert runtime_patches_equal(
+        sized, pod_patch(volumes=[{"name": "v", "emptyDir": {"sizeLimit": "1024Mi"}}])
+    )
 
 
 # -- initializers -------------------------------------------------------------------------------------

@@ -126,7 +126,11 @@ async def test_the_old_object_is_read_as_default_reads_it() -> None:
     assert answer.message == "json: cannot unmarshal array into Go value of type v1alpha1.TrainJob"
 
     kept = {"manager": "example.com/a", "time": "2026-01-02T03:04:05Z"}
-    other_kind = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "spec": {"runtimePatches": [kept]}}
+    other_kind = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "spec": {"runtimePatches": [kept]},
+    }
     upper_case = {"SPEC": {"runtimePatches": [kept]}}
     for old in (other_kind, upper_case):
         answer = await handler(lambda: NOW)(request("UPDATE", new, old))
