@@ -100,7 +100,8 @@ FIELDLESS_DENIALS = (
 _FIELD = re.compile(
     r"(Go struct field|\b(spec|metadata|status|apiVersion|kind)\b|\.[a-zA-Z]+(\[\d+\])?:|"
     r"cannot unmarshal|json: |couldn't get version/kind|unknown operation|there is no content|"
-    r"request entity is too large|contentType=|request body is empty)"
+    r"request entity is too large|contentType=|request body is empty|unable to decode|"
+    r"unexpected GroupVersion string|Object 'apiVersion' is missing)"
 )
 # Python's own words (pydantic's, the interpreter's) leaking into a denial: never a Go webhook's.
 _PYTHON_TEXT = re.compile(

@@ -655,9 +655,17 @@ class Codec:
     struct: GoStruct
     embedded_in_path: bool = False
     """Type errors name the embedded fields on the path (``EMBEDDED_IN_ERROR_PATH``)."""
+    types_file: str = TYPES_FILE
+    scheme: str = "trainer-v2.1.0"
+    """The Go manager whose scheme decodes this kind (``go-schemes.json``, ``SCHEMES``)."""
 
     def check(self, obj: Any) -> None:
-        """Raise ``GoDecodeError`` with Go's message if ``obj`` does not decode into the struct."""
+        """Raise ``GoDecodeError`` with Go's message if ``obj`` does not decode into the struct,
+        as ``runtime.DecodeInto`` with apimachinery's decoder over the Go manager's scheme does:
+        the object's kind read first (``Interpret``: ``apiVersion`` and ``kind`` unmarshalled by
+        encoding/json, then ``ParseGroupVersion``), its empty parts taken from the struct's kind,
+        then an object of another kind refused -- one the scheme does not know as not
+        registered, one it knows after decoding it into its own type -- else the object decoded."""
         if obj is None:
             raise GoDecodeError("there is no content to decode")
         if not isinstance(obj, dict):
@@ -665,24 +673,81 @@ class Codec:
                 "couldn't get version/kind; json parse error: "
                 + _type_error(json_kind(obj), _TYPE_META_GO, "", ())
             )
-        for key in obj:  # the first ill-typed one of the two, in document order
-            if key in ("apiVersion", "kind") and obj[key] is not None and not isinstance(obj[key], str):
-                raise GoDecodeError(
-                    "couldn't get version/kind; json parse error: "
-                    + _type_error(json_kind(obj[key]), "string", "", (key,))
-                )
-        api_version, kind = obj.get("apiVersion") or self.api_version, obj.get("kind") or self.kind
-        if (api_version, kind) != (self.api_version, self.kind):
-            raise GoDecodeError(
-                f'no kind "{kind}" is registered for version "{api_version}" in scheme "pkg/runtime/scheme.go:110"'
-            )
+        group, version, kind = self._kind_of(obj)
+        if (group, version, kind) != self._own_kind():
+            self._refuse_other_kind(obj, group, version, kind)
+        self._decode(obj, self.struct)
+
+    def _decode(self, obj: dict[str, Any], struct: GoStruct) -> None:
         decoder = _Decoder(self.embedded_in_path)
         try:
-            decoder.struct(obj, self.struct, ())
+            decoder.struct(obj, struct, ())
         except _Abort as err:
             raise GoDecodeError(err.message) from None
         if decoder.saved is not None:
             raise GoDecodeError(decoder.saved)
+
+    def _own_kind(self) -> tuple[str, str, str]:
+        group, _, version = self.api_version.rpartition("/")
+        return group, version, self.kind
+
+    def _kind_of(self, obj: dict[str, Any]) -> tuple[str, str, str]:
+        """``SimpleMetaFactory.Interpret`` and ``gvkWithDefaults``: apiVersion and kind as
+        encoding/json reads them (keys matched case-insensitively, the last one read wins, the
+        first ill-typed one refused), the group and version parsed, what is empty defaulted from
+        the struct's own kind."""
+        meta: dict[str, str] = {}
+        error: str | None = None
+        for key, value in obj.items():
+            name = {"APIVERSION": "apiVersion", "KIND": "kind"}.get(_fold(key))
+            if name is None or value is None:  # null leaves a Go string as it was
+                continue
+            if isinstance(value, str):
+                meta[name] = value
+            elif error is None:
+                error = _type_error(json_kind(value), "string", "", (name,))
+        if error is not None:
+            raise GoDecodeError("couldn't get version/kind; json parse error: " + error)
+        text = meta.get("apiVersion", "")
+        if text in ("", "/"):
+            group, version = "", ""
+        elif text.count("/") == 0:
+            group, version = "", text
+        elif text.count("/") == 1:
+            group, version = text.split("/")
+        else:
+            raise GoDecodeError(f"unexpected GroupVersion string: {text}")
+        own_group, own_version, own_kind = self._own_kind()
+        kind = meta.get("kind") or own_kind
+        if not version and not group:
+            group, version = own_group, own_version
+        elif not version and group == own_group:
+            version = own_version
+        if not version:
+            raise GoDecodeError(f"Object 'apiVersion' is missing in '{_compact(obj)}'")
+        return group, version, kind
+
+    def _refuse_other_kind(self, obj: dict[str, Any], group: str, version: str, kind: str) -> None:
+        """``scheme.New`` of a kind the scheme does not know; of one it knows, the object decoded
+        into that kind's type (when the types file has it) and then ``DecodeInto``'s refusal."""
+        scheme = _scheme_kinds(self.scheme)
+        if f"{group}/{version}/{kind}" not in scheme:
+            where = go_quote(f"pkg/runtime/scheme.go:{SCHEME_LINES[self.scheme]}")
+            if version == "__internal":
+                raise GoDecodeError(
+                    f"no kind {go_quote(kind)} is registered for the internal version of group "
+                    f"{go_quote(group)} in scheme {where}"
+                )
+            group_version = f"{group}/{version}" if group else version
+            raise GoDecodeError(
+                f"no kind {go_quote(kind)} is registered for version {go_quote(group_version)} in scheme {where}"
+            )
+        other = ROOTS.get((f"{group}/{version}" if group else version, kind))
+        structs = _structs(self.types_file)
+        if other is not None and other in structs:
+            self._decode(obj, structs[other])
+        into = self.struct.key.rsplit("/", 1)[-1]
+        raise GoDecodeError(f"unable to decode {group}/{version}, Kind={kind} into *{into}")
 
     def encode(self, obj: dict[str, Any]) -> dict[str, Any]:
         """What ``json.Marshal`` of the decoded struct writes (in place; unknown fields kept)."""
@@ -735,6 +800,8 @@ def codec_for(api_version: str, kind: str, types_file: str = TYPES_FILE) -> Code
         kind,
         _structs(types_file)[ROOTS[(api_version, kind)]],
         embedded_in_path=types_file in EMBEDDED_IN_ERROR_PATH,
+        types_file=types_file,
+        scheme=SCHEMES[types_file][kind in _JOBSET_BINARY_KINDS],
     )
 
 
@@ -742,6 +809,56 @@ def encode_struct(obj: dict[str, Any], key: str, types_file: str = TYPES_FILE) -
     """``obj`` as ``json.Marshal`` of the Go struct ``key`` (package path + name) of
     ``types_file`` writes it: in place, returned; unknown fields kept."""
     return _encode_struct(obj, _structs(types_file)[key])
+
+
+# The Go manager whose webhook decodes a kind, by types file: the JobSet binary's (JobSet, Pod)
+# or the trainer binary's (the trainer kinds); with the apimachinery each is built with, whose
+# ``NewScheme`` names the scheme by its own line (v0.34: 110, v0.36: 111).
+_JOBSET_BINARY_KINDS = frozenset({"JobSet", "Pod"})
+SCHEMES = {
+    TYPES_FILE: {False: "trainer-v2.1.0", True: "jobset-v0.10.1"},
+    JOBSET_V0_12_TYPES_FILE: {False: "jobset-v0.12.0", True: "jobset-v0.12.0"},
+    TRAINER_V2_3_TYPES_FILE: {False: "trainer-v2.3.0", True: "trainer-v2.3.0"},
+}
+SCHEME_LINES = {"trainer-v2.1.0": 110, "jobset-v0.10.1": 110, "trainer-v2.3.0": 111, "jobset-v0.12.0": 111}
+
+
+@functools.cache
+def _scheme_kinds(binary: str) -> frozenset[str]:
+    """``group/version/Kind`` of every kind the binary's scheme registers (``go-schemes.json``,
+    generated by ``python -m trainer.api.openapi.goschemes``)."""
+    text = resources.files("trainer.api.openapi").joinpath("go-schemes.json").read_text()
+    return frozenset(json.loads(text)["schemes"][binary])
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def go_quote(text: str) -> str:
+    """``strconv.Quote`` (``%q``): printable characters as they are, the rest escaped as Go
+    escapes them; a lone surrogate (which Go's JSON decoder replaces) as U+FFFD."""
+    out = ['"']
+    for ch in text:
+        if "\ud800" <= ch <= "\udfff":
+            ch = "\ufffd"
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch < " " or ch == "\x7f":
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
 def codec(key: str) -> GoStruct:
