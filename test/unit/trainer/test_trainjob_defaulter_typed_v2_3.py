@@ -111,7 +111,7 @@ async def test_the_old_object_is_read_as_default_reads_it() -> None:
     """Trainer v2.3.0's ``Default`` reads the old object with ``json.Unmarshal``: what does not
     decode is its error, answered 403 (``admission.Denied``), not the decoder's 400; another kind
     decodes; keys match case-insensitively (found by admission fuzzing; the first three answers
-    are the Go original's, ``test/conformance/scenarios/v2.3/webhook-direct-fuzz.yaml``)."""
+    are the Go original's, ``test/conformance/scenarios/v2.3/webhook-direct-fuzzed.yaml``)."""
     new = tj(trainer={"numProcPerNode": 4}, runtimePatches=[{"manager": "example.com/a"}])
     answer = await handler(lambda: NOW)(request("UPDATE", new, tj(trainer={"numProcPerNode": "auto"})))
     assert (answer.allowed, answer.code, answer.reason, answer.message) == (
