@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from importlib import resources
 from typing import Any
 
+from manager.meta.gotext import go_json_escapes, go_quote
 from manager.meta.object import json_copy, json_kind
 from manager.meta.quantity import Quantity, QuantityError
 from manager.meta.times import format_time
@@ -60,6 +61,14 @@ embedded struct fields in a type error's path: ``Go struct field
 FluxMLPolicySource.spec.mlPolicy.MLPolicySource.flux.numProcPerNode`` (trainer v2.3.0; jobset
 v0.12.0's volumes ``...volumes.VolumeSource.emptyDir``), where the one of trainer v2.1.0 and
 jobset v0.10.1 (v0.0.0-20241014173422) wrote ``spec.mlPolicy.flux.numProcPerNode``."""
+
+
+def names_embedded_fields(types_file: str) -> bool:
+    """Whether the binary of ``types_file`` names embedded struct fields in a type error's path
+    (``EMBEDDED_IN_ERROR_PATH``), in the objects and in the AdmissionReview alike."""
+    return types_file in EMBEDDED_IN_ERROR_PATH
+
+
 QUANTITY = "k8s.io/apimachinery/pkg/api/resource.Quantity"
 INT_OR_STRING = "k8s.io/apimachinery/pkg/util/intstr.IntOrString"
 TIME = "k8s.io/apimachinery/pkg/apis/meta/v1.Time"
@@ -523,15 +532,11 @@ def _custom_form(value: Any, t: GoType) -> Any:
 
 # -- json.Marshal text ----------------------------------------------------------------------------
 
-_HTML_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
 def _go_string(text: str) -> str:
     """encoding/json's string: HTML-safe escapes, non-ASCII left as it is."""
-    out = json.dumps(text, ensure_ascii=False)
-    for char, escape in _HTML_ESCAPES.items():
-        out = out.replace(char, escape)
-    return out
+    return go_json_escapes(json.dumps(text, ensure_ascii=False))
 
 
 def _go_number(value: int | float) -> str:
@@ -833,32 +838,6 @@ def _scheme_kinds(binary: str) -> frozenset[str]:
 
 def _compact(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-def go_quote(text: str) -> str:
-    """``strconv.Quote`` (``%q``): printable characters as they are, the rest escaped as Go
-    escapes them; a lone surrogate (which Go's JSON decoder replaces) as U+FFFD."""
-    out = ['"']
-    for ch in text:
-        if "\ud800" <= ch <= "\udfff":
-            ch = "\ufffd"
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch.isprintable():
-            out.append(ch)
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif ch < " " or ch == "\x7f":
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)
-
-
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
 def codec(key: str) -> GoStruct:
