@@ -533,7 +533,6 @@ def _custom_form(value: Any, t: GoType) -> Any:
 # -- json.Marshal text ----------------------------------------------------------------------------
 
 
-
 def _go_string(text: str) -> str:
     """encoding/json's string: HTML-safe escapes, non-ASCII left as it is."""
     return go_json_escapes(json.dumps(text, ensure_ascii=False))
