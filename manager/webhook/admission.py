@@ -13,6 +13,7 @@ from typing import Any
 
 from manager import _json
 from manager.meta.field import FieldError, aggregate
+from manager.meta.gotext import go_quote
 from manager.meta.object import Json as Object
 from manager.meta.object import json_kind
 from manager.webhook import jsonpatch
@@ -68,7 +69,7 @@ class Denied(Exception):
         ``<Kind>.<group> "<name>" is invalid: <aggregate>`` and one cause per error (duplicates
         included, as Go lists them)."""
         qualified = f"{kind}.{group}" if group else kind
-        message = f"{qualified} {_json.dumps(name).decode()} is invalid"
+        message = f"{qualified} {go_quote(name)} is invalid"
         if errors:
             message += f": {aggregate(errors)}"
         causes = [{"reason": e.cause_type, "message": e.error_body(), "field": e.field} for e in errors]

@@ -45,7 +45,10 @@ API = {"TrainJob": af.TRAINER_API, "TrainingRuntime": af.TRAINER_API, "JobSet": 
 
 
 def draw_objects(level: af.FuzzLevel, namespace: str, count: int) -> list[Json]:
-    bases = level.bases(namespace)
+    """``count`` objects of the level, drawn in the fixed namespace ``af.NAMESPACE`` and then put
+    into ``namespace``: the draw depends on the strategies alone, so a run's objects are drawn
+    again by any other run (hypothesis seeds a derandomized draw from what the strategy prints)."""
+    bases = level.bases(af.NAMESPACE)
     kinds = sorted(PLURALS)
     drawn: list[Json] = []
 
@@ -69,9 +72,12 @@ def draw_objects(level: af.FuzzLevel, namespace: str, count: int) -> list[Json]:
     out = []
     for i, item in enumerate(drawn):
         obj = item["object"]
-        if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and i % 5:
-            obj["metadata"]["name"] = f"fz{i}"  # most keep a fresh valid name, some keep the drawn one
-            obj["metadata"]["namespace"] = namespace
+        metadata = obj.get("metadata") if isinstance(obj, dict) else None
+        if isinstance(metadata, dict) and i % 5:
+            metadata["name"] = f"fz{i}"  # most keep a fresh valid name, some keep the drawn one
+            metadata["namespace"] = namespace
+        elif isinstance(metadata, dict) and metadata.get("namespace") == af.NAMESPACE:
+            metadata["namespace"] = namespace  # a drawn namespace other than the base's stays
         out.append({"kind": item["kind"], "object": obj})
     return out
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from manager.client.interfaces import Reader
 from manager.meta.field import FieldError
+from manager.meta.gotext import go_quote
 from manager.meta.object import Json
 from manager.meta.validation import is_domain_prefixed_path
 from trainer.api import gocodec
@@ -266,7 +267,8 @@ def validate_env_injection_targets(info: Info) -> list[FieldError]:
                 FieldError.invalid(
                     "spec.runtimeRef",
                     {k: target[k] for k in ("jobName", "containerNames") if target.get(k)},
-                    f'envInjection target podSet "{job}" container "{container}" not found in runtime template',
+                    f"envInjection target podSet {go_quote(job)} container {go_quote(container)} "
+                    "not found in runtime template",
                 )
             )
     return errors
