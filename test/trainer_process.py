@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -126,26 +127,35 @@ async def running_manager(
     assert code == 0, log_path.read_text()[-4000:]
 
 
-def webhook_configurations(namespace: str) -> list[Json]:
-    """Every shipped webhook configuration, the namespaced webhooks limited to ``namespace``."""
-    docs: list[Json] = []
-    for path in sorted((ROOT / "config" / "webhook").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if not isinstance(doc, dict) or not doc.get("kind", "").endswith("WebhookConfiguration"):
-                continue
-            for hook in doc.get("webhooks", []):
-                if hook["name"] != "validator.clustertrainingruntime.trainer.kubeflow.org":
-                    hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-            docs.append(doc)
-    return docs
+def webhook_configurations(namespace: str, docs: Sequence[Json] | None = None) -> list[Json]:
+    """Every shipped webhook configuration (``docs``: these instead, e.g. a level's), the
+    namespaced webhooks limited to ``namespace``."""
+    if docs is None:
+        docs = [
+            doc
+            for path in sorted((ROOT / "config" / "webhook").glob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text())
+            if isinstance(doc, dict) and doc.get("kind", "").endswith("WebhookConfiguration")
+        ]
+    scoped = copy.deepcopy(list(docs))
+    for doc in scoped:
+        for hook in doc.get("webhooks", []):
+            if hook["name"] != "validator.clustertrainingruntime.trainer.kubeflow.org":
+                hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    return scoped
 
 
 @contextlib.asynccontextmanager
 async def shipped_webhooks(
-    env: Environment, namespace: str, tmp_path: Path, manager: RunningManager
+    env: Environment,
+    namespace: str,
+    tmp_path: Path,
+    manager: RunningManager,
+    docs: Sequence[Json] | None = None,
 ) -> AsyncIterator[None]:
-    """The shipped webhook configurations for ``namespace``, served by ``manager``, deleted after."""
-    docs = webhook_configurations(namespace)
+    """The shipped webhook configurations (``docs``: these instead) for ``namespace``, served by
+    ``manager``, deleted after."""
+    docs = webhook_configurations(namespace, docs)
     (tmp_path / "webhooks.yaml").write_text(yaml.safe_dump_all(docs))
     try:
         await env.install_webhooks(

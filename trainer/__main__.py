@@ -30,6 +30,7 @@ from manager.manager.signals import run_until_signalled
 from manager.meta.field import aggregate
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import early_signals, features
+from trainer.api import gocodec
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError
 from trainer.components import COMPONENTS, select
 from trainer.controllers import podcache
@@ -205,7 +206,12 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
             host, port = webhook_address(cfg)
             # the Configuration's tls, as for the metrics server (upstream's one tlsOpts for both)
             webhooks = WebhookServer(
-                host=host, port=port, cert_dir=args.webhook_cert_dir, tls_opts=options.metrics_tls_opts
+                host=host,
+                port=port,
+                cert_dir=args.webhook_cert_dir,
+                tls_opts=options.metrics_tls_opts,
+                # the level's Go managers' JSON decoder names embedded fields in a type error's path
+                embedded_in_error_path=gocodec.names_embedded_fields(level.runtime.trainer_go_types),
             )
         # before any component creates the Pod informer (docs/scale.md)
         await podcache.configure(mgr, cfg.pod_cache, [c.name for c in components])

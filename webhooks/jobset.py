@@ -119,14 +119,15 @@ def _validate_replicated_job(
     job_spec = (rjob.get("template") or {}).get("spec") or {}
     parallelism = job_spec.get("parallelism")
     parallelism = 1 if parallelism is None else int(parallelism)
-    replicas = rjob.get("replicas")
-    replicas = 1 if replicas is None else int(replicas)
+    # replicas and groupName as the Go struct holds them: an absent one is 0 or "" (the CRD's
+    # defaults, 1 and "default", are the API server's, before a validating webhook is called;
+    # a review sent straight here is judged as the Go webhook judges it)
+    replicas = int(rjob.get("replicas") or 0)
     if parallelism * replicas > MAX_INT32:
         errs.append(
             f"the product of replicas and parallelism must not exceed {MAX_INT32} for replicatedJob '{name}'"
         )
-    group = rjob.get("groupName")
-    group = "default" if group is None else str(group)
+    group = str(rjob.get("groupName") or "")
     for msg in _replace_too_long(is_dns1035_label(group), GROUP_NAME_TOO_LONG):
         errs.append(_invalid(f"{path}.groupName", group, msg))
     js_name = str((js.get("metadata") or {}).get("name") or "")

@@ -80,11 +80,13 @@ def validate_replicated_jobs(runtime: Json, types_file: str = gocodec.TYPES_FILE
         if required is None:
             continue
         path = f"spec.template.spec.replicatedJobs[{i}]"
-        replicas = rjob.get("replicas", 1)
+        replicas = rjob.get("replicas") or 0  # Go's int32: absent is 0 (the CRD defaults it to 1)
         if replicas != 1:
             errors.append(FieldError.invalid(f"{path}.replicas", replicas, "always must be 1"))
-        containers = _dig(rjob, "template", "spec", "template", "spec", "containers") or []
-        if not any(isinstance(c, dict) and c.get("name") == required for c in containers):
+        containers = _dig(
+            rjob, "template", "spec", "template", "spec", "containers"
+        )  # absent: Go's nil, null
+        if not any(isinstance(c, dict) and c.get("name") == required for c in containers or ()):
             errors.append(
                 FieldError.invalid(
                     f"{path}.template.spec.template.spec.containers",

@@ -19,7 +19,9 @@ patch is to the object as Go re-encodes it: the ``time`` values written in the f
 quantities canonical (``1024Mi`` as ``1Gi``). The request is decoded as into v2.3.0's typed
 ``TrainJob`` (``trainjob_codec``, the trainer v2.3.0 binary's Go types): an object it does not
 decode, e.g. ``numProcPerNode: auto`` (an ``*int32`` at v2.3) or a string
-``status.trainerStatus.progressPercentage``, is answered 400 with encoding/json's text.
+``status.trainerStatus.progressPercentage``, is answered 400 with encoding/json's text. The old
+object of an update is read as ``Default`` reads it, with ``json.Unmarshal``: what does not
+decode is answered 403 with encoding/json's text (``Default``'s error), another kind decodes.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from manager.webhook import (
     AdmissionRequest,
     AdmissionResponse,
     DecodeError,
+    Denied,
     Handler,
     allowed,
+    denied,
     errored,
     jsonpatch,
     mutate_path,
@@ -44,7 +48,6 @@ from manager.webhook import (
 from manager.webhook.custom import json_copy
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
-from trainer.runtime.levels.v2_3_admission import semantic
 
 __all__ = ["PATH", "WEBHOOK", "default_runtime_patches", "handler", "trainjob_codec"]
 
@@ -59,8 +62,19 @@ def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+@functools.cache
+def _runtime_patch_type() -> gocodec.GoType:
+    """v2.3.0's ``RuntimePatch``, the element of ``spec.runtimePatches``."""
+    patches = gocodec.field_type(
+        f"{tc.GROUP}/{tc.VERSION}", tc.TrainJobKind, "spec.runtimePatches", gocodec.TRAINER_V2_3_TYPES_FILE
+    )
+    assert patches.elem is not None
+    return patches.elem
+
+
 def _without_time(patch: Mapping[str, Any]) -> Any:
-    return semantic({k: v for k, v in patch.items() if k != "time"})
+    """The entry with its ``time`` cleared, as ``equality.Semantic.DeepEqual`` compares it."""
+    return gocodec.semantic_form({k: v for k, v in patch.items() if k != "time"}, _runtime_patch_type())
 
 
 def _instant(text: Any) -> datetime.datetime | None:
@@ -129,17 +143,32 @@ def _decode(raw: Json | None) -> Json:
     return codec.nulls_to_zero(json_copy(raw))
 
 
+def _old(raw: Json | None) -> Json:
+    """The old TrainJob of an update as ``Default`` reads it, with ``json.Unmarshal`` of the
+    request's raw bytes (not controller-runtime's decoder): any other kind decodes, keys match
+    case-insensitively, and what does not decode is ``Default``'s error, which controller-runtime
+    answers 403 with its text (``admission.Denied``), ``unexpected end of JSON input`` for an
+    absent object (found by admission fuzzing at v2.3, against the Go original)."""
+    try:
+        return trainjob_codec().unmarshal(raw)
+    except gocodec.GoDecodeError as err:
+        raise Denied(str(err)) from None
+
+
 def handler(clock: Clock = _utcnow) -> Handler:
-    """The admission handler: DELETE allowed untouched, decode errors answered 400."""
+    """The admission handler: DELETE allowed untouched, the object's decode errors answered
+    400, the old object's 403."""
 
     async def handle(req: AdmissionRequest) -> AdmissionResponse:
         if req.operation == "DELETE":
             return allowed()
         try:
             result = _decode(req.object)  # Go's 400 for an ill-typed object
-            old = _decode(req.old_object) if req.operation == "UPDATE" else None
+            old = _old(req.old_object) if req.operation == "UPDATE" else None
         except DecodeError as err:
             return errored(400, err)
+        except Denied as err:
+            return denied(err.message)
         if not default_runtime_patches(result, old, clock()):
             return allowed()
         # the patch to the whole object as json.Marshal writes the defaulted struct: quantities

@@ -30,6 +30,7 @@ from manager.client.interfaces import (
     TypedReader,
 )
 from manager.errors import Error
+from manager.meta.gotext import go_quote
 from manager.meta.object import Json as Object
 from manager.scheme import GroupVersionKind, KindRef, gvk_for
 from manager.tasks import TaskSet
@@ -52,7 +53,7 @@ def not_found(gvk: GroupVersionKind, name: str) -> NotFound:
     group), not the API server's ``trainingruntimes.trainer.kubeflow.org "x" not found``.
     """
     qualified = f"{gvk.kind}.{gvk.group}" if gvk.group else gvk.kind
-    message = f'{qualified} "{name}" not found'
+    message = f"{qualified} {go_quote(name)} not found"  # %q, as apierrors.NewNotFound quotes it
     status = {
         "kind": "Status",
         "apiVersion": "v1",

@@ -13,6 +13,7 @@ from typing import Any
 
 from manager import _json
 from manager.meta.field import FieldError, aggregate
+from manager.meta.gotext import go_quote
 from manager.meta.object import Json as Object
 from manager.meta.object import json_kind
 from manager.webhook import jsonpatch
@@ -68,11 +69,16 @@ class Denied(Exception):
         ``<Kind>.<group> "<name>" is invalid: <aggregate>`` and one cause per error (duplicates
         included, as Go lists them)."""
         qualified = f"{kind}.{group}" if group else kind
-        message = f"{qualified} {_json.dumps(name).decode()} is invalid"
+        message = f"{qualified} {go_quote(name)} is invalid"
         if errors:
             message += f": {aggregate(errors)}"
         causes = [{"reason": e.cause_type, "message": e.error_body(), "field": e.field} for e in errors]
-        details: Object = {"name": name, "group": group, "kind": kind, "causes": causes}
+        # metav1.StatusDetails: every field omitempty
+        details: Object = {
+            key: value
+            for key, value in (("name", name), ("group", group), ("kind", kind), ("causes", causes))
+            if value
+        }
         return cls(message, warnings=warnings, code=422, reason="Invalid", details=details)
 
 
@@ -204,7 +210,7 @@ def _check(value: Any, spec: Any, struct: str, field_path: str) -> str | None:
     return None
 
 
-def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
+def decode_review(body: bytes, *, embedded_in_error_path: bool = False) -> tuple[str, AdmissionRequest]:
     """Returns the review apiVersion and the request, decoded as controller-runtime decodes it.
 
     Go's universal deserializer first reads apiVersion/kind (a body that is not a JSON object is
@@ -229,8 +235,10 @@ def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
             )
     api_version = review.get("apiVersion") or "admission.k8s.io/v1"  # Go answers v1 when it is unset
     req = review.get("request")
-    # the struct controller-runtime decodes into embeds v1.AdmissionReview
-    type_error = _check(req, _REQUEST, "unversionedAdmissionReview", "request")
+    # the struct controller-runtime decodes into embeds v1.AdmissionReview, which newer
+    # sigs.k8s.io/json (controller-runtime v0.24's managers) names in a type error's path
+    field_path = "AdmissionReview.request" if embedded_in_error_path else "request"
+    type_error = _check(req, _REQUEST, "unversionedAdmissionReview", field_path)
     if type_error:
         raise AdmissionDecodeError(type_error)
     req = req or {}

@@ -83,6 +83,7 @@ class WebhookServer:
         client_ca_name: str = "",
         cert_poll_interval: float = 10.0,
         tls_opts: tuple[TLSOption, ...] = (),
+        embedded_in_error_path: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -93,6 +94,10 @@ class WebhookServer:
         self.cert_poll_interval = cert_poll_interval
         self.tls_opts = tls_opts
         """Applied to the serving context after the defaults (controller-runtime's ``TLSOpts``)."""
+        self.embedded_in_error_path = embedded_in_error_path
+        """A type error in the AdmissionReview names its embedded ``AdmissionReview`` in the path
+        (``Go struct field AdmissionRequest.AdmissionReview.request.uid``), as the
+        ``sigs.k8s.io/json`` of controller-runtime v0.24's managers does."""
         self._handlers: dict[str, Handler] = {}
         self._started = False
         self._frozen = False
@@ -154,7 +159,7 @@ class WebhookServer:
                 if content_type != "application/json":
                     return _refused(400, f"contentType={content_type}, expected application/json")
                 try:
-                    api_version, req = decode_review(body)
+                    api_version, req = decode_review(body, embedded_in_error_path=self.embedded_in_error_path)
                 except AdmissionDecodeError as err:
                     return _refused(400, str(err))
                 try:

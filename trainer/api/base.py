@@ -10,8 +10,10 @@ types, map keys, CEL rules, formats). The markers below are plain frozen datacla
 
 from __future__ import annotations
 
+import types
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, model_validator
 from pydantic.alias_generators import to_camel
@@ -135,6 +137,85 @@ class Model(BaseModel):
     def from_dict(cls, data: dict[str, Any]) -> Self:
         """Load a JSON object; errors name the field path (``spec.runtimeRef.name``) and why."""
         return cls.model_validate(data)
+
+    @classmethod
+    def from_go(cls, data: Mapping[str, Any]) -> Self:
+        """The model as a Go struct holds ``data`` after ``json.Unmarshal``: none of the schema's
+        constraints checked (required fields, lengths, enums: the CRD's, which the API server
+        checks), a required field that is absent or null at its type's zero value (``""``, 0,
+        an empty list or struct; not set, so ``to_dict`` leaves it out as ``json.Marshal``
+        leaves out the Trainer API's ``omitempty`` fields), every other field as given.
+
+        Why: a webhook sent an object straight (not through the API server) has only been
+        decoded, and Go's validators then judge the zero values; ``from_dict`` would refuse such
+        an object in pydantic's words (found by admission fuzzing: an old TrainJob without
+        ``runtimeRef``, a ``podTemplateOverrides`` entry without ``targetJobs``). Only for JSON
+        that passed the Go decode (``trainer.api.gocodec``): values are not type-checked."""
+        values: dict[str, Any] = {}
+        fields_set: set[str] = set()
+        used: set[str] = set()
+        for name, info in cls.model_fields.items():
+            key = info.alias or name
+            value = data.get(key)
+            if key in data:
+                used.add(key)
+            if value is not None:
+                values[name] = _go_value(value, info.annotation)
+                fields_set.add(name)
+            elif info.is_required():
+                values[name] = _go_zero(info.annotation)
+        extra = {key: value for key, value in data.items() if key not in used and key not in values}
+        return cls.model_construct(fields_set | set(extra), **values, **extra)
+
+
+def _model_class(tp: Any) -> type[Model] | None:
+    return tp if isinstance(tp, type) and issubclass(tp, Model) else None
+
+
+def _bare(tp: Any) -> Any:
+    """The type without ``Annotated`` and ``| None``."""
+    while True:
+        if get_origin(tp) is Annotated:
+            tp = get_args(tp)[0]
+        elif get_origin(tp) in (Union, types.UnionType):
+            args = [a for a in get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return tp
+            tp = args[0]
+        else:
+            return tp
+
+
+def _go_value(value: Any, tp: Any) -> Any:
+    """``value`` (decoded JSON) as ``Model.from_go`` holds a field of type ``tp``."""
+    tp = _bare(tp)
+    origin = get_origin(tp)
+    if (model := _model_class(tp)) is not None:
+        return model.from_go(value) if isinstance(value, Mapping) else value
+    if origin is list and isinstance(value, list):
+        (item,) = get_args(tp)
+        return [_go_zero(item) if v is None else _go_value(v, item) for v in value]
+    if origin is dict and isinstance(value, dict):
+        item = get_args(tp)[1]
+        return {k: _go_zero(item) if v is None else _go_value(v, item) for k, v in value.items()}
+    return value
+
+
+def _go_zero(tp: Any) -> Any:
+    """Go's zero value of a field of type ``tp``, as the model holds it."""
+    tp = _bare(tp)
+    origin = get_origin(tp)
+    if (model := _model_class(tp)) is not None:
+        return model.from_go({})
+    if origin is list or tp is list:
+        return []
+    if origin is dict or tp is dict:
+        return {}
+    if origin is Literal:
+        return ""
+    if origin in (Union, types.UnionType):  # an int-or-string: Go's IntOrString zero is the int 0
+        return 0
+    return {str: "", int: 0, float: 0.0, bool: False}.get(tp)
 
 
 class KindModel(Model):

@@ -31,11 +31,22 @@ from datetime import UTC, datetime, timedelta, timezone
 from importlib import resources
 from typing import Any
 
-from manager.meta.object import json_kind
+from manager.meta.gotext import go_json_escapes, go_quote
+from manager.meta.object import json_copy, json_kind
 from manager.meta.quantity import Quantity, QuantityError
 from manager.meta.times import format_time
 
-__all__ = ["Codec", "GoDecodeError", "GoStruct", "GoType", "codec", "codec_for", "encode_struct", "marshal"]
+__all__ = [
+    "Codec",
+    "GoDecodeError",
+    "GoStruct",
+    "GoType",
+    "codec",
+    "codec_for",
+    "encode_struct",
+    "marshal",
+    "semantic_form",
+]
 
 TYPES_FILE = "go-types.json"
 """The Go types of jobset v0.10.1, trainer v2.1.0 and k8s.io/api v0.34 (level v2.1)."""
@@ -50,6 +61,14 @@ embedded struct fields in a type error's path: ``Go struct field
 FluxMLPolicySource.spec.mlPolicy.MLPolicySource.flux.numProcPerNode`` (trainer v2.3.0; jobset
 v0.12.0's volumes ``...volumes.VolumeSource.emptyDir``), where the one of trainer v2.1.0 and
 jobset v0.10.1 (v0.0.0-20241014173422) wrote ``spec.mlPolicy.flux.numProcPerNode``."""
+
+
+def names_embedded_fields(types_file: str) -> bool:
+    """Whether the binary of ``types_file`` names embedded struct fields in a type error's path
+    (``EMBEDDED_IN_ERROR_PATH``), in the objects and in the AdmissionReview alike."""
+    return types_file in EMBEDDED_IN_ERROR_PATH
+
+
 QUANTITY = "k8s.io/apimachinery/pkg/api/resource.Quantity"
 INT_OR_STRING = "k8s.io/apimachinery/pkg/util/intstr.IntOrString"
 TIME = "k8s.io/apimachinery/pkg/apis/meta/v1.Time"
@@ -125,6 +144,8 @@ class GoStruct:
     name: str
     fields: dict[str, GoField] = field(default_factory=dict)
     go_zero: Any = None  # what Go's json.Marshal of the zero struct gave (for tests)
+    folded: dict[str, GoField] = field(default_factory=dict, repr=False, compare=False)
+    """The fields by folded JSON name (``_folded_fields``), filled on first use."""
 
 
 def _describe(node: dict[str, Any], structs: dict[str, GoStruct]) -> GoType:
@@ -181,12 +202,38 @@ class _Abort(Exception):
         self.message = message
 
 
-class _Decoder:
-    """One ``json.Unmarshal``: keeps the first type error, aborts on an UnmarshalJSON error."""
+def _fold(name: str) -> str:
+    """encoding/json's ``foldName`` for what can match a Go field's (ASCII) JSON name: ASCII
+    upper-cased; the Kelvin sign and the long s fold to K and S, as ``unicode.SimpleFold`` does."""
+    return "".join(ch.upper() if ch < "\x80" else {"\u212a": "K", "\u017f": "S"}.get(ch, ch) for ch in name)
 
-    def __init__(self, embedded_in_path: bool = False) -> None:
+
+def _folded_fields(s: GoStruct) -> dict[str, GoField]:
+    """The struct's fields by folded JSON name (the first in field order wins, as in Go)."""
+    if not s.folded:
+        for name, f in s.fields.items():
+            s.folded.setdefault(_fold(name), f)
+    return s.folded
+
+
+def _field(s: GoStruct, key: str, fold_names: bool) -> GoField | None:
+    """The field a JSON key decodes into: its exact name, else (``fold_names``: encoding/json
+    itself, not ``sigs.k8s.io/json``) the field whose name equals it case-insensitively."""
+    f = s.fields.get(key)
+    if f is None and fold_names:
+        f = _folded_fields(s).get(_fold(key))
+    return f
+
+
+class _Decoder:
+    """One ``json.Unmarshal``: keeps the first type error, aborts on an UnmarshalJSON error.
+    ``fold_names``: field names matched as encoding/json matches them, case-insensitively
+    (``sigs.k8s.io/json``, apimachinery's decoder, matches them exactly)."""
+
+    def __init__(self, embedded_in_path: bool = False, fold_names: bool = False) -> None:
         self.saved: str | None = None
         self.embedded_in_path = embedded_in_path
+        self.fold_names = fold_names
 
     def _save(self, message: str) -> None:
         if self.saved is None:
@@ -245,10 +292,10 @@ class _Decoder:
 
     def struct(self, obj: dict[str, Any], s: GoStruct, path: tuple[str, ...]) -> None:
         for key, item in obj.items():
-            f = s.fields.get(key)  # sigs.k8s.io/json matches names case-sensitively
+            f = _field(s, key, self.fold_names)
             if f is not None:
                 embedded = f.embedded if self.embedded_in_path else ()
-                self.value(item, f.type, s.name, (*path, *embedded, key))
+                self.value(item, f.type, s.name, (*path, *embedded, f.json))
 
     def _custom(self, value: Any, t: GoType, struct: str, path: tuple[str, ...]) -> None:
         if t.ref == QUANTITY:
@@ -387,17 +434,108 @@ def _encode_struct(obj: dict[str, Any], s: GoStruct) -> dict[str, Any]:
     return obj
 
 
-# -- json.Marshal text ----------------------------------------------------------------------------
+# -- what encoding/json's Unmarshal keeps ---------------------------------------------------------
 
-_HTML_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+def _struct_view(obj: dict[str, Any], s: GoStruct) -> dict[str, Any]:
+    """``obj``'s fields of ``s`` under their names (matched as encoding/json matches them),
+    unknown keys dropped; a copy."""
+    out: dict[str, Any] = {}
+    for key, item in obj.items():
+        f = _field(s, key, fold_names=True)
+        if f is None:
+            continue
+        value = _value_view(item, f.type)
+        earlier = out.get(f.json)
+        out[f.json] = (
+            _merged(earlier, value) if isinstance(earlier, dict) and isinstance(value, dict) else value
+        )
+    return out
+
+
+def _merged(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(earlier)
+    for key, value in later.items():
+        before = merged.get(key)
+        merged[key] = (
+            _merged(before, value) if isinstance(before, dict) and isinstance(value, dict) else value
+        )
+    return merged
+
+
+def _value_view(value: Any, t: GoType) -> Any:
+    if t.kind == "ptr" and t.elem is not None:
+        return _value_view(value, t.elem)
+    if t.kind == "struct" and t.struct is not None and isinstance(value, dict):
+        return _struct_view(value, t.struct)
+    if t.kind == "slice" and t.elem is not None and isinstance(value, list):
+        return [_value_view(item, t.elem) for item in value]
+    if t.kind == "map" and t.elem is not None and isinstance(value, dict):
+        return {key: _value_view(item, t.elem) for key, item in value.items()}
+    return json_copy(value)
+
+
+# -- apimachinery's equality.Semantic ----------------------------------------------------------------
+
+
+def semantic_form(value: Any, t: GoType) -> Any:
+    """A form of ``value`` (JSON that decodes into ``t``) whose Python equality is
+    ``equality.Semantic.DeepEqual`` of the decoded Go values: unknown fields ignored, an absent
+    field equal to its zero value (a nil pointer to nothing else), nil and empty slices and maps
+    equal, quantities by value, times by instant."""
+    if value is None:
+        zero = _zero(t)  # None for a pointer, slice, map, interface or time: nil
+        return None if zero is None else semantic_form(zero, t)
+    if t.kind == "ptr" and t.elem is not None:
+        return ("ptr", semantic_form(value, t.elem))
+    if t.kind == "struct" and t.struct is not None and isinstance(value, dict):
+        out = {}
+        for name, f in t.struct.fields.items():
+            form = semantic_form(value.get(name), f.type)
+            if form != _zero_form(f.type):
+                out[name] = form
+        return out
+    if t.kind == "slice" and t.elem is not None and isinstance(value, list):
+        return tuple(semantic_form(item, t.elem) for item in value) or None
+    if t.kind == "map" and t.elem is not None and isinstance(value, dict):
+        return {key: semantic_form(item, t.elem) for key, item in value.items()} or None
+    if t.kind == "custom":
+        return _custom_form(value, t)
+    return value
+
+
+def _zero_form(t: GoType) -> Any:
+    return semantic_form(None, t)
+
+
+def _custom_form(value: Any, t: GoType) -> Any:
+    if t.ref == QUANTITY:
+        try:
+            return (
+                "quantity",
+                Quantity(value.strip() if isinstance(value, str) else _raw_text(value)).as_fraction(),
+            )
+        except QuantityError:
+            return ("quantity", value)
+    if t.ref == TIME:
+        if not isinstance(value, str):
+            return None
+        try:
+            instant = parse_time(value).astimezone(UTC)
+        except _Abort:
+            return value
+        return None if instant == datetime(1, 1, 1, tzinfo=UTC) else instant
+    if t.ref == INT_OR_STRING:
+        return ("string", value) if isinstance(value, str) else ("int", value)
+    return value
+
+
+# -- json.Marshal text ----------------------------------------------------------------------------
 
 
 def _go_string(text: str) -> str:
     """encoding/json's string: HTML-safe escapes, non-ASCII left as it is."""
-    out = json.dumps(text, ensure_ascii=False)
-    for char, escape in _HTML_ESCAPES.items():
-        out = out.replace(char, escape)
-    return out
+    return go_json_escapes(json.dumps(text, ensure_ascii=False))
 
 
 def _go_number(value: int | float) -> str:
@@ -521,9 +659,17 @@ class Codec:
     struct: GoStruct
     embedded_in_path: bool = False
     """Type errors name the embedded fields on the path (``EMBEDDED_IN_ERROR_PATH``)."""
+    types_file: str = TYPES_FILE
+    scheme: str = "trainer-v2.1.0"
+    """The Go manager whose scheme decodes this kind (``go-schemes.json``, ``SCHEMES``)."""
 
     def check(self, obj: Any) -> None:
-        """Raise ``GoDecodeError`` with Go's message if ``obj`` does not decode into the struct."""
+        """Raise ``GoDecodeError`` with Go's message if ``obj`` does not decode into the struct,
+        as ``runtime.DecodeInto`` with apimachinery's decoder over the Go manager's scheme does:
+        the object's kind read first (``Interpret``: ``apiVersion`` and ``kind`` unmarshalled by
+        encoding/json, then ``ParseGroupVersion``), its empty parts taken from the struct's kind,
+        then an object of another kind refused -- one the scheme does not know as not
+        registered, one it knows after decoding it into its own type -- else the object decoded."""
         if obj is None:
             raise GoDecodeError("there is no content to decode")
         if not isinstance(obj, dict):
@@ -531,24 +677,81 @@ class Codec:
                 "couldn't get version/kind; json parse error: "
                 + _type_error(json_kind(obj), _TYPE_META_GO, "", ())
             )
-        for key in obj:  # the first ill-typed one of the two, in document order
-            if key in ("apiVersion", "kind") and obj[key] is not None and not isinstance(obj[key], str):
-                raise GoDecodeError(
-                    "couldn't get version/kind; json parse error: "
-                    + _type_error(json_kind(obj[key]), "string", "", (key,))
-                )
-        api_version, kind = obj.get("apiVersion") or self.api_version, obj.get("kind") or self.kind
-        if (api_version, kind) != (self.api_version, self.kind):
-            raise GoDecodeError(
-                f'no kind "{kind}" is registered for version "{api_version}" in scheme "pkg/runtime/scheme.go:110"'
-            )
+        group, version, kind = self._kind_of(obj)
+        if (group, version, kind) != self._own_kind():
+            self._refuse_other_kind(obj, group, version, kind)
+        self._decode(obj, self.struct)
+
+    def _decode(self, obj: dict[str, Any], struct: GoStruct) -> None:
         decoder = _Decoder(self.embedded_in_path)
         try:
-            decoder.struct(obj, self.struct, ())
+            decoder.struct(obj, struct, ())
         except _Abort as err:
             raise GoDecodeError(err.message) from None
         if decoder.saved is not None:
             raise GoDecodeError(decoder.saved)
+
+    def _own_kind(self) -> tuple[str, str, str]:
+        group, _, version = self.api_version.rpartition("/")
+        return group, version, self.kind
+
+    def _kind_of(self, obj: dict[str, Any]) -> tuple[str, str, str]:
+        """``SimpleMetaFactory.Interpret`` and ``gvkWithDefaults``: apiVersion and kind as
+        encoding/json reads them (keys matched case-insensitively, the last one read wins, the
+        first ill-typed one refused), the group and version parsed, what is empty defaulted from
+        the struct's own kind."""
+        meta: dict[str, str] = {}
+        error: str | None = None
+        for key, value in obj.items():
+            name = {"APIVERSION": "apiVersion", "KIND": "kind"}.get(_fold(key))
+            if name is None or value is None:  # null leaves a Go string as it was
+                continue
+            if isinstance(value, str):
+                meta[name] = value
+            elif error is None:
+                error = _type_error(json_kind(value), "string", "", (name,))
+        if error is not None:
+            raise GoDecodeError("couldn't get version/kind; json parse error: " + error)
+        text = meta.get("apiVersion", "")
+        if text in ("", "/"):
+            group, version = "", ""
+        elif text.count("/") == 0:
+            group, version = "", text
+        elif text.count("/") == 1:
+            group, version = text.split("/")
+        else:
+            raise GoDecodeError(f"unexpected GroupVersion string: {text}")
+        own_group, own_version, own_kind = self._own_kind()
+        kind = meta.get("kind") or own_kind
+        if not version and not group:
+            group, version = own_group, own_version
+        elif not version and group == own_group:
+            version = own_version
+        if not version:
+            raise GoDecodeError(f"Object 'apiVersion' is missing in '{_compact(obj)}'")
+        return group, version, kind
+
+    def _refuse_other_kind(self, obj: dict[str, Any], group: str, version: str, kind: str) -> None:
+        """``scheme.New`` of a kind the scheme does not know; of one it knows, the object decoded
+        into that kind's type (when the types file has it) and then ``DecodeInto``'s refusal."""
+        scheme = _scheme_kinds(self.scheme)
+        if f"{group}/{version}/{kind}" not in scheme:
+            where = go_quote(f"pkg/runtime/scheme.go:{SCHEME_LINES[self.scheme]}")
+            if version == "__internal":
+                raise GoDecodeError(
+                    f"no kind {go_quote(kind)} is registered for the internal version of group "
+                    f"{go_quote(group)} in scheme {where}"
+                )
+            group_version = f"{group}/{version}" if group else version
+            raise GoDecodeError(
+                f"no kind {go_quote(kind)} is registered for version {go_quote(group_version)} in scheme {where}"
+            )
+        other = ROOTS.get((f"{group}/{version}" if group else version, kind))
+        structs = _structs(self.types_file)
+        if other is not None and other in structs:
+            self._decode(obj, structs[other])
+        into = self.struct.key.rsplit("/", 1)[-1]
+        raise GoDecodeError(f"unable to decode {group}/{version}, Kind={kind} into *{into}")
 
     def encode(self, obj: dict[str, Any]) -> dict[str, Any]:
         """What ``json.Marshal`` of the decoded struct writes (in place; unknown fields kept)."""
@@ -565,6 +768,33 @@ class Codec:
         """The JSON of the zero struct."""
         return _encode_struct({}, self.struct)
 
+    def unmarshal(self, raw: Any) -> dict[str, Any]:
+        """What ``json.Unmarshal(raw, &obj)`` -- encoding/json itself, not apimachinery's decoder
+        -- leaves in the struct, as JSON: raise ``GoDecodeError`` with its words, else a copy
+        holding the struct's fields only, under their names, nulls as zero values.
+
+        Unlike ``check``: no apiVersion/kind is read (another kind's object decodes), an absent
+        object is ``unexpected end of JSON input``, and a key names a field case-insensitively
+        (an exact match first). Two keys naming one field (``spec`` and ``Spec``) decode in
+        document order: objects merged into the first, anything else replacing it (Go would also
+        decode a list into the earlier list's elements). Trainer v2.3.0's TrainJob defaulter
+        reads the old object of an update so."""
+        if raw is None:  # RawExtension leaves null and an absent object empty
+            raise GoDecodeError("unexpected end of JSON input")
+        if not isinstance(raw, dict):
+            go_name = self.struct.key.rsplit("/", 1)[-1]
+            raise GoDecodeError(_type_error(json_kind(raw), go_name, "", ()))
+        decoder = _Decoder(self.embedded_in_path, fold_names=True)
+        try:
+            decoder.struct(raw, self.struct, ())
+        except _Abort as err:
+            raise GoDecodeError(err.message) from None
+        if decoder.saved is not None:
+            raise GoDecodeError(decoder.saved)
+        view = _struct_view(raw, self.struct)
+        _nulls_to_zero(view, self.struct)
+        return view
+
 
 @functools.cache
 def codec_for(api_version: str, kind: str, types_file: str = TYPES_FILE) -> Codec:
@@ -574,6 +804,8 @@ def codec_for(api_version: str, kind: str, types_file: str = TYPES_FILE) -> Code
         kind,
         _structs(types_file)[ROOTS[(api_version, kind)]],
         embedded_in_path=types_file in EMBEDDED_IN_ERROR_PATH,
+        types_file=types_file,
+        scheme=SCHEMES[types_file][kind in _JOBSET_BINARY_KINDS],
     )
 
 
@@ -581,6 +813,30 @@ def encode_struct(obj: dict[str, Any], key: str, types_file: str = TYPES_FILE) -
     """``obj`` as ``json.Marshal`` of the Go struct ``key`` (package path + name) of
     ``types_file`` writes it: in place, returned; unknown fields kept."""
     return _encode_struct(obj, _structs(types_file)[key])
+
+
+# The Go manager whose webhook decodes a kind, by types file: the JobSet binary's (JobSet, Pod)
+# or the trainer binary's (the trainer kinds); with the apimachinery each is built with, whose
+# ``NewScheme`` names the scheme by its own line (v0.34: 110, v0.36: 111).
+_JOBSET_BINARY_KINDS = frozenset({"JobSet", "Pod"})
+SCHEMES = {
+    TYPES_FILE: {False: "trainer-v2.1.0", True: "jobset-v0.10.1"},
+    JOBSET_V0_12_TYPES_FILE: {False: "jobset-v0.12.0", True: "jobset-v0.12.0"},
+    TRAINER_V2_3_TYPES_FILE: {False: "trainer-v2.3.0", True: "trainer-v2.3.0"},
+}
+SCHEME_LINES = {"trainer-v2.1.0": 110, "jobset-v0.10.1": 110, "trainer-v2.3.0": 111, "jobset-v0.12.0": 111}
+
+
+@functools.cache
+def _scheme_kinds(binary: str) -> frozenset[str]:
+    """``group/version/Kind`` of every kind the binary's scheme registers (``go-schemes.json``,
+    generated by ``python -m trainer.api.openapi.goschemes``)."""
+    text = resources.files("trainer.api.openapi").joinpath("go-schemes.json").read_text()
+    return frozenset(json.loads(text)["schemes"][binary])
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 def codec(key: str) -> GoStruct:

@@ -43,6 +43,8 @@ class CacheReader(TypedReader):
         self._confirm_misses = confirm_misses
 
     async def _live_get(self, gvk: GroupVersionKind, name: str, namespace: str) -> Json:
+        if not name:  # a GET without a name reads the collection; no object has an empty name
+            raise not_found(gvk, name)
         try:
             return await self._live.get(gvk, name, namespace)
         except NoKindMatch:

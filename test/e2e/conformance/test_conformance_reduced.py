@@ -51,7 +51,8 @@ def test_reduced_conformance_set_has_no_unlisted_difference(capsys: pytest.Captu
 
 # Level v2.3 (jobset v0.12.0 + trainer v2.3.0 on the other side): the deadline across
 # suspend/resume, two managers' runtimePatches and their order, JobSet volumeClaimPolicies, and
-# v2.3's admission answers (the CRDs' and the webhooks', typed decoding and torchtune's rules);
+# v2.3's admission answers (the CRDs' and the webhooks', typed decoding and torchtune's rules, and
+# the doubtful answers admission fuzzing met, sent straight to both webhook servers);
 # and, with JobSet v0.12.0's three feature gates on on both sides (the Go jobset gets them in its
 # own Configuration), RestartJob recreating one Job up to maxRestarts, in-place restart attempts
 # from the pods' annotations, an elastic scale of a running JobSet, and each gate's webhook rules
@@ -64,6 +65,7 @@ REDUCED_V2_3 = (
     "jobset-volume-claim-policies.yaml",
     "invalid-inputs.yaml",
     "webhook-runtimes.yaml",
+    "webhook-direct-fuzzed.yaml",
 )
 GATED_V2_3 = ("jobset-gate-restart-job.yaml", "jobset-gate-in-place-restart.yaml", "jobset-gate-elastic.yaml")
 JOBSET_GATES = "RestartJob=true,InPlaceRestart=true,ElasticJobSet=true"

@@ -1,15 +1,18 @@
-"""Admission fuzzing: generated AdmissionReviews POSTed over HTTPS to the product's webhook server.
+"""Admission fuzzing: generated AdmissionReviews POSTed over HTTPS to the product's webhook server, at each API level.
 
-The manager runs as the product does (``python -m trainer``, every component, debug logging) on
-a real API server holding the shipped torch-distributed runtime. Hypothesis draws reviews for
-all seven webhook paths (``admission_fuzz``): valid, near-valid and hostile objects, CREATE,
-UPDATE with old objects, DELETE and CONNECT, and hostile envelopes. Every answer must be what
-controller-runtime would give: HTTP 200 with an AdmissionReview, never code 500, a denial that
-names the field and the reason, ill-typed objects answered 400. Afterwards the log holds no
+The manager runs as the product does (``python -m trainer --api-level=<level>``, every component,
+debug logging) on a real API server with the level's CRDs holding the runtimes the level's
+TrainJobs name (``FuzzLevel.runtimes``; conftest.py). Hypothesis draws reviews for every webhook
+path of the level (``admission_fuzz``: seven at v2.1, eight at v2.3 with the TrainJob
+defaulter): valid, near-valid and hostile objects of the level, CREATE, UPDATE with old
+objects, DELETE and CONNECT, and hostile envelopes. Every answer must be what controller-runtime
+(v0.22 at v2.1, v0.24 at v2.3) would give: HTTP 200 with an AdmissionReview, never code 500, a
+denial that names the field and the reason with a code the level's Go webhook gives (v2.3's
+JobSet refusals 422 ``Invalid``), ill-typed objects answered 400. Afterwards the log holds no
 traceback and no error entry, and the server's resident memory is flat.
 
-``FUZZ_EXAMPLES`` sets the number of examples (``make test-fuzz``: 10,000; ``make test``: the
-default below, about a minute).
+``FUZZ_EXAMPLES`` sets the number of examples per level (``make test-fuzz``: 10,000; ``make
+test``: the default below, about a minute per level).
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from manager.envtest import Environment
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "800"))
 MAX_BODY = 7 * 1024 * 1024  # controller-runtime's maxRequestSize
-ROOT = Path(__file__).resolve().parents[3]
 Json = dict[str, Any]
 
 
@@ -73,7 +75,7 @@ def log_problems(log_path: Path, start: int = 0, namespace: str | None = None) -
     return problems
 
 
-def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, Any]:
+def fuzz(level: af.FuzzLevel, manager: RunningManager, namespace: str, examples: int) -> dict[str, Any]:
     """Runs hypothesis in this (worker) thread; returns the figures."""
     stats: dict[str, Any] = {
         "codes": collections.Counter(),
@@ -99,7 +101,7 @@ def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, An
             rss["tenths"].append(rss_kib(manager.proc.pid))
 
     started = time.monotonic()
-    af.fuzz_webhook_server(manager.webhook_port, manager.ca.cert_pem, namespace, examples, tally)
+    af.fuzz_webhook_server(manager.webhook_port, manager.ca.cert_pem, namespace, examples, tally, level)
     stats["seconds"] = round(time.monotonic() - started, 1)
     rss["end"] = rss_kib(manager.proc.pid)
     # afterwards: idle past two of the manager's 5 s heap trims, then read again
@@ -110,18 +112,22 @@ def fuzz(manager: RunningManager, namespace: str, examples: int) -> dict[str, An
 
 
 async def test_fuzzed_admission_reviews_get_controller_runtime_answers(
-    control_plane: Environment, namespace: str, tmp_path: Path
+    fuzz_level: af.FuzzLevel,
+    level_env: Environment,
+    level_namespace: str,
+    level_runtimes: None,
+    tmp_path: Path,
 ) -> None:
-    await control_plane.apply_manifests([ROOT / "config" / "runtimes" / "torch-distributed.yaml"])
-    async with running_manager(control_plane, tmp_path, args=["--zap-log-level=debug"]) as manager:
+    args = [f"--api-level={fuzz_level.name}", "--zap-log-level=debug"]
+    async with running_manager(level_env, tmp_path, args=args) as manager:
         start = manager.log_path.stat().st_size  # startup messages are not the fuzzer's concern
-        stats = await asyncio.to_thread(fuzz, manager, namespace, EXAMPLES)
+        stats = await asyncio.to_thread(fuzz, fuzz_level, manager, level_namespace, EXAMPLES)
         rss = stats["rss_kib"]
-        print(f"\nadmission fuzz: {json.dumps(stats, default=dict, indent=1)}")
+        print(f"\nadmission fuzz at level {fuzz_level.name}: {json.dumps(stats, default=dict, indent=1)}")
         (tmp_path / "figures.json").write_text(json.dumps(stats, default=dict))
         assert stats["examples"] >= EXAMPLES * 0.9, stats
         # every path was exercised, with allowed and denied answers and ill-typed (400) ones
-        assert set(stats["paths"]) == set(af.PATHS), stats["paths"]
+        assert set(stats["paths"]) == set(fuzz_level.paths), stats["paths"]
         codes = stats["codes"]
         assert codes["200 allowed"] and codes["400 denied"] and codes["403 denied"], codes
         # memory flat: after the warm-up fifth, less than 40 MiB more at the end
@@ -130,7 +136,7 @@ async def test_fuzzed_admission_reviews_get_controller_runtime_answers(
         # a body over controller-runtime's limit is refused with 413 in the review, the server serves on
         poster = af.Poster(manager.webhook_port, manager.ca.cert_pem)
         try:
-            status, body = poster.post(next(iter(af.PATHS)), b'{"pad": "' + b"x" * MAX_BODY + b'"}')
+            status, body = poster.post(next(iter(fuzz_level.paths)), b'{"pad": "' + b"x" * MAX_BODY + b'"}')
             assert status == 200, status
             assert json.loads(body)["response"]["status"] == {
                 "code": 413,
@@ -140,5 +146,5 @@ async def test_fuzzed_admission_reviews_get_controller_runtime_answers(
         finally:
             poster.close()
         await manager.ready()
-    problems = log_problems(manager.log_path, start, namespace)
+    problems = log_problems(manager.log_path, start, level_namespace)
     assert not problems, "\n".join(p[:1500] for p in problems[:5])

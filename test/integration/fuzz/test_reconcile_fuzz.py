@@ -1,8 +1,11 @@
-"""Reconciler fuzzing: generated objects the API server admits never crash a reconcile.
+"""Reconciler fuzzing: generated objects the API server admits never crash a reconcile, at each API level.
 
-Hypothesis draws TrainJobs, TrainingRuntimes and JobSets (valid, near-valid, hostile:
-``admission_fuzz.mutated``); each is created through a real API server with the product's
-webhooks installed, so what gets stored passed the CRD schema and our admission. The manager
+Hypothesis draws TrainJobs, TrainingRuntimes and JobSets of the level (valid, near-valid,
+hostile: ``admission_fuzz.mutated`` of ``FuzzLevel.bases``; at v2.3 TrainJobs with runtime
+patches and deadlines on each of v2.3.0's runtimes and the fuzzer's envInjection and Flux ones,
+JobSets with volume claim policies); each is created through a real API server with the level's
+CRDs and the level's webhook configurations pointing at ``python -m trainer
+--api-level=<level>``, so what gets stored passed the CRD schema and our admission. The manager
 then reconciles whatever was admitted. Afterwards:
 
 * no reconcile ended in an unexpected exception (a ``Reconciler error`` with a traceback) and the
@@ -36,14 +39,16 @@ OBJECTS = int(os.environ.get("FUZZ_OBJECTS", "60"))
 SETTLE_SECONDS = 15.0
 WINDOW_SECONDS = 15.0
 HOT_BOUND = 8  # reconciles of one object in WINDOW_SECONDS: backoff keeps it far below
-ROOT = Path(__file__).resolve().parents[3]
 Json = dict[str, Any]
 PLURALS = {"TrainJob": "trainjobs", "TrainingRuntime": "trainingruntimes", "JobSet": "jobsets"}
 API = {"TrainJob": af.TRAINER_API, "TrainingRuntime": af.TRAINER_API, "JobSet": "jobset.x-k8s.io/v1alpha2"}
 
 
-def draw_objects(namespace: str, count: int) -> list[Json]:
-    bases = af.base_objects(namespace)
+def draw_objects(level: af.FuzzLevel, namespace: str, count: int) -> list[Json]:
+    """``count`` objects of the level, drawn in the fixed namespace ``af.NAMESPACE`` and then put
+    into ``namespace``: the draw depends on the strategies alone, so a run's objects are drawn
+    again by any other run (hypothesis seeds a derandomized draw from what the strategy prints)."""
+    bases = level.bases(af.NAMESPACE)
     kinds = sorted(PLURALS)
     drawn: list[Json] = []
 
@@ -55,7 +60,11 @@ def draw_objects(namespace: str, count: int) -> list[Json]:
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-    @given(af.st.sampled_from(kinds).flatmap(lambda kind: af.mutated(bases[kind]).map(lambda o: (kind, o))))
+    @given(
+        af.st.sampled_from(kinds).flatmap(
+            lambda kind: af.st.sampled_from(bases[kind]).flatmap(af.mutated).map(lambda o: (kind, o))
+        )
+    )
     def collect(pair: tuple[str, Any]) -> None:
         drawn.append({"kind": pair[0], "object": copy.deepcopy(pair[1])})
 
@@ -63,9 +72,12 @@ def draw_objects(namespace: str, count: int) -> list[Json]:
     out = []
     for i, item in enumerate(drawn):
         obj = item["object"]
-        if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) and i % 5:
-            obj["metadata"]["name"] = f"fz{i}"  # most keep a fresh valid name, some keep the drawn one
-            obj["metadata"]["namespace"] = namespace
+        metadata = obj.get("metadata") if isinstance(obj, dict) else None
+        if isinstance(metadata, dict) and i % 5:
+            metadata["name"] = f"fz{i}"  # most keep a fresh valid name, some keep the drawn one
+            metadata["namespace"] = namespace
+        elif isinstance(metadata, dict) and metadata.get("namespace") == af.NAMESPACE:
+            metadata["namespace"] = namespace  # a drawn namespace other than the base's stays
         out.append({"kind": item["kind"], "object": obj})
     return out
 
@@ -97,14 +109,20 @@ def reconcile_entries(log_path: Path, start: int) -> list[Json]:
 
 
 async def test_admitted_fuzzed_objects_never_crash_a_reconcile(
-    control_plane: Environment, namespace: str, tmp_path: Path
+    fuzz_level: af.FuzzLevel,
+    level_env: Environment,
+    level_namespace: str,
+    level_runtimes: None,
+    level_webhooks: list[Json],
+    tmp_path: Path,
 ) -> None:
-    env = control_plane
-    await env.apply_manifests([ROOT / "config" / "runtimes" / "torch-distributed.yaml"])
-    objects = await asyncio.to_thread(draw_objects, namespace, OBJECTS)
+    env, namespace = level_env, level_namespace
+    objects = await asyncio.to_thread(draw_objects, fuzz_level, namespace, OBJECTS)
     async with (
-        running_manager(env, tmp_path, args=["--zap-log-level=debug"]) as manager,
-        shipped_webhooks(env, namespace, tmp_path, manager),
+        running_manager(
+            env, tmp_path, args=[f"--api-level={fuzz_level.name}", "--zap-log-level=debug"]
+        ) as manager,
+        shipped_webhooks(env, namespace, tmp_path, manager, level_webhooks),
     ):
         start = manager.log_path.stat().st_size
         answers: collections.Counter[str] = collections.Counter()
@@ -128,7 +146,7 @@ async def test_admitted_fuzzed_objects_never_crash_a_reconcile(
             )
             if status == 201:
                 admitted.append((kind, body["metadata"]["name"]))
-        print(f"\nreconcile fuzz: {len(objects)} objects, answers {dict(answers)}")
+        print(f"\nreconcile fuzz at level {fuzz_level.name}: {len(objects)} objects, answers {dict(answers)}")
         assert admitted, answers
         await asyncio.sleep(SETTLE_SECONDS)
         window_start = manager.log_path.stat().st_size

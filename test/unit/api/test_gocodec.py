@@ -355,3 +355,77 @@ def test_models_and_go_types_agree() -> None:
         root = gocodec.codec_for("trainer.kubeflow.org/v1alpha1", kind).struct
         _compare(getattr(trainer_v1alpha1, kind), root, set(), problems)
     assert problems == []
+
+
+# -- objects of another kind: the Go manager's scheme decides (go-schemes.json) -----------------------
+
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+V2_3_TRAINJOB = gocodec.codec_for(TRAINER_API, "TrainJob", gocodec.TRAINER_V2_3_TYPES_FILE)
+V2_1_TRAINJOB = gocodec.codec_for(TRAINER_API, "TrainJob")
+V0_12_POD = gocodec.codec_for("v1", "Pod", gocodec.JOBSET_V0_12_TYPES_FILE)
+
+
+@pytest.mark.parametrize(
+    ("codec", "obj", "message"),
+    [
+        # a kind the binary's scheme knows is decoded into its own type, then refused
+        (
+            V2_3_TRAINJOB,
+            {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet"},
+            "unable to decode jobset.x-k8s.io/v1alpha2, Kind=JobSet into *v1alpha1.TrainJob",
+        ),
+        (
+            V0_12_POD,
+            {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "spec": {"replicatedJobs": {}}},
+            "json: cannot unmarshal object into Go struct field JobSetSpec.spec.replicatedJobs of type "
+            "[]v1alpha2.ReplicatedJob",
+        ),
+        (
+            V2_1_TRAINJOB,
+            {"apiVersion": "apps/v1", "kind": "Deployment"},
+            "unable to decode apps/v1, Kind=Deployment into *v1alpha1.TrainJob",
+        ),
+        # one it does not know (the JobSet binary has no trainer kinds), named as apimachinery
+        # v0.36 names its scheme (v0.34: line 110), the strings quoted as %q quotes them
+        (
+            V0_12_POD,
+            {"apiVersion": TRAINER_API, "kind": "TrainJob"},
+            'no kind "TrainJob" is registered for version "trainer.kubeflow.org/v1alpha1" in scheme '
+            '"pkg/runtime/scheme.go:111"',
+        ),
+        (
+            V2_3_TRAINJOB,
+            {"apiVersion": "v\x11\u0088ñ", "kind": 'a"b'},
+            'no kind "a\\"b" is registered for version "v\\x11\\u0088ñ" in scheme "pkg/runtime/scheme.go:111"',
+        ),
+        (
+            V2_1_TRAINJOB,
+            {"apiVersion": "a/__internal", "kind": "X"},
+            'no kind "X" is registered for the internal version of group "a" in scheme "pkg/runtime/scheme.go:110"',
+        ),
+        # Interpret reads the kind with encoding/json (case-insensitive keys), then parses it
+        (V2_3_TRAINJOB, {"apiVersion": "a/b/c"}, "unexpected GroupVersion string: a/b/c"),
+        (
+            V2_3_TRAINJOB,
+            {"KIND": "JobSet", "apiVersion": "jobset.x-k8s.io/v1alpha2"},
+            "unable to decode jobset.x-k8s.io/v1alpha2, Kind=JobSet into *v1alpha1.TrainJob",
+        ),
+        (
+            V2_3_TRAINJOB,
+            {"apiVersion": "other.io/", "kind": "TrainJob"},
+            """Object 'apiVersion' is missing in '{"apiVersion":"other.io/","kind":"TrainJob"}'""",
+        ),
+    ],
+)
+def test_another_kind_is_refused_as_the_go_managers_scheme_refuses_it(
+    codec: gocodec.Codec, obj: Any, message: str
+) -> None:
+    with pytest.raises(gocodec.GoDecodeError) as raised:
+        codec.check(obj)
+    assert str(raised.value) == message
+
+
+def test_an_empty_or_partial_kind_is_the_structs_own() -> None:
+    V2_3_TRAINJOB.check({"apiVersion": "", "kind": ""})
+    V2_3_TRAINJOB.check({"apiVersion": "trainer.kubeflow.org/"})  # the group's own version
+    V2_3_TRAINJOB.check({"apiVersion": "/", "Kind": "TrainJob"})

@@ -181,3 +181,35 @@ def test_constants_are_upstream_strings() -> None:
     assert jobset_constants.JobSetControllerName == "jobset.sigs.k8s.io/jobset-controller"
     assert jobset_constants.JobSetSuspendedReason == "SuspendedJobs"
     assert scheduling_constants.PodGroupLabel == "scheduling.x-k8s.io/pod-group"
+
+
+def test_from_go_holds_what_the_go_struct_holds() -> None:
+    """``Model.from_go``: an object that passed only the Go decode, as the struct holds it: no
+    schema constraint checked, absent required fields at Go's zero values (left out by
+    ``to_dict``, as ``json.Marshal`` leaves out the Trainer API's ``omitempty`` fields), unknown
+    fields kept."""
+    tj = TrainJob.from_go(
+        {
+            "apiVersion": "",
+            "kind": "TrainJob",
+            "metadata": {"name": "x"},
+            "spec": {
+                "runtimeRef": {"apiGroup": "trainer.kubeflow.org"},
+                "podTemplateOverrides": [{"targetJobs": [{}, None]}],
+                "runtimePatches": [{"manager": "m"}],
+            },
+            "status": {"conditions": [{"type": "Bad Type"}]},
+        }
+    )
+    assert tj.spec is not None and tj.spec.runtime_ref.name == ""
+    overrides = tj.spec.pod_template_overrides or []
+    assert [t.name for t in overrides[0].target_jobs] == ["", ""]
+    assert tj.to_dict()["spec"] == {
+        "runtimeRef": {"apiGroup": "trainer.kubeflow.org"},
+        "podTemplateOverrides": [{"targetJobs": [{}, {}]}],
+        "runtimePatches": [{"manager": "m"}],
+    }
+    assert tj.status is not None and tj.status.conditions is not None
+    assert (tj.status.conditions[0].type, tj.status.conditions[0].status) == ("Bad Type", "")
+    with pytest.raises(ValidationError):  # what from_dict, for objects the API server checked, refuses
+        TrainJob.from_dict(tj.to_dict() | {"apiVersion": "trainer.kubeflow.org/v1alpha1"})

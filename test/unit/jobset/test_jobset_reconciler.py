@@ -793,3 +793,53 @@ async def test_a_service_error_still_fails_the_pass_with_its_warning() -> None: 
     assert client.names("Service") == []
     # no status write from a failed pass, as upstream; the next pass finds the Job and counts it
     assert "replicatedJobsStatus" not in ((await get_jobset(client)).get("status") or {})
+
+
+class _NetworkClient(RecordingClient):
+    """Each create waits for its answer, as one over the network does."""
+
+    async def create(self, obj: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0)
+        return await super().create(obj, **kwargs)
+
+
+async def test_a_jobset_of_many_replicas_does_not_stop_the_manager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reconcile fuzzing admitted a JobSet of ``replicas: 1000000`` (the CRD and the webhook
+    allow up to 2147483647) and its reconcile built every Job before the first create, holding
+    the manager's event loop for minutes and its memory at 7 GB: the webhooks timed out. Upstream
+    builds the whole list too; here the 50 creators take the Jobs one at a time: while they
+    create, the loop answers, and no more Jobs exist than were created plus those in flight."""
+    import trainer.controllers.jobset.jobs as jobs_module
+
+    built = 0
+    construct = jobs_module.construct_job
+
+    def counting(*args: Any, **kwargs: Any) -> Object:
+        nonlocal built
+        built += 1
+        return construct(*args, **kwargs)
+
+    monkeypatch.setattr(jobs_module, "construct_job", counting)
+    js = jobset(rjob("w", 200_000))  # enough for building them all first to hold the loop for seconds
+    client = _NetworkClient(js)
+    rec, _, _ = reconciler(client)
+    reconcile = asyncio.create_task(rec.reconcile(REQ))
+    loop = asyncio.get_running_loop()
+    slowest = 0.0
+    try:
+        for _ in range(30):
+            started = loop.time()
+            await asyncio.sleep(0.01)
+            slowest = max(slowest, loop.time() - started)
+        assert not reconcile.done()
+        created = len(client.created)
+        assert created > 50, created
+        assert built <= created + c.MaxParallelism, (built, created)
+    finally:
+        reconcile.cancel()
+        await asyncio.gather(reconcile, return_exceptions=True)
+    # each pass of the loop runs the 50 creators one step (a GC pause or a loaded machine may add
+    # to it); building every Job first held it for minutes
+    assert slowest < 2.0, f"the event loop was held for {slowest:.2f}s"

@@ -16,7 +16,6 @@ from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.levels.v2_3 import V2_3
 from trainer.runtime.levels.v2_3_admission import (
     runtime_patches_equal,
-    semantic,
     validate_runtime_patch_targets,
 )
 from trainer.runtime.registry import CLUSTER_TRAINING_RUNTIME_KEY, TRAINING_RUNTIME_KEY, new_runtimes
@@ -224,7 +223,31 @@ def test_semantic_times_are_instants() -> None:
     assert not runtime_patches_equal(at, [{"manager": "m", "time": "2026-01-01T00:00:01Z"}])
     assert runtime_patches_equal(None, [])
     assert not runtime_patches_equal([{"manager": "m"}], [{"manager": "m", "trainingRuntimeSpec": {}}])
-    assert semantic({"labels": {}, "tolerations": [], "affinity": {}}) == {"affinity": {}}
+
+
+def pod_patch(**pod_spec: Any) -> list[Json]:
+    return [patch(**pod_spec)]
+
+
+def test_semantic_equality_is_of_the_go_structs() -> None:
+    """Semantic.DeepEqual of v2.3.0's typed RuntimePatch (``gocodec.semantic_form``): an absent
+    field equals its zero value (``readOnly: false``, ``manager: ""``), an empty map or list an
+    absent one, a nil pointer nothing else (``affinity: {}``), unknown fields are not compared
+    (a review sent straight to the webhook keeps them; the API server prunes them)."""
+    mount = {"name": "v", "mountPath": "/v"}
+    with_false = pod_patch(containers=[{"name": "node", "volumeMounts": [{**mount, "readOnly": False}]}])
+    assert runtime_patches_equal(
+        with_false, pod_patch(containers=[{"name": "node", "volumeMounts": [mount]}])
+    )
+    assert runtime_patches_equal([{"manager": ""}], [{}])
+    named = {"serviceAccountName": "a"}
+    assert runtime_patches_equal(pod_patch(**named, nodeSelector={}, tolerations=[]), pod_patch(**named))
+    assert not runtime_patches_equal(pod_patch(**named, affinity={}), pod_patch(**named))
+    assert runtime_patches_equal([{"manager": "m", "unknownField": 1}], [{"manager": "m"}])
+    sized = pod_patch(volumes=[{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}}])
+    assert runtime_patches_equal(
+        sized, pod_patch(volumes=[{"name": "v", "emptyDir": {"sizeLimit": "1024Mi"}}])
+    )
 
 
 # -- initializers -------------------------------------------------------------------------------------

@@ -104,3 +104,16 @@ async def test_uncached_kinds_missing_live_read_as_the_cache_words_it() -> None:
     with pytest.raises(NotFound) as missing:
         await reader.get(PRIORITY_CLASS, "low", "")
     assert str(missing.value) == 'PriorityClass.scheduling.k8s.io "low" not found'
+
+
+async def test_an_empty_name_is_not_found_without_a_live_read() -> None:
+    """A GET without a name reads the collection: a TrainJob whose runtimeRef has no name got the
+    runtime list decoded as a runtime, and pydantic's complaint in its denial (found comparing
+    fuzzed reviews with trainer v2.3.0, whose cache answers NotFound)."""
+    reader, live = _reader(confirm=True)
+    with pytest.raises(NotFound) as missing:
+        await reader.get(RUNTIME, "", "ns")
+    assert str(missing.value) == 'TrainingRuntime.trainer.kubeflow.org "" not found'
+    with pytest.raises(NotFound):
+        await reader.get(PRIORITY_CLASS, "", "")  # an uncached kind: no live read either
+    assert live.gets == 0

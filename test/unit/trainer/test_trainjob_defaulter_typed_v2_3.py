@@ -107,11 +107,36 @@ async def test_an_integer_num_proc_per_node_is_admitted_untouched() -> None:
     assert answer.allowed and answer.patches == []
 
 
-async def test_the_old_object_is_decoded_too() -> None:
-    old = tj(trainer={"numProcPerNode": "auto"})
-    answer = await handler(lambda: NOW)(request("UPDATE", tj(trainer={"numProcPerNode": 4}), old))
-    assert answer.code == 400
-    assert "Trainer.spec.trainer.numProcPerNode of type int32" in answer.message
+async def test_the_old_object_is_read_as_default_reads_it() -> None:
+    """Trainer v2.3.0's ``Default`` reads the old object with ``json.Unmarshal``: what does not
+    decode is its error, answered 403 (``admission.Denied``), not the decoder's 400; another kind
+    decodes; keys match case-insensitively (found by admission fuzzing; the first three answers
+    are the Go original's, ``test/conformance/scenarios/v2.3/webhook-direct-fuzzed.yaml``)."""
+    new = tj(trainer={"numProcPerNode": 4}, runtimePatches=[{"manager": "example.com/a"}])
+    answer = await handler(lambda: NOW)(request("UPDATE", new, tj(trainer={"numProcPerNode": "auto"})))
+    assert (answer.allowed, answer.code, answer.reason, answer.message) == (
+        False,
+        403,
+        "Forbidden",
+        "json: cannot unmarshal string into Go struct field Trainer.spec.trainer.numProcPerNode of type int32",
+    )
+    answer = await handler(lambda: NOW)(request("UPDATE", new, None))
+    assert (answer.code, answer.message) == (403, "unexpected end of JSON input")
+    answer = await handler(lambda: NOW)(request("UPDATE", new, [new]))  # type: ignore[arg-type]
+    assert answer.message == "json: cannot unmarshal array into Go value of type v1alpha1.TrainJob"
+
+    kept = {"manager": "example.com/a", "time": "2026-01-02T03:04:05Z"}
+    other_kind = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "spec": {"runtimePatches": [kept]},
+    }
+    upper_case = {"SPEC": {"runtimePatches": [kept]}}
+    for old in (other_kind, upper_case):
+        answer = await handler(lambda: NOW)(request("UPDATE", new, old))
+        assert answer.allowed, answer
+        stored = apply_patch(copy.deepcopy(new), answer.patches)
+        assert stored["spec"]["runtimePatches"] == [kept], old  # unchanged: the old entry's time
 
 
 async def test_other_v2_3_fields_are_typed_as_v2_3_0_types_them() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from manager.meta.object import Json as Object
@@ -278,16 +278,18 @@ def blocking_recreate(js: Object) -> bool:
 
 def jobs_to_create(
     js: Object, rjob: Object, owned: ChildJobs, steps: ControllerSteps = V0_10_STEPS
-) -> list[Object]:
-    """The rjob's Jobs whose names are not taken by any owned Job (2.10).
+) -> Iterator[Object]:
+    """The rjob's Jobs whose names are not taken by any owned Job (2.10), each built when it is
+    taken from the iterator: upstream builds the whole list first, so a JobSet of a million
+    replicas (which its webhook and CRD admit) holds a million Jobs in memory before the first
+    create; here the creates draw them one by one (found by reconcile fuzzing: ``replicas:
+    1000000`` blocked the manager's event loop for minutes, its webhooks timing out).
 
     BlockingRecreate creates nothing while any previous-attempt Job still exists.
     """
     if blocking_recreate(js) and owned.previous:
-        return []
+        return
     taken = owned.names()
-    out = []
     for index in range(replicas_of(rjob)):
         if gen_job_name(name_of(js), str(rjob.get("name") or ""), index) not in taken:
-            out.append(construct_job(js, rjob, index, steps))
-    return out
+            yield construct_job(js, rjob, index, steps)

@@ -30,6 +30,7 @@ from typing import Any
 from manager.client.errors import ApiError, NotFound
 from manager.meta import gvk
 from manager.meta.field import FieldError
+from manager.meta.gotext import go_quote
 from manager.meta.object import Json as Object
 from manager.meta.object import annotations_of, labels_of, name_of, namespace_of
 from manager.meta.validation import is_dns1123_subdomain, is_valid_label_value
@@ -234,7 +235,8 @@ class _Steps:
         if not errs:
             return []
         return [
-            f'spec will lead to invalid label value "{endpoint}" for coordinator label "{c.CoordinatorKey}" '
+            f"spec will lead to invalid label value {go_quote(endpoint)} for coordinator label "
+            f"{go_quote(c.CoordinatorKey)} "
             f"(long JobSet / ReplicatedJob / SubDomain name?): {', '.join(errs)}"
         ]
 

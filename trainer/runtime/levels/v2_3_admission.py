@@ -17,16 +17,14 @@ rules and the v2.3 defaulting webhook use.
 
 from __future__ import annotations
 
-import datetime
 import functools
 from collections.abc import Mapping
 from typing import Any
 
 from manager.client.interfaces import Reader
 from manager.meta.field import FieldError
+from manager.meta.gotext import go_quote
 from manager.meta.object import Json
-from manager.meta.quantity import Quantity, QuantityError
-from manager.meta.times import parse_time
 from manager.meta.validation import is_domain_prefixed_path
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
@@ -42,7 +40,6 @@ __all__ = [
     "RUNTIME_PATCHES_PATH",
     "runtime_patches_equal",
     "runtime_patches_text",
-    "semantic",
     "validate_env_injection_targets",
     "validate_mpi_reserved_envs",
     "validate_runtime_patches",
@@ -61,58 +58,23 @@ MPI_RESERVED_ENVS = frozenset(
 )
 """``constants.MPIReservedEnvNames``: what the MPI plugin sets on the launcher."""
 
-# The map-typed fields of the RuntimePatch types (and the core types inside them): for
-# Semantic.DeepEqual an empty map is an absent one; an empty struct is not.
-_MAP_FIELDS = frozenset({"labels", "annotations", "nodeSelector", "matchLabels", "requests", "limits"})
-# Quantities (compared by value): these fields, and the values of these maps.
-_QUANTITY_FIELDS = frozenset({"sizeLimit", "divisor"})
-_QUANTITY_MAPS = frozenset({"requests", "limits"})
-
-
 # -- Semantic equality -----------------------------------------------------------------------------
 
 
-def semantic(value: Any, key: str = "") -> Any:
-    """``value`` (runtime patches as JSON) in a form whose equality is Semantic.DeepEqual's: nil
-    and empty lists and maps are equal, an empty struct is not absent, times are instants,
-    quantities values."""
-    if isinstance(value, dict):
-        out = {}
-        for k, item in value.items():
-            canonical = semantic(item, k)
-            if key in _QUANTITY_MAPS:
-                canonical = _quantity(item)
-            if canonical is None or canonical == [] or (canonical == {} and k in _MAP_FIELDS):
-                continue
-            out[k] = canonical
-        return out
-    if isinstance(value, list):
-        return [semantic(item) for item in value]
-    if key == "time" and isinstance(value, str):
-        return _instant(value)
-    if key in _QUANTITY_FIELDS:
-        return _quantity(value)
-    return value
-
-
-def _quantity(value: Any) -> Any:
-    try:
-        return ("quantity", Quantity(value).as_fraction()) if isinstance(value, str | int) else value
-    except QuantityError:
-        return value
-
-
-def _instant(text: str) -> datetime.datetime | str:
-    try:
-        parsed = parse_time(text)
-    except ValueError:
-        return text
-    return parsed.astimezone(datetime.UTC) if parsed is not None else text
+@functools.cache
+def _typed_runtime_patches() -> GoType:
+    """``spec.runtimePatches`` of v2.3.0's TrainJob, from the trainer v2.3.0 binary's Go types."""
+    return gocodec.field_type(
+        f"{tc.GROUP}/{tc.VERSION}", tc.TrainJobKind, RUNTIME_PATCHES_PATH, gocodec.TRAINER_V2_3_TYPES_FILE
+    )
 
 
 def runtime_patches_equal(old: Any, new: Any) -> bool:
-    """Semantic.DeepEqual of two ``runtimePatches`` lists (None and [] alike)."""
-    return bool(semantic({"p": old}) == semantic({"p": new}))
+    """``equality.Semantic.DeepEqual`` of two ``runtimePatches`` lists as v2.3.0's structs hold
+    them (``gocodec.semantic_form``): None and [] alike, an absent field equal to its zero value,
+    unknown fields ignored, quantities by value, times by instant."""
+    patches = _typed_runtime_patches()
+    return bool(gocodec.semantic_form(old, patches) == gocodec.semantic_form(new, patches))
 
 
 def runtime_patches(trainjob: TrainJob) -> list[Json]:
@@ -305,7 +267,8 @@ def validate_env_injection_targets(info: Info) -> list[FieldError]:
                 FieldError.invalid(
                     "spec.runtimeRef",
                     {k: target[k] for k in ("jobName", "containerNames") if target.get(k)},
-                    f'envInjection target podSet "{job}" container "{container}" not found in runtime template',
+                    f"envInjection target podSet {go_quote(job)} container {go_quote(container)} "
+                    "not found in runtime template",
                 )
             )
     return errors

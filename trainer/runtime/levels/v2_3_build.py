@@ -32,6 +32,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from manager.meta.gotext import go_quote
 from manager.meta.object import Json
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
@@ -129,7 +130,8 @@ class MergeInRuntimeInfo:
                 container = info.find_container_by_pod_set_name(job, name)
                 if container is None:
                     raise RuntimeFailure(
-                        f'envInjection target podSet "{job}" container "{name}" not found in runtime template'
+                        f"envInjection target podSet {go_quote(job)} container {go_quote(name)} "
+                        "not found in runtime template"
                     )
                 found.append(container)
         return found

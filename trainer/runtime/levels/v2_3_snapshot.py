@@ -22,6 +22,7 @@ import yaml
 
 from manager.client.errors import NotFound, RequestError
 from manager.client.interfaces import Reader
+from manager.meta.gotext import go_quote
 from manager.meta.object import Json, json_copy, json_kind
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
@@ -172,8 +173,8 @@ def _check_ref(trainjob: TrainJob, doc: Json) -> None:
         raise RuntimeFailure(
             _INVALID + "the snapshot refers to the wrong runtime: expecting a runtime with name, api group "
             "and kind of "
-            f'"{want_name}", "{want_group or "<any>"}", "{want_kind or "<any>"}" but found runtime with '
-            f'name, api group and kind of "{name}", "{group}", "{kind}"'
+            f"{go_quote(want_name)}, {go_quote(want_group or '<any>')}, {go_quote(want_kind or '<any>')} but "
+            f"found runtime with name, api group and kind of {go_quote(name)}, {go_quote(group)}, {go_quote(kind)}"
         )
 
 

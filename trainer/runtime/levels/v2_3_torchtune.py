@@ -21,6 +21,7 @@ What changed from v2.1.0:
 from __future__ import annotations
 
 from manager.meta.field import FieldError
+from manager.meta.gotext import go_quote
 from trainer.api.trainer_v1alpha1 import Trainer
 from trainer.runtime.levels import TorchTuneRules
 
@@ -80,7 +81,7 @@ class _BoolArgs:
                     FieldError.invalid(
                         f"spec.trainer.args[{i}]",
                         arg,
-                        f'must not set immutable config "{key}" in trainer args; it is managed by the runtime',
+                        f"must not set immutable config {go_quote(key)} in trainer args; it is managed by the runtime",
                     )
                 )
         return errors
