@@ -60,6 +60,9 @@ class Flavour:
     """Labels its JobSet must carry (a runtime patch's JobSet metadata)."""
     runs_pods: bool = True
     """False: no pod may exist for it (a suspended TrainJob)."""
+    may_be_unbuilt: bool = False
+    """Level v2.3: its deadline may pass before a pass builds it (the faults delay it), and then
+    nothing is built: no runtime snapshot either (docs/divergences.md T-17)."""
 
 
 FLAVOURS: dict[str, Flavour] = {
@@ -560,7 +563,9 @@ def _owned_by_trainjobs(
                     f"TrainJob {name} ({item.flavour}) has {per.get(name, 0)} {label}s, must have {want}"
                 )
             if label == "ConfigMap":
-                out += _snapshot_problems(snap.trainjobs[name], snapshots.get(name, []), runtime_snapshots)
+                found = snapshots.get(name, [])
+                if not (item.spec.may_be_unbuilt and not found):
+                    out += _snapshot_problems(snap.trainjobs[name], found, runtime_snapshots)
     return out
 
 

@@ -10,7 +10,8 @@ v2.3 has (docs/behaviour/trainer.md §12, jobset-v0.12.md §1.4):
 - ``expiring``: ``activeDeadlineSeconds`` (``Params.deadline_seconds``, so it expires while the
   faults run) on a runtime whose JobSet has a ``volumeClaimPolicies`` claim no volume serves
   (its pods stay Pending): Failed with reason ``DeadlineExceeded``, its JobSet deleted (and with
-  it the PVC, ``whenDeleted: Delete``), the JobSet made once and never again;
+  it the PVC, ``whenDeleted: Delete``), the JobSet made once and never again (none at all, and
+  no runtime snapshot, when the faults delayed its first pass past the deadline: T-17);
 - ``resumed``: created suspended with a runtime patch, the patch changed while suspended, then
   resumed (two merge patches a few seconds apart during the run): Complete, its Jobs and pods
   carry the changed patch's label;
@@ -65,7 +66,9 @@ FLAVOURS.update(
         ),
         "jax": Flavour("TrainJob", "Complete", {"node": 1}),
         "xgboost": Flavour("TrainJob", "Complete", {"node": 1}),
-        "expiring": Flavour("TrainJob", "Failed", keeps_jobset=False, reason="DeadlineExceeded"),
+        "expiring": Flavour(
+            "TrainJob", "Failed", keeps_jobset=False, reason="DeadlineExceeded", may_be_unbuilt=True
+        ),
         "resumed": Flavour("TrainJob", "Complete", {"node": 1}, pod_labels={PHASE: "resumed"}),
         "jobset-claims": Flavour("JobSet", "Complete"),
         "jobset-claims-ttl": Flavour("JobSet", "Deleted"),

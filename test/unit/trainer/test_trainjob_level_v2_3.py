@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from trainer_unit_fixtures import NOW, ClientReader, FakeRecorder, fake_client, rjob, runtime, trainjob
 
-from manager.client.errors import Conflict, NotFound
-from manager.controller.reconcile import Request
+from manager.client.errors import Conflict, InternalError, NotFound
+from manager.controller.reconcile import ReconcileError, Request
 from manager.testing.fake import FakeClient
 from trainer.controllers.trainjob import TrainJobReconciler
 from trainer.runtime.levels import RuntimeLevel
@@ -170,6 +170,48 @@ async def test_v2_3_a_stale_pass_after_the_deadline_keeps_the_jobset_deleted_and
     tj = await client.get(TRAINJOB_GVK, "test-job", "default")
     assert conditions(tj) == [DEADLINE_FAILED]
     assert tj["status"]["jobsStatus"] == jobs
+
+
+async def test_v2_3_a_first_pass_past_the_deadline_builds_nothing_and_fails_the_trainjob() -> None:
+    # found by the chaos suite: a TrainJob whose first pass came after its deadline (its reconcile
+    # delayed by the faults) got its JobSet applied only to have it deleted at once; upstream does
+    # that (objects first, deadline after). Here nothing is built: no snapshot, no JobSet.
+    reconciler, client = await deadline_setup(V2_3, 90, deadline_job(60))
+    assert await reconciler.reconcile(REQ) is None
+    assert client.requests.get("apply", 0) == 0
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    assert conditions(await client.get(TRAINJOB_GVK, "test-job", "default")) == [DEADLINE_FAILED]
+
+
+async def test_v2_3_the_retry_of_a_failed_deadline_status_write_does_not_make_the_jobset_again() -> None:
+    # found by the chaos suite (the JobSet of an expiring TrainJob made twice): the pass past the
+    # deadline deleted the JobSet, its status write failed (a 500 of the API server), and the retry,
+    # still reading a running TrainJob, applied the JobSet again before deleting it once more.
+    reconciler, client = await deadline_setup(V2_3, 10, deadline_job(60))
+    await reconciler.reconcile(REQ)
+    await client.get(JOBSET_GVK, "test-job", "default")
+    reconciler.clock = lambda: at(60.5)
+    client.inject_error("status.patch", InternalError("an error on the server has prevented the request"))
+    with pytest.raises(ReconcileError):
+        await reconciler.reconcile(REQ)
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    applies = client.requests.get("apply", 0)
+    assert await reconciler.reconcile(REQ) is None
+    assert client.requests.get("apply", 0) == applies  # the retry built nothing
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    assert conditions(await client.get(TRAINJOB_GVK, "test-job", "default")) == [DEADLINE_FAILED]
+
+
+async def test_v2_3_a_resume_past_the_old_deadline_builds_the_jobset() -> None:
+    # the clock restarts at the resume: a pass that resumes a TrainJob created long ago builds it
+    job = deadline_job(60, status={"conditions": [SUSPENDED_TRUE]})
+    reconciler, client = await deadline_setup(V2_3, 3600, job)
+    result = await reconciler.reconcile(REQ)
+    assert result is not None and result.requeue_after == pytest.approx(60)
+    await client.get(JOBSET_GVK, "test-job", "default")
 
 
 async def test_v2_3_deadline_due_but_not_past_requeues_after_one_second() -> None:

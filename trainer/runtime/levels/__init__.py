@@ -50,6 +50,11 @@ class TrainJobDeadline(Protocol):
         before it (``before``) the level keeps over it."""
         ...
 
+    def passed(self, trainjob: Json, status: Json, clock: Callable[[], datetime.datetime]) -> bool:
+        """Whether the deadline has already passed as the pass starts (``status``: the status
+        it read): the pass then builds nothing and ``enforce`` fails the TrainJob."""
+        ...
+
     async def enforce(
         self,
         client: Any,

@@ -113,6 +113,9 @@ class NoDeadline:
     def keep(self, before: Json, computed: Json) -> Json:
         return computed
 
+    def passed(self, trainjob: Json, status: Json, clock: Callable[[], datetime.datetime]) -> bool:
+        return False
+
     async def enforce(
         self,
         client: Any,

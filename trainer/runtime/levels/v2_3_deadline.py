@@ -10,6 +10,11 @@ deadline: nothing polls.
 
 That Failed condition survives every later reconcile: the runtime's status plugin may set its
 own Failed from the JobSet, and the deadline's is put back over it.
+
+A pass that starts past the deadline builds nothing (``passed``): upstream applies the objects
+first and checks the deadline after, so such a pass creates the JobSet only to delete it, and
+when its status write then fails, the retry does both again (a second JobSet, found by the chaos
+suite; docs/divergences.md T-17).
 """
 
 from __future__ import annotations
@@ -73,6 +78,19 @@ class ActiveDeadline:
         if kept is not None and computed is not before:
             set_status_condition(computed, tc.TrainJobFailed, kept)
         return computed
+
+    def passed(self, trainjob: Json, status: Json, clock: Callable[[], datetime.datetime]) -> bool:
+        """Whether a pass that read ``status`` starts past the deadline. A TrainJob this pass
+        resumes (``Suspended`` still true, ``spec.suspend`` no longer) restarts its clock now."""
+        spec = trainjob.get("spec") or {}
+        seconds = spec.get("activeDeadlineSeconds") or 0
+        if not seconds or is_finished(status) or spec.get("suspend") is True:
+            return False
+        suspended = find_condition(status, tc.TrainJobSuspended)
+        if suspended is not None and suspended.get("status") == "True":
+            return False
+        started = start_time(trainjob, status, status, clock)
+        return started is not None and clock() > started + datetime.timedelta(seconds=seconds)
 
     async def enforce(
         self,
