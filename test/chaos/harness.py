@@ -745,7 +745,12 @@ class ChaosRun:
             await asyncio.gather(*tasks, return_exceptions=True)
             codes = {r.name: await r.terminate() for r in self.replicas}
             await forwarder.stop()
-            (self.work / "jobs-history.json").write_text(json.dumps(self.job_history.to_json(), indent=1))
+            for name, history in (
+                ("jobs", self.job_history),
+                ("jobsets", self.jobset_history),
+                ("pvcs", self.pvc_history),
+            ):
+                (self.work / f"{name}-history.json").write_text(json.dumps(history.to_json(), indent=1))
         self.fig.run_seconds = time.monotonic() - self.t0
         self._metrics()
         assert all(c == 0 for c in codes.values()), f"managers did not stop cleanly: {codes}"
