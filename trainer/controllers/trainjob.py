@@ -191,6 +191,11 @@ class TrainJobReconciler:
         requeue_after = await self.level.deadline.enforce(
             self.client, trainjob, original_status, status, self.clock, self.now
         )
+        # a TrainJob failed by its deadline keeps no JobSet: a failed delete is retried (T-18)
+        if (
+            err := await self.level.deadline.remove_jobset(self.client, trainjob, original_status, status)
+        ) is not None:
+            errors.append(err)
         set_state(trainjob, status)
         if (err := await self.update_status_if_changed(trainjob, original_status, status)) is not None:
             errors.append(err)

@@ -214,6 +214,56 @@ async def test_v2_3_a_resume_past_the_old_deadline_builds_the_jobset() -> None:
     await client.get(JOBSET_GVK, "test-job", "default")
 
 
+async def test_v2_3_a_failed_delete_of_the_jobset_at_the_deadline_is_retried_until_it_is_gone() -> None:
+    # the chaos suite at level v2.3: an expiring TrainJob ended Failed/DeadlineExceeded with its
+    # JobSet still there 300 s later. Upstream deletes the JobSet once and only logs a failure; the
+    # TrainJob, now finished, is never looked at again and its JobSet's pods run on.
+    reconciler, client = await deadline_setup(V2_3, 10, deadline_job(60))
+    await reconciler.reconcile(REQ)
+    reconciler.clock = lambda: at(60.5)
+    client.inject_error("delete", InternalError("an error on the server has prevented the request"))
+    with pytest.raises(ReconcileError, match="an error on the server"):
+        await reconciler.reconcile(REQ)
+    assert conditions(await client.get(TRAINJOB_GVK, "test-job", "default")) == [DEADLINE_FAILED]
+    await client.get(JOBSET_GVK, "test-job", "default")  # still there
+    # the retry: a finished TrainJob failed by its deadline keeps no JobSet
+    assert await reconciler.reconcile(REQ) is None
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    assert conditions(await client.get(TRAINJOB_GVK, "test-job", "default")) == [DEADLINE_FAILED]
+
+
+async def test_v2_3_a_jobset_made_after_the_deadline_failure_is_deleted_by_the_next_pass() -> None:
+    # a write of the JobSet that lands after the TrainJob failed on its deadline (an apply in
+    # flight when its leader died): the JobSet's create event brings the finished TrainJob back
+    reconciler, client = await deadline_setup(V2_3, 90, deadline_job(60))
+    await reconciler.reconcile(REQ)
+    tj = await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert conditions(tj) == [DEADLINE_FAILED]
+    owner = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "test-job"}
+    late = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": "test-job",
+            "namespace": "default",
+            "ownerReferences": [owner | {"uid": tj["metadata"]["uid"], "controller": True}],
+        },
+        "spec": {"replicatedJobs": []},
+    }
+    await client.create(late)
+    client.requests.clear()
+    assert await reconciler.reconcile(REQ) is None
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    assert client.requests.get("delete") == 1
+    assert client.requests.get("status.patch", 0) == 0  # the status stays as it was
+    # a JobSet of that name the TrainJob does not control is not its to delete
+    await client.create({**late, "metadata": {"name": "test-job", "namespace": "default"}})
+    assert await reconciler.reconcile(REQ) is None
+    await client.get(JOBSET_GVK, "test-job", "default")
+
+
 async def test_v2_3_deadline_due_but_not_past_requeues_after_one_second() -> None:
     reconciler, _ = await deadline_setup(V2_3, 60, deadline_job(60))
     result = await reconciler.reconcile(REQ)

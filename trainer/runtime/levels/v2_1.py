@@ -127,6 +127,9 @@ class NoDeadline:
     ) -> float | None:
         return None
 
+    async def remove_jobset(self, client: Any, trainjob: Json, original: Json, status: Json) -> str | None:
+        return None
+
 
 class PutStatus:
     """``StatusWrite`` of v2.1: upstream's typed ``Status().Update``, resourceVersion-checked
