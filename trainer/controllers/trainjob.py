@@ -191,7 +191,7 @@ class TrainJobReconciler:
         requeue_after = await self.level.deadline.enforce(
             self.client, trainjob, original_status, status, self.clock, self.now
         )
-        # a TrainJob failed by its deadline keeps no JobSet: a failed delete is retried (T-18)
+        # a TrainJob failed by its deadline keeps no JobSet: a failed delete is retried (T-19)
         if (
             err := await self.level.deadline.remove_jobset(self.client, trainjob, original_status, status)
         ) is not None:

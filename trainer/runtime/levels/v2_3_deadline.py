@@ -21,7 +21,7 @@ fails it deletes the JobSet as upstream does, but a failed delete is the reconci
 is retried) rather than only logged, and every later pass of that finished TrainJob deletes a
 JobSet it controls that the cache still holds (a retry, or a JobSet whose create landed after the
 failure). The cache answers whether there is one: a finished TrainJob costs no round trip
-(docs/divergences.md T-18).
+(docs/divergences.md T-19).
 """
 
 from __future__ import annotations
