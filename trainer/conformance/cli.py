@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from manager import longrun
 from manager.longrun import Progress
 from trainer import levels
-from trainer.conformance import harness, migrated, originals
+from trainer.conformance import harness, kueue, migrated, originals
 from trainer.conformance.diff import DIVERGENCES_FILE, classify, load_divergences
 from trainer.conformance.harness import Side
 from trainer.conformance.runner import ScenarioResult, Settings, run_scenario, scenario_files
@@ -38,6 +38,8 @@ from trainer.conformance.runner import ScenarioResult, Settings, run_scenario, s
 T = TypeVar("T")
 
 DEFAULT_SCENARIOS = harness.ROOT / "test" / "conformance" / "scenarios"
+KUEUE_SCENARIOS = harness.ROOT / "test" / "conformance" / "kueue"
+"""The scenarios that need Kueue in front of both sides (``--kueue``): queues, quota, preemption."""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -81,6 +83,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="local clusters: featureGates of both sides' trainer Configuration (TrainJobStatus=true "
         "also serves each side's status server for StatusRequest documents)",
     )
+    p.add_argument(
+        "--kueue",
+        action="store_true",
+        help="local clusters: Kueue in front of each side (the level's release, trainer.conformance.kueue); "
+        f"without paths, the scenarios of {KUEUE_SCENARIOS.relative_to(harness.ROOT)}",
+    )
     p.add_argument("--divergences", type=Path, default=DIVERGENCES_FILE, help="listed divergences (YAML)")
     p.add_argument("--quiet-seconds", type=float, default=4.0, help="settled after this long without change")
     p.add_argument("--max-seconds", type=float, default=90.0, help="bound on one settle")
@@ -121,6 +129,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error("--migrate-from runs on local clusters only (no --kubeconfig-ours/--kubeconfig-theirs)")
         if args.feature_gates:
             p.error("--migrate-from takes no --feature-gates")
+    if args.kueue and args.kubeconfig_ours:
+        p.error("--kueue runs on local clusters only (no --kubeconfig-ours/--kubeconfig-theirs)")
+    if args.kueue and args.migrate_from:
+        p.error("--kueue and --migrate-from do not go together")
     try:
         args.feature_gates = _gates(args.feature_gates)
     except ValueError as err:
@@ -191,7 +203,17 @@ async def _sides(args: argparse.Namespace, workdir: Path | None, progress: Progr
         if len(errors) == 1 or any(isinstance(e, asyncio.CancelledError) for e in errors):
             raise errors[0]
         raise BaseExceptionGroup("neither side started", errors)
-    return results[0], results[1]  # type: ignore[return-value]
+    first, second = started  # ours, theirs: gather keeps the order
+    if args.kueue:
+        try:
+            await asyncio.gather(
+                _in_step(progress, "starting Kueue (ours)", harness.add_kueue(first, level)),
+                _in_step(progress, "starting Kueue (theirs)", harness.add_kueue(second, level)),
+            )
+        except BaseException:
+            await asyncio.gather(first.stop(), second.stop(), return_exceptions=True)
+            raise
+    return first, second
 
 
 def dump(directory: Path | None, result: ScenarioResult) -> None:
@@ -254,7 +276,7 @@ async def run(
     progress = progress or Progress("conformance")
     if args.migrate_from:
         return await run_migrated(args, results, progress)
-    files = scenario_files(args.paths or [DEFAULT_SCENARIOS], args.level)
+    files = scenario_files(args.paths or [KUEUE_SCENARIOS if args.kueue else DEFAULT_SCENARIOS], args.level)
     if not files:
         raise SystemExit(f"error: no manifest files of level {args.level} found")
     workdir = None if args.kubeconfig_ours else harness.new_workdir()
@@ -271,6 +293,7 @@ async def run(
         progress.say(
             f"level {args.level}: ours with --api-level={args.level}, theirs "
             f"{inputs.originals.describe()}; runtimes on both: {inputs.runtimes_source()}"
+            + (f"; Kueue {kueue.version_for(levels.get(args.level))} in front of both" if args.kueue else "")
         )
     progress.say(f"both sides ready in {time.monotonic() - started:.0f}s")
     settings = Settings(quiet_seconds=args.quiet_seconds, max_seconds=args.max_seconds)

@@ -218,6 +218,73 @@ def configuration(
     return config
 
 
+# -- MultiKueue -----------------------------------------------------------------------------------
+
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+"""The AdmissionCheck ``controllerName`` of MultiKueue, and the ``spec.managedBy`` Kueue's webhooks
+give a TrainJob or JobSet queued in a ClusterQueue that has such a check (v0.15 and v0.17)."""
+MULTIKUEUE_SECRET_KEY = "kubeconfig"
+"""The key of a MultiKueueCluster's kubeconfig Secret (``kueue.MultiKueueConfigSecretKey``)."""
+PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
+MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+"""The labels MultiKueue puts on the copy of a job it creates on a worker (v0.15 and v0.17): the
+Workload it created there first, and the management cluster's origin (``multiKueue.origin``,
+``multikueue`` by default)."""
+
+
+def multikueue_objects(
+    workers: Mapping[str, bytes], *, config: str = "multikueue", check: str = "multikueue"
+) -> list[Json]:
+    """What a management cluster needs to run jobs on ``workers`` (name -> kubeconfig), as Kueue's
+    MultiKueue setup guide of v0.15 and v0.17 has it, at ``kueue.x-k8s.io/v1beta2``: per worker a
+    Secret in Kueue's namespace holding its kubeconfig (key ``kubeconfig``; Kueue refuses one with
+    a token or CA file path, insecure TLS, basic auth or an exec plugin unless the
+    ``MultiKueueAllowInsecureKubeconfigs`` gate is on: certificate data inline, as the harness's
+    kubeconfigs have) and a MultiKueueCluster naming it; a MultiKueueConfig listing them; an
+    AdmissionCheck of controller ``kueue.x-k8s.io/multikueue`` whose parameters name that config.
+    A ClusterQueue whose ``admissionChecksStrategy`` names ``check`` dispatches to the workers,
+    which need a LocalQueue of the same name in a namespace of the same name."""
+    objects: list[Json] = []
+    for name, kubeconfig in workers.items():
+        secret = f"multikueue-{name}"
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": secret, "namespace": NAMESPACE},
+                "data": {MULTIKUEUE_SECRET_KEY: base64.b64encode(kubeconfig).decode()},
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": API_VERSION,
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": name},
+                "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": secret}}},
+            }
+        )
+    objects.append(
+        {
+            "apiVersion": API_VERSION,
+            "kind": "MultiKueueConfig",
+            "metadata": {"name": config},
+            "spec": {"clusters": list(workers)},
+        }
+    )
+    objects.append(
+        {
+            "apiVersion": API_VERSION,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": check},
+            "spec": {
+                "controllerName": MULTIKUEUE_CONTROLLER,
+                "parameters": {"apiGroup": API_GROUP, "kind": "MultiKueueConfig", "name": config},
+            },
+        }
+    )
+    return objects
+
+
 # -- probes: the API server calls Kueue's webhooks -----------------------------------------------
 
 _RF_PATH = f"/apis/{API_VERSION}/resourceflavors"

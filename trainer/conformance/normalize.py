@@ -20,6 +20,10 @@ UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 GENERATED = re.compile(r"^(?P<base>.+)-[bcdfghjklmnpqrstvwxz2456789]{5}$")
 IPV4 = re.compile(r"^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$")
+WORKLOAD_NAME = re.compile(r"^(?P<base>.+)-[0-9a-f]{5}$")
+"""Kueue's Workload names: ``<kind>-<owner>-`` and 5 hex digits of a hash over the owner's uid."""
+KUEUE_WAIT = re.compile(r"(wait time since (?:queued|reservation) was )\d+s")
+"""The seconds in Kueue's ``QuotaReserved`` and ``Admitted`` event messages."""
 
 #: (apiVersion, kind) collected in each scenario namespace.
 COLLECTED: tuple[tuple[str, str], ...] = (
@@ -34,8 +38,12 @@ COLLECTED: tuple[tuple[str, str], ...] = (
     ("scheduling.volcano.sh/v1beta1", "PodGroup"),
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
     ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
+    ("kueue.x-k8s.io/v1beta2", "Workload"),  # with Kueue in front of both sides (``--kueue``)
     ("v1", "Event"),
 )
+NAMED_FIRST = ("Pod", "Workload")
+"""Kinds collected before the others: the names generated for them are learned (``renames``) so
+that every object and event naming one reads the same on both sides."""
 
 METADATA_DROP = {
     "uid",
@@ -101,6 +109,7 @@ class Normaliser:
         text = UUID.sub("<uid>", text)
         text = TIME.sub("<time>", text)
         text = STATUS_SERVER_PORT.sub(r"\1<status-port>\2", text)
+        text = KUEUE_WAIT.sub(r"\1<seconds>", text)
         return text.replace(self.namespace, "<ns>") if self.namespace else text
 
     def strings(self, value: Any) -> Any:
@@ -136,6 +145,16 @@ class Normaliser:
             ]
         status = pod.get("status") or {}
         return {"metadata": pod["metadata"], "spec": spec, "status": {"phase": status.get("phase")}}
+
+    @staticmethod
+    def _workload(workload: dict[str, Any]) -> dict[str, Any]:
+        """Kueue's Workload: how long it ran before an eviction is counted in whole seconds
+        (``accumulatedPastExecutionTimeSeconds``), which differs by the sides' pace alone."""
+        status = workload.get("status") or {}
+        if "accumulatedPastExecutionTimeSeconds" in status:
+            status = {**status, "accumulatedPastExecutionTimeSeconds": "<seconds>"}
+            return {**workload, "status": status}
+        return workload
 
     def _service(self, svc: dict[str, Any]) -> dict[str, Any]:
         spec = dict(svc.get("spec") or {})
@@ -190,6 +209,10 @@ class Normaliser:
                 name = pod["metadata"]["name"]
                 if pod["metadata"].get("generateName") and (m := GENERATED.match(name)):
                     self.renames[name] = m["base"] + "-<gen>"
+        elif kind == "Workload":
+            for workload in items:
+                if m := WORKLOAD_NAME.match(workload["metadata"]["name"]):
+                    self.renames[workload["metadata"]["name"]] = m["base"] + "-<hash>"
         out: dict[str, dict[str, Any]] = {}
         ordered = sorted(
             items, key=lambda o: (o["metadata"]["name"], o["metadata"].get("creationTimestamp", ""))
@@ -208,6 +231,8 @@ class Normaliser:
                 obj = self._secret(obj)
             elif kind == "ConfigMap":
                 obj = self._configmap(obj)
+            elif kind == "Workload":
+                obj = self._workload(obj)
             obj = self.strings(obj)
             base = f"{kind}/{obj['metadata']['name']}"
             key, n = base, 1
