@@ -241,6 +241,10 @@ async def test_trainjob_runs_on_the_worker_and_its_status_comes_back(
             assert created["spec"].get("suspend") is True, created["spec"]
 
             async def running() -> str:
+                # first, so that a manager that builds one fails for that reason
+                assert await mk.management.get(mk.management.jobset("t")) is None, (
+                    "a JobSet t on the management cluster"
+                )
                 _, remote = await assert_dispatched(mk, "TrainJob", "t")
                 await assert_running_on_pool(mk.worker, "t", 1)
                 return str(remote["metadata"]["name"])
@@ -358,6 +362,9 @@ async def test_deleting_on_the_management_cluster_removes_the_worker_copies(
             await mk.management.create(mk.management.jobset(), jobset)
 
             async def running() -> list[str]:
+                assert await mk.management.get(mk.management.jobset("t")) is None, (
+                    "a JobSet t on the management cluster"
+                )
                 names = []
                 for kind, name in (("TrainJob", "t"), ("JobSet", "js")):
                     _, remote = await assert_dispatched(mk, kind, name)
