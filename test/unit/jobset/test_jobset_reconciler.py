@@ -418,6 +418,35 @@ async def test_resume_clears_start_time_merges_template_and_unsuspends() -> None
     assert (await get_jobset(client))["status"]["conditions"][0]["status"] == "False"
 
 
+@pytest.mark.parametrize("verb", ["update", "status.update"])
+async def test_a_stale_child_job_ends_the_pass_without_error_and_the_next_resumes_it(verb: str) -> None:
+    # docs/divergences.md J-1: the job controller wrote the Job (its status) after the cache saw
+    # it, so resuming it is refused with a Conflict. Upstream returns the error (a logged
+    # "Reconciler error" and a back-off); the Job's newer version reconciles again anyway.
+    js = jobset(rjob("a", 1))
+    js["status"] = {"conditions": [cond("Suspended", reason="SuspendedJobs", message="jobset is suspended")]}
+    client = RecordingClient(js, job("test-jobset-a-0", "a", suspend=True, status={"startTime": ts(NOW)}))
+    client.inject_error(verb, Conflict("the object has been modified", code=409))
+    rec, events, _ = reconciler(client)
+    assert await rec.reconcile(REQ) is None  # no error: no back-off, no "Reconciler error"
+    assert events.items == []  # the pass ended before its status write, its events dropped
+    assert (await get_jobset(client))["status"]["conditions"][0]["status"] == "True"
+    await rec.reconcile(REQ)  # the Job's watch event
+    assert client.stored("Job", "test-jobset-a-0")["spec"]["suspend"] is False  # type: ignore[index]
+    assert events.items == [("Normal", "ResumeJobs", "jobset is resumed")]
+
+
+async def test_a_stale_child_job_while_suspending_ends_the_pass_without_error() -> None:
+    client = RecordingClient(two_rjobs(suspend=True), job("test-jobset-a-0", "a", suspend=False))
+    client.inject_error("update", Conflict("the object has been modified", code=409))
+    rec, events, _ = reconciler(client)
+    assert await rec.reconcile(REQ) is None
+    assert events.items == [] and client.requests["status.update"] == 0
+    await rec.reconcile(REQ)
+    assert client.stored("Job", "test-jobset-a-0")["spec"]["suspend"] is True  # type: ignore[index]
+    assert ("Normal", "SuspendedJobs", "jobset is suspended") in events.items
+
+
 async def test_never_suspended_jobset_gets_no_suspended_condition() -> None:
     client = RecordingClient(two_rjobs())
     rec, _, _ = reconciler(client)
