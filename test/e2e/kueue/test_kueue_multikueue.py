@@ -203,6 +203,7 @@ async def assert_finished_and_cleaned_up(
     assert finished and finished["status"] == "True", local.get("status")
     wl = await mk.management.workload_of(kind, name)
     assert is_true(wl, "Finished"), wl.get("status")
+    print(f"kueue-e2e: {kind} {name}: management Workload Finished, reason {condition(wl, 'Finished')}")
     assert await mk.worker.get(path_of.format(ns=mk.worker.ns)) is None, "the worker's copy is still there"
     assert await mk.worker.get(f"{mk.worker.workloads()}/{workload}") is None, "the worker's Workload stayed"
     assert await mk.worker.get(mk.worker.jobset(name)) is None, "the worker's JobSet stayed"
