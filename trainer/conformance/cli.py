@@ -40,6 +40,9 @@ T = TypeVar("T")
 DEFAULT_SCENARIOS = harness.ROOT / "test" / "conformance" / "scenarios"
 KUEUE_SCENARIOS = harness.ROOT / "test" / "conformance" / "kueue"
 """The scenarios that need Kueue in front of both sides (``--kueue``): queues, quota, preemption."""
+KUEUE_POD_RUN_SECONDS = 300.0
+"""KWOK's pod run time with ``--kueue``: every step of a preemption flow sees the pods Running
+(``settle: running``); the scenarios delete what runs before their final settle."""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -101,9 +104,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--pod-run-seconds",
         type=float,
-        default=harness.POD_RUN_SECONDS,
+        default=None,
         help="local clusters: how long KWOK keeps a Job's pod Running before it succeeds "
-        f"(default {harness.POD_RUN_SECONDS:g}; a pod annotated "
+        f"(default {harness.POD_RUN_SECONDS:g}, with --kueue {KUEUE_POD_RUN_SECONDS:g}; a pod annotated "
         "envtest.trainer.kubeflow.org/pod-run-seconds runs that long; a settle waits for them)",
     )
     p.add_argument("--keep-namespaces", action="store_true", help="leave the scenario namespaces behind")
@@ -117,6 +120,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--debug", action="store_true", help="print the traceback of an error above its one-line summary"
     )
     args = p.parse_args(argv)
+    if args.pod_run_seconds is None:
+        args.pod_run_seconds = KUEUE_POD_RUN_SECONDS if args.kueue else harness.POD_RUN_SECONDS
     if args.pod_run_seconds < 0:
         p.error("--pod-run-seconds must be at least 0")
     if bool(args.kubeconfig_ours) != bool(args.kubeconfig_theirs):
@@ -296,7 +301,7 @@ async def run(
             + (f"; Kueue {kueue.version_for(levels.get(args.level))} in front of both" if args.kueue else "")
         )
     progress.say(f"both sides ready in {time.monotonic() - started:.0f}s")
-    settings = Settings(quiet_seconds=args.quiet_seconds, max_seconds=args.max_seconds)
+    settings = Settings(quiet_seconds=args.quiet_seconds, max_seconds=args.max_seconds, kueue=args.kueue)
     run_id = secrets.token_hex(3)
     try:
         for index, path in enumerate(files, 1):

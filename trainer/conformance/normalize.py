@@ -22,6 +22,11 @@ GENERATED = re.compile(r"^(?P<base>.+)-[bcdfghjklmnpqrstvwxz2456789]{5}$")
 IPV4 = re.compile(r"^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$")
 WORKLOAD_NAME = re.compile(r"^(?P<base>.+)-[0-9a-f]{5}$")
 """Kueue's Workload names: ``<kind>-<owner>-`` and 5 hex digits of a hash over the owner's uid."""
+KUEUE_CACHE_RACE = re.compile(
+    r'admission webhook "mjobset\.kb\.io" denied the request: TrainJob\.trainer\.kubeflow\.org "[^"]+" not found'
+)
+"""Kueue's JobSet webhook (v0.15, v0.17) looks the JobSet's owner up in its informer cache
+(``FindAncestorJobManagedByKueue``) and refuses the create while the TrainJob is not there yet."""
 KUEUE_WAIT = re.compile(r"(wait time since (?:queued|reservation) was )\d+s")
 """The seconds in Kueue's ``QuotaReserved`` and ``Admitted`` event messages."""
 
@@ -95,10 +100,18 @@ def _strings(value: Any, fn: Any) -> Any:
 class Normaliser:
     """Per side and scenario: learns the generated names it saw so references to them match."""
 
-    def __init__(self, namespace: str, nodes: Iterable[str] = ()) -> None:
+    def __init__(self, namespace: str, nodes: Iterable[str] = (), *, kueue: bool = False) -> None:
         self.namespace = namespace
         self.renames: dict[str, str] = {}
         self.nodes = set(nodes)
+        self.kueue = kueue
+        """Kueue runs in front of the managers: three things its timing decides are left out
+        (``KUEUE_TIMING``): ``metadata.generation`` (how many spec writes an object got depends on
+        how Kueue's writes and the manager's interleave), the scheduler's ``Pending`` events on
+        Workloads (each retry's message says how far a preemption had got), and a manager's
+        ``TrainJobResourcesCreationFailed`` event for Kueue's JobSet webhook refusing a JobSet
+        because Kueue's cache has not seen its TrainJob yet (``KUEUE_CACHE_RACE``: retried at
+        once; the faster manager meets it more often)."""
 
     def scalar(self, text: str) -> str:
         if text in self.nodes:  # a node assignment (e.g. a follower pinned to its leader's node)
@@ -223,6 +236,8 @@ class Normaliser:
             if kind == "Secret" and obj.get("type") == "kubernetes.io/service-account-token":
                 continue
             obj = {**obj, "metadata": self._metadata(obj.get("metadata", {}))}
+            if self.kueue:
+                obj["metadata"].pop("generation", None)
             if kind == "Pod":
                 obj = self._pod(obj)
             elif kind == "Service":
@@ -242,6 +257,16 @@ class Normaliser:
             out[key] = obj
         return out
 
+    @staticmethod
+    def _kueue_timing(event: dict[str, Any], involved: dict[str, Any]) -> bool:
+        """An event whose existence or text Kueue's timing decides (``kueue``)."""
+        reason = event.get("reason")
+        if involved.get("kind") == "Workload" and reason == "Pending":
+            return True
+        return reason == "TrainJobResourcesCreationFailed" and bool(
+            KUEUE_CACHE_RACE.search(str(event.get("message") or ""))
+        )
+
     def events(self, items: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The managers' events, keyed by object and reason (counts and repeats ignored): a
         different message shows as a difference of ``.message``."""
@@ -251,6 +276,8 @@ class Normaliser:
             if component in KUBE_COMPONENTS:
                 continue
             involved = event.get("involvedObject") or {}
+            if self.kueue and self._kueue_timing(event, involved):
+                continue
             entry = {
                 "involvedObject": f"{involved.get('kind')}/{self.scalar(involved.get('name', ''))}",
                 "type": event.get("type"),

@@ -82,6 +82,9 @@ class Settings:
     quiet_seconds: float = 4.0  # settled: no change in the compared objects for this long
     max_seconds: float = 90.0  # bound on one settle
     poll_seconds: float = 1.0
+    kueue: bool = False
+    """Kueue runs in front of both sides (``--kueue``): what its timing decides is normalised
+    away (``Normaliser.kueue``)."""
 
 
 @dataclass
@@ -280,7 +283,7 @@ class Scenario:
         out = Outcome()
         with self.step(side, "list nodes"):
             nodes = await side.kube.list("v1", "Node", None) or []
-        norm = Normaliser(self.namespace, [n["metadata"]["name"] for n in nodes])
+        norm = Normaliser(self.namespace, [n["metadata"]["name"] for n in nodes], kueue=self.settings.kueue)
         with self.step(side, f"create namespace {self.namespace}"):
             code, body = await side.kube.create(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}, None
