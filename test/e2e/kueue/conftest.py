@@ -216,16 +216,17 @@ async def _start(
     *,
     role: str = "worker",
     pool: bool = True,
+    nodes: int = 1,
     wait_for_pods_ready: Json | None = WAIT_FOR_PODS_READY,
 ) -> tuple[Environment, list[Process], kq.KueueProcess]:
     """A full local cluster with this manager (or the Go managers) and Kueue in front of it.
-    ``role`` names it in the log; ``pool``: the two pool nodes (``kueuee2e.POOL_LABEL``);
-    ``wait_for_pods_ready``: Kueue's setting (None: off)."""
+    ``role`` names it in the log; ``pool``: the two pool nodes (``kueuee2e.POOL_LABEL``) besides
+    ``nodes`` untainted ones; ``wait_for_pods_ready``: Kueue's setting (None: off)."""
     go = GO_MANAGERS
     env = Environment(
         workdir / "cluster",
         full=True,
-        nodes=1,
+        nodes=nodes,
         crd_paths=harness.LevelInputs(level).their_crds() if go else LEVEL_STACKS[level.name].our_crds(),
         pod_run_seconds=None if os.environ.get(POD_RUN_SECONDS_ENV) else POD_RUN_SECONDS,
     )
@@ -297,8 +298,9 @@ def multikueue_stack(kueue_stack: Stack, tmp_path_factory: pytest.TempPathFactor
     (``kueuee2e.WORKER``): started only for the tests that ask for it."""
     level = kueue_stack.level
     workdir = tmp_path_factory.mktemp(f"multikueue-e2e-{_level_id(level.name)}")
+    # No nodes: nothing may run there (a pod made there would stay Pending, and be seen).
     env, managers, kueue = asyncio.run(
-        _start(workdir, level, role="management", pool=False, wait_for_pods_ready=None)
+        _start(workdir, level, role="management", pool=False, nodes=0, wait_for_pods_ready=None)
     )
     try:
         asyncio.run(connect_worker(env, kueue_stack.env))

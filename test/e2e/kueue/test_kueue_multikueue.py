@@ -51,8 +51,9 @@ from manager.envtest.kwokstages import RUN_SECONDS_ANNOTATION
 from manager.testing import eventually
 from trainer.conformance import kueue as kq
 
-RUN_SECONDS = 20
-"""How long the worker's pods of the finishing tests run (their annotation) before they succeed."""
+RUN_SECONDS = 10
+"""How long the worker's pods of the finishing tests run (their annotation) before they succeed:
+long enough to see their status mirrored while they run."""
 
 OWN_CONTROLLER = {"TrainJob": "trainer.kubeflow.org/trainjob-controller", "JobSet": None}
 """What a copy's ``managedBy`` reads once MultiKueue cleared it (the TrainJob CRD's default)."""
