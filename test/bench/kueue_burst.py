@@ -4,7 +4,9 @@ For each side, one after the other (the machine has 2 cores), the conformance ha
 full local control plane (KWOK nodes) at one API level (``--level``, default v2.3) served by this
 manager (``ours``, at its shipped ``controller`` and ``clientConnection``, as ``burst.py``) or by
 the Go jobset and trainer managers of the level (``theirs``), and the level's Kueue release in
-front of it (``trainer.conformance.kueue``; v0.17.0 at v2.3, v0.15.0 at v2.1). A ResourceFlavor,
+front of it (``trainer.conformance.kueue``; v0.17.0 at v2.3, v0.15.0 at v2.1; the release's
+Configuration with 5 workers for TrainJobs and JobSets and the client rate of the harness's Go
+managers, ``kueue_overrides``, the same on both sides). A ResourceFlavor,
 one ClusterQueue of ``--quota`` CPUs and a LocalQueue in ``default``; then N TrainJobs of one
 node and 1 CPU on ``torch-distributed``, queued there, created at once: Kueue admits Q at a time,
 each TrainJob's pod runs ``--pod-run-seconds`` on KWOK, and as TrainJobs complete their quota goes
@@ -55,6 +57,27 @@ from trainer.conformance import harness
 from trainer.conformance import kueue as kq
 from trainer.conformance.kube import Kube
 from trainer.levels import ApiLevel
+
+KUEUE_WORKERS = {"TrainJob.trainer.kubeflow.org": 5, "JobSet.jobset.x-k8s.io": 5}
+"""Kueue's workers for TrainJobs and JobSets in the burst, on top of the release's own
+``groupKindConcurrency`` (5 for Jobs, Pods and Workloads; none set for these, so 1): with one
+worker, each reconcile a dry-run Workload create (Kueue computes a TrainJob's pod sets that way),
+Kueue's TrainJob controller, not the managers, decided the pace (a first run: 5 of 100 admitted
+TrainJobs started within 7 minutes)."""
+KUEUE_CLIENT = {"qps": 500, "burst": 1000}
+"""Kueue's client rate in the burst: the Go managers' of the harness (the release: 50 / 100)."""
+
+
+def kueue_overrides(level: ApiLevel) -> dict[str, Any]:
+    """Kueue's Configuration in the burst, the same on both sides: the release's controller section
+    with ``KUEUE_WORKERS`` added, and ``KUEUE_CLIENT``."""
+    controller = kq.release_controller(kq.manifests(level))
+    workers = {**(controller.get("groupKindConcurrency") or {}), **KUEUE_WORKERS}
+    return {
+        "controller": {**controller, "groupKindConcurrency": workers},
+        "clientConnection": dict(KUEUE_CLIENT),
+    }
+
 
 NODES = 4
 """KWOK nodes of 32 CPUs and 110 pods each: room for a quota of 100 one-CPU pods at once."""
@@ -350,12 +373,13 @@ async def run_side(
             else harness.start_theirs(workdir, NODES, timing=timing, level=level)
         )
         try:
-            kueue = await harness.add_kueue(side, level)
+            kueue = await harness.add_kueue(side, level, config_overrides=kueue_overrides(level))
             result = await kueue_burst(side, workdir, kueue, n, quota, timeout)
             result["level"] = level.name
             result["kueue"] = kq.version_for(level)
             result["pod_run_seconds"] = run_seconds
             result["config_overrides"] = overrides if name == "ours" else None
+            result["kueue_config"] = {k: kueue.config[k] for k in ("controller", "clientConnection")}
             return result
         finally:
             await side.stop()

@@ -15,7 +15,8 @@ webhooks and the CRDs' conversion webhooks, ``/convert``) rewritten to
 this repository's webhooks. Its RBAC, Deployment and Services are not used: Kueue runs as a
 process with the admin kubeconfig.
 
-Kueue's Configuration (``config.kueue.x-k8s.io/v1beta2``) here: leader election and internal
+Kueue's Configuration (``config.kueue.x-k8s.io/v1beta2``) here: the release's own
+``controller.groupKindConcurrency`` (``release_controller``), leader election and internal
 certificate management off (the serving certificate comes from ``webhook.certDir``), the
 ``VisibilityOnDemand`` gate off (its API server would need certificates of its own), metrics
 off, probes and webhooks on free loopback ports, ``integrations.frameworks`` =
@@ -166,6 +167,21 @@ def webhook_configurations(docs: Sequence[Json]) -> list[Json]:
     return [yaml.safe_load(yaml.safe_dump(d)) for d in docs if d.get("kind") in CONFIGURATION_KINDS]
 
 
+RELEASE_CONFIGMAP = "kueue-manager-config"
+"""The release's ConfigMap of its Configuration (key ``controller_manager_config.yaml``)."""
+
+
+def release_controller(docs: Sequence[Json]) -> Json:
+    """The ``controller`` section of the release's own Configuration (its
+    ``groupKindConcurrency``: 5 workers for Jobs, Pods and Workloads, 1 for the queues): what a
+    user installing the release runs with. Empty when the release has none."""
+    for doc in docs:
+        if doc.get("kind") == "ConfigMap" and doc["metadata"]["name"] == RELEASE_CONFIGMAP:
+            config = yaml.safe_load((doc.get("data") or {}).get("controller_manager_config.yaml") or "") or {}
+            return dict(config.get("controller") or {})
+    return {}
+
+
 def ensure_metrics_certificate(directory: Path = METRICS_CERT_DIR) -> None:
     """A self-signed pair at ``directory`` (``tls.crt``, ``tls.key``) unless one is there already.
 
@@ -197,8 +213,10 @@ def configuration(
     wait_for_pods_ready: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
     frameworks: Sequence[str] = FRAMEWORKS,
+    controller: Mapping[str, Any] | None = None,
 ) -> Json:
-    """Kueue's Configuration for a process outside the cluster (see the module docstring)."""
+    """Kueue's Configuration for a process outside the cluster (see the module docstring);
+    ``controller``: the release's ``controller`` section (``release_controller``)."""
     config: Json = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -212,6 +230,8 @@ def configuration(
         "featureGates": {"VisibilityOnDemand": False},
         "integrations": {"frameworks": list(frameworks)},
     }
+    if controller:
+        config["controller"] = dict(controller)
     if wait_for_pods_ready is not None:
         config["waitForPodsReady"] = dict(wait_for_pods_ready)
     config.update(overrides or {})
@@ -468,6 +488,7 @@ async def install_kueue(
         wait_for_pods_ready=wait_for_pods_ready,
         overrides=config_overrides,
         frameworks=frameworks_for(level),
+        controller=release_controller(docs),
     )
     config_file = workdir / "kueue-config.yaml"
     config_file.write_text(yaml.safe_dump(config))

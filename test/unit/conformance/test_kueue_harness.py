@@ -148,3 +148,24 @@ def test_multikueue_objects_name_the_worker_kubeconfig_secret_and_the_check() ->
         "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "multikueue"},
     }
     assert all(o["apiVersion"] == kq.API_VERSION for o in objects[1:])
+
+
+def test_the_release_controller_concurrency_is_kept() -> None:
+    release = [
+        *RELEASE,
+        {
+            "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+            "data": {
+                "controller_manager_config.yaml": yaml.safe_dump(
+                    {"controller": {"groupKindConcurrency": {"Workload.kueue.x-k8s.io": 5}}, "qps": 50}
+                )
+            },
+        },
+    ]
+    controller = kq.release_controller(release)
+    assert controller == {"groupKindConcurrency": {"Workload.kueue.x-k8s.io": 5}}
+    config = kq.configuration(webhook_port=1, health_port=2, cert_dir=Path("/c"), controller=controller)
+    assert config["controller"] == controller
+    assert kq.release_controller(RELEASE) == {}
+    assert "controller" not in kq.configuration(webhook_port=1, health_port=2, cert_dir=Path("/c"))
