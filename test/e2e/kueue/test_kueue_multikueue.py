@@ -112,6 +112,21 @@ class NothingRuns:
         assert all(not names for names in seen.values()), f"made on the management cluster: {seen}"
 
 
+async def assert_no_manager_events(api: Api) -> None:
+    """No event of a trainer or JobSet controller in the namespace (Kueue's own events aside)."""
+    events = await api.items(f"/api/v1/namespaces/{api.ns}/events")
+    by_managers = [
+        (e["involvedObject"].get("name"), e.get("reason"), component)
+        for e in events
+        if any(
+            word
+            in (component := (e.get("source") or {}).get("component") or e.get("reportingComponent") or "")
+            for word in ("trainer", "jobset")
+        )
+    ]
+    assert by_managers == [], by_managers
+
+
 async def _namespace_version(api: Api) -> str:
     return str((await api.must_get(f"/api/v1/namespaces/{api.ns}"))["metadata"]["resourceVersion"])
 
@@ -263,6 +278,7 @@ async def test_trainjob_runs_on_the_worker_and_its_status_comes_back(
                 message="t never completed on the management cluster, or its worker copy stayed",
             )
         nothing.assert_nothing()
+        await assert_no_manager_events(mk.management)
         for stack, offset in zip(stacks, since, strict=True):
             assert_no_reconciler_errors(stack, mk.management.ns, offset)
     finally:
@@ -334,6 +350,7 @@ async def test_jobset_runs_on_the_worker_and_its_status_comes_back(
                 message="js never completed on the management cluster, or its worker copy stayed",
             )
         nothing.assert_nothing()
+        await assert_no_manager_events(mk.management)
         for stack, offset in zip(stacks, since, strict=True):
             assert_no_reconciler_errors(stack, mk.management.ns, offset)
     finally:
@@ -395,6 +412,7 @@ async def test_deleting_on_the_management_cluster_removes_the_worker_copies(
         nothing.assert_nothing()
         jobsets = await mk.management.items(f"{JS_API}/namespaces/{mk.management.ns}/jobsets")
         assert jobsets == [], [j["metadata"]["name"] for j in jobsets]
+        await assert_no_manager_events(mk.management)
         for stack, offset in zip(stacks, since, strict=True):
             assert_no_reconciler_errors(stack, mk.management.ns, offset)
     finally:
