@@ -49,6 +49,8 @@ from burst import (
     percentiles,
     say,
     shipped_overrides,
+    start_profile,
+    stop_profile,
 )
 
 from manager import longrun
@@ -229,7 +231,13 @@ async def _apply_queues(side: harness.Side, quota: int) -> None:
 
 
 async def kueue_burst(
-    side: harness.Side, workdir: Path, kueue: kq.KueueProcess, n: int, quota: int, timeout: float
+    side: harness.Side,
+    workdir: Path,
+    kueue: kq.KueueProcess,
+    n: int,
+    quota: int,
+    timeout: float,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     managers = await managers_of(side, workdir)
     assert kueue.process.pid is not None
@@ -254,6 +262,7 @@ async def kueue_burst(
                 failures.append(f"{name}: {status} {str(body)[:200]}")
 
         names = [f"burst-{i:05d}" for i in range(n)]
+        spy = await start_profile(managers[0].pid, profile) if profile and side.name == "ours" else None
         start = time.monotonic()
         await asyncio.gather(*(create(name) for name in names))
         say(
@@ -271,6 +280,7 @@ async def kueue_burst(
                 )
         done = time.monotonic()
         await asyncio.sleep(3)  # the writes after the last completion
+        await stop_profile(spy)
         cpu = {m.name: round(cpu_seconds(m.pid) - cpu_before[m.name], 2) for m in managers}
         kueue_cpu = round(cpu_seconds(kueue_pid) - kueue_cpu_before, 2)
         after = {m.name: await m.scrape(session) for m in managers}
@@ -362,6 +372,7 @@ async def run_side(
     run_seconds: float,
     timeout: float,
     overrides: dict[str, Any],
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     workdir = harness.new_workdir()
     say(f"{name}: starting the control plane, the managers and Kueue {kq.version_for(level)} in {workdir}")
@@ -374,7 +385,7 @@ async def run_side(
         )
         try:
             kueue = await harness.add_kueue(side, level, config_overrides=kueue_overrides(level))
-            result = await kueue_burst(side, workdir, kueue, n, quota, timeout)
+            result = await kueue_burst(side, workdir, kueue, n, quota, timeout, profile)
             result["level"] = level.name
             result["kueue"] = kq.version_for(level)
             result["pod_run_seconds"] = run_seconds
@@ -474,7 +485,16 @@ def run_sides(args: argparse.Namespace, sides: list[str]) -> int:
     for name in sides:
         with PROGRESS.scenario(name):
             results[name] = longrun.run_async(
-                run_side(name, level, args.n, args.quota, args.pod_run_seconds, args.timeout, overrides)
+                run_side(
+                    name,
+                    level,
+                    args.n,
+                    args.quota,
+                    args.pod_run_seconds,
+                    args.timeout,
+                    overrides,
+                    args.profile,
+                )
             )
         say(json.dumps(results[name]))
     args.out.mkdir(parents=True, exist_ok=True)
