@@ -39,10 +39,10 @@ def test_kueue_scenarios_have_no_unlisted_difference(
     # Kueue's Workloads were compared at every step, on both sides
     for side in ("ours", "theirs"):
         records = json.loads((tmp_path / f"trainjob-preemption.{side}.json").read_text())
-        admitted = records["settle-1/Workload/trainjob-a-<hash>"]["status"]["conditions"]
+        admitted = records["settle-2/Workload/trainjob-a-<hash>"]["status"]["conditions"]
         assert any(c["type"] == "Admitted" and c["status"] == "True" for c in admitted), admitted
-        preempted = records["settle-3/Workload/trainjob-a-<hash>"]["status"]["conditions"]
+        preempted = records["settle-4/Workload/trainjob-a-<hash>"]["status"]["conditions"]
         assert any(c["type"] == "Preempted" and c["status"] == "True" for c in preempted), preempted
     # the Go trainer's T-13 refusals, listed, once a and b are preempted
-    assert "[listed T-13] trainjob-preemption: settle-3/JobSet/a" in out, out
+    assert "[listed T-13] trainjob-preemption: settle-4/JobSet/a" in out, out
     assert code == 0, out
