@@ -23,10 +23,14 @@ IPV4 = re.compile(r"^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$")
 WORKLOAD_NAME = re.compile(r"^(?P<base>.+)-[0-9a-f]{5}$")
 """Kueue's Workload names: ``<kind>-<owner>-`` and 5 hex digits of a hash over the owner's uid."""
 KUEUE_CACHE_RACE = re.compile(
-    r'admission webhook "mjobset\.kb\.io" denied the request: TrainJob\.trainer\.kubeflow\.org "[^"]+" not found'
+    r'admission webhook "m(?:jobset|job)\.kb\.io" denied the request: '
+    r'(?:TrainJob\.trainer\.kubeflow\.org|JobSet\.jobset\.x-k8s\.io) "[^"]+" not found'
 )
-"""Kueue's JobSet webhook (v0.15, v0.17) looks the JobSet's owner up in its informer cache
-(``FindAncestorJobManagedByKueue``) and refuses the create while the TrainJob is not there yet."""
+"""Kueue's JobSet and Job webhooks (v0.15, v0.17) look the object's owner up in their informer
+cache (``FindAncestorJobManagedByKueue``) and refuse the create while the owner (a TrainJob, a
+JobSet) is not there yet: a manager's ``TrainJobResourcesCreationFailed`` or a JobSet
+controller's ``JobCreationFailed`` (jobset v0.12.0, and level v2.3) Warning, then a retry."""
+KUEUE_CACHE_RACE_REASONS = ("TrainJobResourcesCreationFailed", "JobCreationFailed")
 KUEUE_WAIT = re.compile(r"(wait time since (?:queued|reservation) was )\d+s")
 """The seconds in Kueue's ``QuotaReserved`` and ``Admitted`` event messages."""
 
@@ -109,9 +113,9 @@ class Normaliser:
         (``KUEUE_TIMING``): ``metadata.generation`` (how many spec writes an object got depends on
         how Kueue's writes and the manager's interleave), the scheduler's ``Pending`` events on
         Workloads (each retry's message says how far a preemption had got), and a manager's
-        ``TrainJobResourcesCreationFailed`` event for Kueue's JobSet webhook refusing a JobSet
-        because Kueue's cache has not seen its TrainJob yet (``KUEUE_CACHE_RACE``: retried at
-        once; the faster manager meets it more often)."""
+        ``TrainJobResourcesCreationFailed`` or ``JobCreationFailed`` event for Kueue's JobSet or
+        Job webhook refusing a JobSet or Job because Kueue's cache has not seen its owner yet
+        (``KUEUE_CACHE_RACE``: retried at once; whichever side is faster meets it more often)."""
 
     def scalar(self, text: str) -> str:
         if text in self.nodes:  # a node assignment (e.g. a follower pinned to its leader's node)
@@ -263,7 +267,7 @@ class Normaliser:
         reason = event.get("reason")
         if involved.get("kind") == "Workload" and reason == "Pending":
             return True
-        return reason == "TrainJobResourcesCreationFailed" and bool(
+        return reason in KUEUE_CACHE_RACE_REASONS and bool(
             KUEUE_CACHE_RACE.search(str(event.get("message") or ""))
         )
 

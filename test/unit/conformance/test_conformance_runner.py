@@ -160,6 +160,13 @@ def test_kueue_workload_names_seconds_and_timing_are_normalised() -> None:
                 "TrainJobResourcesCreationFailed",
                 "TrainJob resources reconciliation failed: other",
             ),
+            _event(
+                "JobSet",
+                "b",
+                "JobCreationFailed",
+                'job "b-node-0" creation failed with error: admission webhook "mjob.kb.io" denied the '
+                'request: JobSet.jobset.x-k8s.io "b" not found',
+            ),
         ]
     )
     assert sorted(events) == [
