@@ -9,7 +9,7 @@ import pytest
 from jsfixtures import NOW, RecordingClient, cond, failed, get_jobset, job, jobset, reconciler, rjob, ts
 
 from manager import Request
-from manager.client.errors import Conflict, Forbidden, InternalError, Invalid
+from manager.client.errors import Conflict, Forbidden, InternalError, Invalid, NotFound
 from manager.meta.gvk import JOB as JOB_GVK
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.reconciler import JobCreationError, merge_pod_template
@@ -286,6 +286,18 @@ async def test_status_conflict_drops_events_and_waits_for_the_newer_jobset() -> 
     await rec.reconcile(REQ)
     assert (await get_jobset(client))["status"]["terminalState"] == "Completed"
     assert events.items == [("Normal", "AllJobsCompleted", "jobset completed successfully")]
+
+
+async def test_a_jobset_deleted_before_its_status_write_is_no_error() -> None:
+    # docs/divergences.md J-1: the garbage collector deleted it (its TrainJob went) while the
+    # pass ran; upstream returns the NotFound as a reconcile error, the delete event follows.
+    client = RecordingClient(two_rjobs())
+    client.inject_error(
+        "status.update", NotFound('jobsets.jobset.x-k8s.io "test-jobset" not found', code=404)
+    )
+    rec, events, _ = reconciler(client)
+    assert await rec.reconcile(REQ) is None
+    assert events.items == []
 
 
 async def test_suspended_first_reconcile_counts_the_jobs_it_created_in_its_one_status_write() -> None:

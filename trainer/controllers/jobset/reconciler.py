@@ -143,7 +143,8 @@ class JobSetReconciler:
         watch event is on its way and reconciles the JobSet again from fresh state, so the
         conflict is expected cache lag -- no error, no back-off (upstream returns
         ``Requeue: true``, a rate-limited retry; docs/divergences.md). The events of this pass
-        are dropped, as upstream; the next pass computes them again.
+        are dropped, as upstream; the next pass computes them again. A NotFound means the JobSet
+        was deleted meanwhile: nothing is left to write (upstream returns the error).
 
         The events are recorded in the background (``emit``), as Go's recorder queues them: the
         worker goes on to the next JobSet instead of waiting for each Event's POST.
@@ -159,6 +160,12 @@ class JobSetReconciler:
             self.status_writes.wrote(await self.client.status.update(_JOBSET_CODEC.encode(js)))
         except Conflict:
             log.debug("status conflict on JobSet %s: waiting for its newer version", name_of(js))
+            return
+        except NotFound:
+            # Deleted since the cache saw it (its owner's deletion, the garbage collector): the
+            # delete event is on its way and there is nothing left to write (J-1).
+            log.debug("JobSet %s was deleted before its status write", name_of(js))
+            self.status_writes.forget(meta_of(js).get("namespace") or "", name_of(js))
             return
         for event in opts.events:
             self.recorder.emit(js, event.type, event.reason, event.message)
