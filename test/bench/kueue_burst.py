@@ -466,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=Path("bench-results"), help="where kueue-burst.json/.md go"
     )
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy our manager during the burst: collapsed stacks into this file"
+    )
     args = parser.parse_args(argv)
     if args.n < 1 or args.quota < 1:
         parser.error("--n and --quota must be at least 1")
