@@ -30,8 +30,9 @@ DEPLOY_TIMEOUT ?= 300s
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
 .PHONY: venv test test-unit test-integration test-e2e test-repeat test-chaos test-fuzz test-realnode test-k8s-matrix lint run cluster-up cluster-down \
-        build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
-        conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e test-kueue build-kueue
+        build-assets bench bench-burst bench-kueue bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
+        conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e test-kueue build-kueue \
+        conformance-kueue
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -206,11 +207,19 @@ test-k8s-matrix: $(STAMP) build-originals
 test-kueue: $(STAMP) build-assets build-kueue
 	$(PY) -m pytest test/e2e/kueue $(PYTEST_ARGS)
 
+# The conformance runner with Kueue in front of each side (docs/conformance.md, docs/kueue.md):
+# the scenarios of test/conformance/kueue (quota, preemption and re-admission of TrainJobs and
+# JobSets) on our manager and on the Go managers of LEVEL, each with the level's Kueue release,
+# every step's end state compared. CONFORMANCE_ARGS passes options as for `make conformance`.
+conformance-kueue: $(STAMP) build-assets build-originals build-kueue
+	$(PY) -m trainer conformance --kueue --level $(LEVEL) $(CONFORMANCE_ARGS)
+
 build-kueue: $(STAMP)
 	$(PY) -m trainer.conformance.kueue --build-only
 
 # Every benchmark scenario in one run, into $(BENCH_OUT): the burst (suspended and running, ours
-# and the Go managers), the scale scenario (test/bench/scale.py, when present), the framework
+# and the Go managers), the burst with Kueue in the loop (bench-kueue), the scale scenario
+# (test/bench/scale.py, when present), the framework
 # scenario (bench-mirror), the floor (suspended and running), then one bench.json, one bench.md
 # (ratios ours / Go, kopf, controller-runtime, floor) and $(BENCH_PNG) (burst latency per
 # manager). The micro-benchmarks (pytest -m bench) run first. Hours on a 2-core machine.
@@ -223,10 +232,11 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install -q -e '.[test,lint,bench]'
 	touch $(BENCH_STAMP)
 
-bench: $(BENCH_STAMP) build-assets build-originals
+bench: $(BENCH_STAMP) build-assets build-originals build-kueue
 	$(PY) -m pytest test/bench -m bench -s $(PYTEST_ARGS)
 	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BENCH_OUT)
 	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BENCH_OUT) --running
+	$(PY) test/bench/kueue_burst.py --n $(KUEUE_BURST_N) --quota $(KUEUE_BURST_QUOTA) --level $(LEVEL) --out $(BENCH_OUT)
 	if [ -f test/bench/scale.py ]; then \
 	  $(PY) test/bench/scale.py --pods $(BENCH_SCALE_PODS) --nodes $(BENCH_SCALE_NODES) --out $(BENCH_OUT); \
 	else echo "bench: no test/bench/scale.py on this branch: scale scenario not run"; fi
@@ -248,6 +258,19 @@ BURST_OUT ?= bench-results
 BURST_ARGS ?=
 bench-burst: $(STAMP) build-assets build-originals
 	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BURST_OUT) $(BURST_ARGS)
+
+# Burst with Kueue in the loop, side by side (docs/bench.md, docs/kueue.md): KUEUE_BURST_N
+# TrainJobs of 1 CPU created at once, queued in one ClusterQueue of KUEUE_BURST_QUOTA CPUs, on our
+# manager and on the Go jobset+trainer managers of LEVEL, each with the level's Kueue in front
+# (v0.17.0 at v2.3, v0.15.0 at v2.1), one after the other: time to the last Complete, manager and
+# Kueue CPU, reconcile errors. Writes $(BURST_OUT)/kueue-burst.json and .md (ratios ours / Go).
+# KUEUE_BURST_ARGS passes options, e.g. `--sides ours` or `--pod-run-seconds 5`.
+KUEUE_BURST_N ?= 1000
+KUEUE_BURST_QUOTA ?= 100
+KUEUE_BURST_ARGS ?=
+bench-kueue: $(STAMP) build-assets build-originals build-kueue
+	$(PY) test/bench/kueue_burst.py --n $(KUEUE_BURST_N) --quota $(KUEUE_BURST_QUOTA) --level $(LEVEL) \
+	  --out $(BURST_OUT) $(KUEUE_BURST_ARGS)
 
 # Framework scenario: MIRROR_N ConfigMaps mirrored into Secrets by one trivial
 # reconciler on manager/, on kopf and on controller-runtime (test/bench/mirror/), and written by

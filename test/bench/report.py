@@ -1,8 +1,8 @@
 """Assemble one ``make bench`` run: one JSON file, one markdown table, one PNG.
 
 Reads what the scenario scripts wrote into ``--in`` (``burst.json``, ``burst-running.json``,
-``scale-*.json``, ``framework.json``, ``floor.json``, ``floor-running.json``; a missing one is
-reported as not run) and writes:
+``kueue-burst.json``, ``scale-*.json``, ``framework.json``, ``floor.json``, ``floor-running.json``;
+a missing one is reported as not run) and writes:
 
 - ``bench.json``: every scenario's results under one key each;
 - ``bench.md``: the summary table (ours against the Go managers, kopf, controller-runtime and the
@@ -35,6 +35,7 @@ def collect(directory: Path) -> dict[str, Any]:
         "machine": f"{platform.node()}: {platform.machine()}, {_cores()} cores (shared)",
         "burst": load(directory / "burst.json"),
         "burst_running": load(directory / "burst-running.json"),
+        "kueue_burst": load(directory / "kueue-burst.json"),
         "scale": load(scale[-1]) if scale else None,
         "framework": load(directory / "framework.json"),
         "floor": load(directory / "floor.json"),
@@ -91,6 +92,7 @@ def summary(data: dict[str, Any]) -> str:
                     "floor (bare client, JobSets + Jobs only)",
                 )
             )
+    rows += _kueue_rows(data.get("kueue_burst"))
     fw = data.get("framework")
     if fw and "ours" in fw:
         ours = fw["ours"]
@@ -128,9 +130,38 @@ def summary(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _kueue_rows(kueue: dict[str, Any] | None) -> list[tuple[str, Any, Any, str]]:
+    """The Kueue burst (``kueue_burst.py``): time to the last completion, CPU, errors."""
+    if not kueue:
+        return [("burst with Kueue", None, None, "not run (make bench-kueue)")]
+    ours, go = kueue.get("ours"), kueue.get("theirs")
+    first = ours or go or {}
+    rows = []
+    for label, get in (
+        ("first create to last Complete (s)", lambda s: s["total_s"]),
+        ("manager CPU (s)", lambda s: s["cpu_s_total"]),
+        ("Kueue CPU (s)", lambda s: s["kueue_cpu_s"]),
+        ("reconcile errors", lambda s: s["reconcile_errors_total"]),
+    ):
+        rows.append(
+            (
+                f"Kueue burst {first.get('n')} / quota {first.get('quota')}: {label}",
+                get(ours) if ours else None,
+                get(go) if go else None,
+                "Go trainer + Go jobset",
+            )
+        )
+    return rows
+
+
 def sections(directory: Path) -> str:
     parts = []
-    for name in ("burst.md", "burst-running.md", *sorted(p.name for p in directory.glob("scale-*.md"))):
+    for name in (
+        "burst.md",
+        "burst-running.md",
+        "kueue-burst.md",
+        *sorted(p.name for p in directory.glob("scale-*.md")),
+    ):
         if (directory / name).is_file():
             parts.append(f"### {name}\n\n" + (directory / name).read_text())
     for name in ("framework.md", "floor.md", "floor-running.md"):

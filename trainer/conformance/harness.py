@@ -25,6 +25,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from manager.envtest.errors import EnvtestError
 from manager.envtest.process import Process, free_port, wait_http
 from trainer import features, levels
 from trainer.api import jobset_config_v1alpha1 as jobset_config
-from trainer.conformance import originals
+from trainer.conformance import kueue, originals
 from trainer.conformance.kube import Kube
 from trainer.conformance.webhook_probes import (
     CONFIGURATION_KINDS,
@@ -102,6 +103,9 @@ class Side:
     status_port: int | None = None
     """Where the side's TrainJob status server listens on 127.0.0.1 (None: none; only with the
     run's ``--feature-gates TrainJobStatus=true``)."""
+    stoppers: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
+    """What runs in front of the side's managers and stops first (``add_kueue``: Kueue, whose
+    webhooks must go before the cluster refuses every Pod, Job and JobSet)."""
 
     def webhook_ssl(self) -> ssl.SSLContext:
         ctx = (
@@ -112,6 +116,9 @@ class Side:
         return ctx
 
     async def stop(self) -> None:
+        for stop in reversed(self.stoppers):
+            await stop()
+        self.stoppers.clear()
         for proc in reversed(self.processes):
             proc.stop(timeout=15)
         self.processes.clear()
@@ -649,6 +656,19 @@ async def start_ours(
         await side.stop()
         raise
     return side
+
+
+async def add_kueue(side: Side, level: ApiLevel, **kwargs: Any) -> kueue.KueueProcess:
+    """The Kueue release of ``level`` (``kueue.KUEUE_VERSIONS``) in front of the side's managers,
+    on its local cluster (``kueue.start_kueue``: CRDs, webhooks, the process, called by the API
+    server when this returns); stopped with the side. ``kwargs`` are ``install_kueue``'s.
+    Returns the ``KueueProcess``."""
+    if side.env is None:
+        raise EnvtestError(f"{side.name}: Kueue is started on local clusters only (no --kubeconfig-*)")
+    workdir = side.workdir or side.env.dir.parent
+    process = await kueue.start_kueue(side.env, workdir / f"{side.name}-kueue", level=level, **kwargs)
+    side.stoppers.append(process.stop)
+    return process
 
 
 async def attach(name: str, kubeconfig: str, webhooks: dict[str, str] | None = None) -> Side:

@@ -10,7 +10,10 @@ fresh namespace, the same name on both sides. Two extra document kinds (apiVersi
                     ``patch: {apiVersion, kind, name, patch, type: merge|json|strategic}``,
                     ``update: {apiVersion, kind, name, merge}`` (read the object, apply the JSON
                     merge patch ``merge`` to it, PUT it whole: an update, retried on conflict),
-                    ``delete: {apiVersion, kind, name}``, ``sleep: SECONDS``; documents after a
+                    ``delete: {apiVersion, kind, name}``, ``sleep: SECONDS``,
+                    ``wait: {apiVersion, kind, name, condition, timeout}`` (until the object,
+                    namespaced or cluster-scoped, has condition ``condition`` True: a queue that
+                    must be active before what is queued in it); documents after a
                     step are applied after it, so a file is a sequence of steps: create, settle,
                     change, settle, change, ..., each answer and each settled state compared.
 ``WebhookRequest``  an AdmissionReview POSTed straight to both sides' webhook servers (direct
@@ -60,10 +63,12 @@ from manager.longrun import Progress
 from trainer import levels
 from trainer.conformance.diff import Difference, compare
 from trainer.conformance.harness import Side
-from trainer.conformance.normalize import COLLECTED, Normaliser
+from trainer.conformance.normalize import COLLECTED, NAMED_FIRST, Normaliser
 
 CONFORMANCE_API = "conformance.trainer.kubeflow.org/v1alpha1"
-STEP_FIELDS = ("settle", "sleep", "patch", "update", "delete")
+STEP_FIELDS = ("settle", "sleep", "wait", "patch", "update", "delete")
+WAIT_SECONDS = 60.0
+"""The bound of a ``wait`` step without its own ``timeout``."""
 T = TypeVar("T")
 LEVELS_HEADER = re.compile(r"^#\s*levels:\s*(?P<levels>.+?)\s*$")
 UPDATE_ATTEMPTS = 5
@@ -77,6 +82,9 @@ class Settings:
     quiet_seconds: float = 4.0  # settled: no change in the compared objects for this long
     max_seconds: float = 90.0  # bound on one settle
     poll_seconds: float = 1.0
+    kueue: bool = False
+    """Kueue runs in front of both sides (``--kueue``): what its timing decides is normalised
+    away (``Normaliser.kueue``)."""
 
 
 @dataclass
@@ -275,7 +283,7 @@ class Scenario:
         out = Outcome()
         with self.step(side, "list nodes"):
             nodes = await side.kube.list("v1", "Node", None) or []
-        norm = Normaliser(self.namespace, [n["metadata"]["name"] for n in nodes])
+        norm = Normaliser(self.namespace, [n["metadata"]["name"] for n in nodes], kueue=self.settings.kueue)
         with self.step(side, f"create namespace {self.namespace}"):
             code, body = await side.kube.create(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}, None
@@ -313,6 +321,10 @@ class Scenario:
                 await self._settle(side, norm, out, f"settle-{snapshot}", running=settle == "running")
             if "sleep" in doc:
                 await asyncio.sleep(float(doc["sleep"]))
+            if (wait := doc.get("wait")) and not await self._wait_condition(side, wait):
+                out.records[f"wait/{i}/{wait['kind']}/{wait['name']}"] = {
+                    "timedOut": f"{wait.get('condition', 'Ready')} never True"
+                }
             if patch := doc.get("patch"):
                 code, body = await side.kube.patch(
                     patch["apiVersion"],
@@ -369,6 +381,24 @@ class Scenario:
                 break
         return code, body
 
+    async def _wait_condition(self, side: Side, wait: dict[str, Any]) -> bool:
+        """Poll the object ``wait`` names until its condition ``wait['condition']`` is True (within
+        ``wait['timeout']`` seconds, default ``WAIT_SECONDS``); False when it never was."""
+        resource = await side.kube.resource(wait["apiVersion"], wait["kind"])
+        namespace = self.namespace if (resource[1] if resource else True) else None
+        deadline = time.monotonic() + float(wait.get("timeout", WAIT_SECONDS))
+        wanted = wait.get("condition", "Ready")
+        while True:
+            code, body = await side.kube.get(wait["apiVersion"], wait["kind"], wait["name"], namespace)
+            if code == 200 and any(
+                c.get("type") == wanted and c.get("status") == "True"
+                for c in (body.get("status") or {}).get("conditions") or []
+            ):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.2)
+
     async def _await_runtime_admitted(self, side: Side, trainjob: dict[str, Any]) -> None:
         """Hold a TrainJob back until this side's webhook finds the runtime it names.
 
@@ -403,7 +433,8 @@ class Scenario:
         snapshot: dict[str, Any] = {}
         events: list[dict[str, Any]] = []
         due: list[float] = []
-        ordered = sorted(COLLECTED, key=lambda ak: ak[1] != "Pod")  # pods first: their names
+        # Pods and Kueue's Workloads first: their generated names are learned for what mentions them.
+        ordered = sorted(COLLECTED, key=lambda ak: ak[1] not in NAMED_FIRST)
         for api_version, kind in ordered:
             items = await side.kube.list(api_version, kind, self.namespace)
             if items is None:
