@@ -14,6 +14,10 @@ added (the TrainJob CRD, the runtimes and other objects, the other CRDs, each wa
 is gone; a Namespace is left, it may hold more than this installed) and any webhook
 configuration a ``make run`` left behind.
 
+``delete_runtimes`` (``trainer-controller-manager delete-runtimes``) is what the Helm chart's
+pre-delete hook runs: the release's ClusterTrainingRuntimes deleted while the manager still runs,
+and waited for (docs/behaviour/trainer.md §12.16).
+
 The kustomizations are read here with a minimal reader (``resources:`` only, which is all
 the local manifests use), so ``make install`` and ``make run`` need no kubectl; a unit test checks
 that it renders what ``kubectl kustomize`` renders.
