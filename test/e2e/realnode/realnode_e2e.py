@@ -524,10 +524,3 @@ async def check_deployment(env: Environment, level: Level) -> tuple[Json, str]:
 async def runtime_finalizers(env: Environment, name: str = "torch-distributed") -> list[str]:
     runtime = await get(env, f"{TRAINER}/clustertrainingruntimes/{name}")
     return list(runtime["metadata"].get("finalizers") or [])
-
-
-@contextlib.contextmanager
-def timed(what: str) -> Iterator[None]:
-    started = time.monotonic()
-    yield
-    print(f"{what}: {time.monotonic() - started:.1f} s")
