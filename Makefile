@@ -390,17 +390,17 @@ helm-install: $(STAMP)
 	    --set runtimes.defaultEnabled=true --wait $(HELM_ARGS); \
 	fi
 
-# Uninstalls the release. The chart's runtimes go first, while the manager still runs (as
-# upstream v2.3.0's chart deletes its runtimes in a pre-delete hook): one that any TrainJob named
-# carries the in-use finalizer, which only the running manager drops, and `helm uninstall` alone
-# deletes the Deployment before them. A runtime still named by a TrainJob stays, and this fails
-# after DEPLOY_TIMEOUT naming it (delete those TrainJobs first; the chart keeps the CRDs).
+# Uninstalls the release (Helm keeps the CRDs). The chart's pre-delete hook, as upstream v2.3.0's
+# chart has one, deletes the release's runtimes while the manager still runs and waits until they
+# are gone: at level v2.1 a runtime a TrainJob names carries the in-use finalizer, which only the
+# running manager drops once no TrainJob names it. Then this fails after DEPLOY_TIMEOUT with the
+# release in place, listing the runtimes left and the hook's last words (the TrainJobs holding
+# them: delete those first).
 helm-uninstall: $(STAMP)
 	@set -e; kubectl='$(KUBECTL)'; \
-	if "$$kubectl" get crd clustertrainingruntimes.trainer.kubeflow.org > /dev/null 2>&1; then \
-	  "$$kubectl" delete clustertrainingruntimes --ignore-not-found --timeout=$(DEPLOY_TIMEOUT) \
-	    -l app.kubernetes.io/instance=$(HELM_RELEASE),app.kubernetes.io/managed-by=Helm || { \
-	    echo "make helm-uninstall: runtimes still in use by TrainJobs (finalizer trainer.kubeflow.org/resource-in-use):" >&2; \
-	    "$$kubectl" get clustertrainingruntimes -l app.kubernetes.io/instance=$(HELM_RELEASE) >&2; exit 1; }; \
-	fi; \
-	"$(HELM_FROM_CACHE)" uninstall $(HELM_RELEASE) --namespace $(HELM_NAMESPACE) --wait
+	"$(HELM_FROM_CACHE)" uninstall $(HELM_RELEASE) --namespace $(HELM_NAMESPACE) --wait --timeout $(DEPLOY_TIMEOUT) || { \
+	  echo "make helm-uninstall: the runtimes' pre-delete hook did not finish within $(DEPLOY_TIMEOUT); runtimes left:" >&2; \
+	  "$$kubectl" get clustertrainingruntimes -l app.kubernetes.io/instance=$(HELM_RELEASE) >&2 || true; \
+	  "$$kubectl" -n $(HELM_NAMESPACE) logs --tail=3 \
+	    -l app.kubernetes.io/component=runtimes-installer,app.kubernetes.io/instance=$(HELM_RELEASE) >&2 || true; \
+	  exit 1; }

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -39,7 +39,11 @@ MAX_BODY = 7 * 1024 * 1024
 # handlers copy, check and diff objects recursively (a few frames a level): the interpreter's
 # default limit of 1000 frames would turn a deeply nested field into a RecursionError and a 500.
 RECURSION_LIMIT = 10_000
-DEFAULT_CERT_DIR = Path(tempfile.gettempdir()) / "k8s-webhook-server" / "serving-certs"
+# controller-runtime's default, under Go's os.TempDir(): $TMPDIR, else /tmp. Not
+# tempfile.gettempdir(), which tries to write a file in each candidate and raises at import when
+# none is writable (a read-only root without a /tmp volume, where the console script's other
+# commands still run).
+DEFAULT_CERT_DIR = Path(os.environ.get("TMPDIR") or "/tmp") / "k8s-webhook-server" / "serving-certs"
 
 
 async def _read_limited(request: web.Request) -> bytes | None:

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import ssl
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -440,3 +443,21 @@ def test_json_copy_copies_documents_deeper_than_orjson_accepts() -> None:
         assert copied == doc and copied is not doc
     finally:
         sys.setrecursionlimit(limit)
+
+
+def test_the_default_certificate_directory_is_gos_temp_dir_found_without_writing(tmp_path: Path) -> None:
+    """controller-runtime's default under Go's os.TempDir(): $TMPDIR as given, else /tmp, found
+    without touching the disk. The console script imports it; the Helm chart's hook pod runs it
+    on a read-only root with no /tmp volume, where tempfile.gettempdir() (which writes a probe
+    file into each candidate) raised "No usable temporary directory" at import."""
+    code = "from manager.webhook.server import DEFAULT_CERT_DIR; print(DEFAULT_CERT_DIR)"
+    missing = tmp_path / "no-such-directory"
+    environ = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+    for tmpdir, expected in ((str(missing), missing), (None, Path("/tmp"))):
+        env = environ if tmpdir is None else {**environ, "TMPDIR": tmpdir}
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == str(expected / "k8s-webhook-server" / "serving-certs")
+    assert not missing.exists()
