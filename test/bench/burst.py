@@ -4,19 +4,30 @@ For each side, one after the other (the machine has 2 cores), the conformance ha
 full local control plane (etcd, kube-apiserver, kube-controller-manager, scheduler, KWOK nodes)
 served either by this manager (``ours``: ``python -m trainer`` at its shipped defaults) or by the
 Go jobset v0.10.1 and trainer v2.1.0 managers (``theirs``, at the harness's settings: JobSet
-500/500, its shipped default). Then N suspended (or, with ``--running``, unsuspended) TrainJobs
-are created concurrently and two watches (JobSets, Jobs) time each TrainJob from its create
-returning to its JobSet and to its first Job appearing. Measured per side:
+500/500, its shipped default); with ``--level v2.3`` both sides run API level v2.3 (ours with
+``--api-level=v2.3``, theirs the Go jobset v0.12.0 and trainer v2.3.0), each with its level's
+CRDs, webhook configurations and runtimes. Then N suspended (or, with ``--running``,
+unsuspended) TrainJobs are created by ``--clients`` concurrent clients (16, as a load generator
+with 16 threads) and two watches (JobSets, Jobs) time each TrainJob from its create returning to
+its JobSet and to its first Job appearing. Measured per side:
 
 - latency to JobSet and to Job: p50 / p99 / max; total time from the first create to the last Job;
 - manager CPU seconds during the burst and peak RSS (``/proc/<pid>/stat``, ``VmHWM``);
 - API requests by verb and reconcile errors by controller, from the managers' own ``/metrics``
-  (``rest_client_requests_total``, ``controller_runtime_reconcile_errors_total``), as deltas.
+  (``rest_client_requests_total``, ``controller_runtime_reconcile_errors_total``), as deltas;
+- admission: the creates' wall time (p50 / p99 / max of each create, the whole create phase) and
+  how long the API server waited for each webhook's answer, from its own
+  ``apiserver_admission_webhook_admission_duration_seconds`` histogram (both sides' API servers
+  are the same binary and measure the same way): per webhook, the answers during the create phase
+  and during the whole burst, their mean (exact: the histogram's sum over its count) and p50 /
+  p99 interpolated in the histogram's buckets (5 ms, 25 ms, 100 ms, 500 ms, 1 s, ...), as
+  Prometheus' ``histogram_quantile`` does, and the share of answers slower than 25 ms and 100 ms.
 
 Writes ``burst.json`` and ``burst.md`` (a table with ours / Go ratios) into ``--out``.
 
     python test/bench/burst.py --n 1000            # what ``make bench`` runs
     python test/bench/burst.py --n 50 --sides ours  # a quick look
+    python test/bench/burst.py --n 1000 --level v2.3
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ import aiohttp
 import yaml
 
 from manager import longrun
+from trainer import levels
 from trainer.conformance import harness
 from trainer.conformance.kube import Kube
 
@@ -110,6 +122,96 @@ def delta(
     after: dict[str, dict[str, float]], before: dict[str, dict[str, float]]
 ) -> dict[str, dict[str, float]]:
     return {key: {k: v - before.get(key, {}).get(k, 0.0) for k, v in after[key].items()} for key in after}
+
+
+# -- admission, as the API server saw it -----------------------------------------------------------
+
+ADMISSION_METRIC = "apiserver_admission_webhook_admission_duration_seconds"
+SLOW = (0.025, 0.1)
+"""The answer times whose exceedance is reported (two of the histogram's bucket bounds)."""
+
+Histograms = dict[str, dict[str, Any]]
+"""Webhook name -> {"buckets": {upper bound: cumulative count}, "sum": s, "count": n}."""
+
+
+def admission_histograms(samples: Iterable[tuple[str, dict[str, str], float]]) -> Histograms:
+    """The API server's webhook answer times by webhook name (validating and mutating apart from
+    each other only by their names, which differ), every operation and verdict added up."""
+    out: Histograms = {}
+    for name, labels, value in samples:
+        if not name.startswith(ADMISSION_METRIC):
+            continue
+        hook = out.setdefault(labels.get("name", "?"), {"buckets": {}, "sum": 0.0, "count": 0.0})
+        suffix = name[len(ADMISSION_METRIC) :]
+        if suffix == "_bucket":
+            le = float(labels["le"])
+            hook["buckets"][le] = hook["buckets"].get(le, 0.0) + value
+        elif suffix == "_sum":
+            hook["sum"] += value
+        elif suffix == "_count":
+            hook["count"] += value
+    return out
+
+
+def histogram_delta(after: Histograms, before: Histograms) -> Histograms:
+    out: Histograms = {}
+    for name, hook in after.items():
+        was = before.get(name, {"buckets": {}, "sum": 0.0, "count": 0.0})
+        count = hook["count"] - was["count"]
+        if count <= 0:
+            continue
+        out[name] = {
+            "buckets": {le: v - was["buckets"].get(le, 0.0) for le, v in hook["buckets"].items()},
+            "sum": hook["sum"] - was["sum"],
+            "count": count,
+        }
+    return out
+
+
+def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
+    """Prometheus' ``histogram_quantile``: linear within the bucket the rank falls in; a rank in
+    the ``+Inf`` bucket answers the largest finite bound."""
+    bounds = sorted(buckets)
+    if not bounds or buckets[bounds[-1]] <= 0:
+        return None
+    rank = q * buckets[bounds[-1]]
+    lower, below = 0.0, 0.0
+    for le in bounds:
+        count = buckets[le]
+        if count >= rank:
+            if le == float("inf"):
+                return lower
+            return lower + (le - lower) * ((rank - below) / (count - below) if count > below else 0.0)
+        lower, below = le, count
+    return lower
+
+
+def admission_summary(hists: Histograms) -> dict[str, dict[str, Any]]:
+    """Per webhook: answers, mean, p50, p99 (seconds) and the shares slower than ``SLOW``."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, hook in sorted(hists.items()):
+        buckets, count = hook["buckets"], hook["count"]
+        entry: dict[str, Any] = {
+            "answers": int(count),
+            "mean_s": round(hook["sum"] / count, 4),
+            "p50_s": _round(histogram_quantile(0.50, buckets)),
+            "p99_s": _round(histogram_quantile(0.99, buckets)),
+        }
+        for bound in SLOW:
+            entry[f"over_{int(bound * 1000)}ms"] = round(1 - buckets.get(bound, 0.0) / count, 4)
+        out[name] = entry
+    return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+async def apiserver_histograms(kube: Kube) -> Histograms:
+    status, body = await kube.request("GET", "/metrics")
+    if status != 200 or not isinstance(body, str):
+        raise RuntimeError(f"GET /metrics of the API server: {status}")
+    return admission_histograms(parse_metrics(body))
 
 
 async def metrics_token(side: harness.Side) -> str:
@@ -301,7 +403,13 @@ async def stop_profile(proc: asyncio.subprocess.Process | None) -> None:
 
 
 async def burst(
-    side: harness.Side, workdir: Path, n: int, running: bool, timeout: float, profile: Path | None = None
+    side: harness.Side,
+    workdir: Path,
+    n: int,
+    running: bool,
+    timeout: float,
+    profile: Path | None = None,
+    clients: int = 16,
 ) -> dict[str, Any]:
     managers = await managers_of(side, workdir)
     watcher = Watcher(side.kube)
@@ -311,21 +419,29 @@ async def burst(
     async with aiohttp.ClientSession() as session:
         await asyncio.sleep(2)  # let start-up settle before the baseline
         before = {m.name: await m.scrape(session) for m in managers}
+        admission_before = await apiserver_histograms(side.kube)
         cpu_before = {m.name: cpu_seconds(m.pid) for m in managers}
         created: dict[str, float] = {}
+        create_s: list[float] = []
         failures: list[str] = []
-
-        async def create(name: str) -> None:
-            status, body = await side.kube.create(trainjob(name, not running), NAMESPACE)
-            created[name] = time.monotonic()
-            if status != 201:
-                failures.append(f"{name}: {status} {str(body)[:200]}")
-
         names = [f"burst-{i:05d}" for i in range(n)]
+        pending = iter(names)
+
+        async def client() -> None:
+            # one of ``clients`` load-generator lanes: its next create once the last one returned
+            for name in pending:
+                sent = time.monotonic()
+                status, body = await side.kube.create(trainjob(name, not running), NAMESPACE)
+                created[name] = time.monotonic()
+                create_s.append(created[name] - sent)
+                if status != 201:
+                    failures.append(f"{name}: {status} {str(body)[:200]}")
+
         spy = await start_profile(managers[0].pid, profile) if profile and side.name == "ours" else None
         start = time.monotonic()
-        await asyncio.gather(*(create(name) for name in names))
+        await asyncio.gather(*(client() for _ in range(clients)))
         created_all = time.monotonic() - start
+        admission_created = await apiserver_histograms(side.kube)
         say(f"{side.name}: {n} TrainJobs created in {created_all:.1f}s ({len(failures)} failed)")
         deadline = start + timeout
         while time.monotonic() < deadline and (len(watcher.jobsets) < n or len(watcher.jobs) < n):  # noqa: ASYNC110
@@ -333,6 +449,7 @@ async def burst(
         done = time.monotonic()
         await asyncio.sleep(3)  # the status writes after the last Job
         await stop_profile(spy)
+        admission_after = await apiserver_histograms(side.kube)
         cpu = {m.name: round(cpu_seconds(m.pid) - cpu_before[m.name], 2) for m in managers}
         after = {m.name: await m.scrape(session) for m in managers}
         rss = {m.name: round(peak_rss_mb(m.pid), 1) for m in managers}
@@ -362,7 +479,11 @@ async def burst(
         "running": running,
         "create_failures": failures[:10],
         "create_failures_count": len(failures),
+        "clients": clients,
         "created_all_s": round(created_all, 2),
+        "create_s": percentiles(create_s),
+        "admission_creates": admission_summary(histogram_delta(admission_created, admission_before)),
+        "admission_burst": admission_summary(histogram_delta(admission_after, admission_before)),
         "jobsets_seen": len(watcher.jobsets),
         "jobs_seen": len(watcher.jobs),
         "to_jobset_s": percentiles(to_jobset),
@@ -386,6 +507,17 @@ async def burst(
     }
 
 
+LEVELS = ("v2.1", "v2.3")
+"""The API levels the burst runs at: v2.1 is the harness's unnamed level (``config/crd``,
+``config/webhook``, ``config/runtimes``; the Go jobset v0.10.1 and trainer v2.1.0), as every
+earlier burst ran; v2.3 the level's CRDs, webhook configurations and runtimes on both sides."""
+
+
+def api_level(name: str) -> levels.ApiLevel | None:
+    """What the harness is given for ``--level``: None for v2.1 (its unnamed level)."""
+    return None if name == "v2.1" else levels.get(name)
+
+
 async def run_side(
     name: str,
     n: int,
@@ -393,18 +525,23 @@ async def run_side(
     timeout: float,
     profile: Path | None = None,
     overrides: dict[str, Any] | None = None,
+    *,
+    level: str = "v2.1",
+    clients: int = 16,
 ) -> dict[str, Any]:
     workdir = harness.new_workdir()
-    say(f"{name}: starting the control plane and the managers in {workdir}")
+    say(f"{name}: starting the control plane and the managers (level {level}) in {workdir}")
     try:
         side = await (
-            harness.start_ours(workdir, config_overrides=overrides)
+            harness.start_ours(workdir, config_overrides=overrides, level=api_level(level))
             if name == "ours"
-            else harness.start_theirs(workdir)
+            else harness.start_theirs(workdir, level=api_level(level))
         )
         try:
-            result = await burst(side, workdir, n, running, timeout, profile)
+            result = await burst(side, workdir, n, running, timeout, profile, clients)
             result["config_overrides"] = overrides if name == "ours" else None
+            result["level"] = level
+            result["load_average"] = os.getloadavg()[0]
             return result
         finally:
             await side.stop()
@@ -419,6 +556,24 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x" if a is not None and b else "n/a"
 
 
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+TRAINJOB_HOOKS = ("validator.trainjob.trainer.kubeflow.org", "defaulter.trainjob.trainer.kubeflow.org")
+
+
+def admission_hooks(sides: Iterable[dict[str, Any]]) -> list[str]:
+    """The webhooks the burst's creates went through, the TrainJob's first."""
+    seen = {
+        hook
+        for s in sides
+        for window in ("admission_creates", "admission_burst")
+        for hook in s.get(window, {})
+    }
+    return sorted(seen, key=lambda h: (h not in TRAINJOB_HOOKS, h))
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
     ours, theirs = results.get("ours"), results.get("theirs")
     sides = [s for s in (ours, theirs) if s is not None]
@@ -427,6 +582,30 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         for q in ("p50", "p99", "max"):
             rows.append((f"{label} {q} (s)", [s[key][q] for s in sides]))
     rows.append(("total, first create to last Job (s)", [s["total_s"] for s in sides]))
+    if all("create_s" in s for s in sides):
+        rows.append(
+            (
+                f"creating the {sides[0]['n']} ({sides[0]['clients']} clients) (s)",
+                [s["created_all_s"] for s in sides],
+            )
+        )
+        for q in ("p50", "p99"):
+            rows.append((f"one create {q} (ms)", [_ms(s["create_s"][q]) for s in sides]))
+        for hook in admission_hooks(sides):
+            for window, what in (
+                ("admission_creates", "during the creates"),
+                ("admission_burst", "whole burst"),
+            ):
+                stats = [s[window].get(hook) for s in sides]
+                if not any(stats):
+                    continue
+                for key, label in (("p50_s", "p50"), ("p99_s", "p99"), ("mean_s", "mean")):
+                    rows.append(
+                        (
+                            f"`{hook}` answer {label}, {what} (ms)",
+                            [_ms(st[key]) if st else None for st in stats],
+                        )
+                    )
     rows.append(("manager CPU (s)", [s["cpu_s_total"] for s in sides]))
     rows.append(("peak RSS (MB)", [s["peak_rss_mb_total"] for s in sides]))
     verbs = sorted({v for s in sides for v in s["requests_by_verb"]})
@@ -452,8 +631,9 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         f"reconciles {s.get('reconciles') or 0}"
         for s in sides
     )
+    level = first.get("level", "v2.1")
     return (
-        f"{first['n']} {mode} TrainJobs on `{RUNTIME}` created at once.\n\n"
+        f"{first['n']} {mode} TrainJobs on `{RUNTIME}` created at once (API level {level}).\n\n"
         + "\n".join(lines)
         + f"\n\n{detail}\n"
     )
@@ -466,6 +646,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=1000, help="TrainJobs in the burst (default 1000)")
     parser.add_argument("--sides", default="ours,theirs", help="ours, theirs or both (default both)")
     parser.add_argument("--running", action="store_true", help="unsuspended TrainJobs (pods on KWOK nodes)")
+    parser.add_argument(
+        "--level", choices=LEVELS, default="v2.1", help="the API level both sides run (default v2.1)"
+    )
+    parser.add_argument("--clients", type=int, default=16, help="concurrent creating clients (default 16)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the Jobs")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where burst.json/.md go")
     parser.add_argument(
@@ -502,11 +686,20 @@ def run_sides(args: argparse.Namespace, sides: list[str], overrides: dict[str, A
     for name in sides:
         with PROGRESS.scenario(name):
             results[name] = longrun.run_async(
-                run_side(name, args.n, args.running, args.timeout, args.profile, overrides)
+                run_side(
+                    name,
+                    args.n,
+                    args.running,
+                    args.timeout,
+                    args.profile,
+                    overrides,
+                    level=args.level,
+                    clients=args.clients,
+                )
             )
         say(json.dumps({k: v for k, v in results[name].items() if not k.endswith("_all_s")}))
     args.out.mkdir(parents=True, exist_ok=True)
-    suffix = "-running" if args.running else ""
+    suffix = ("-running" if args.running else "") + ("" if args.level == "v2.1" else f"-{args.level}")
     (args.out / f"burst{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
     report = table(results)
     (args.out / f"burst{suffix}.md").write_text(report)
