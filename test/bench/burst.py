@@ -98,12 +98,24 @@ def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
 
 def summarise(samples: Iterable[tuple[str, dict[str, str], float]]) -> dict[str, dict[str, float]]:
     """``requests``: by HTTP verb; ``codes``: by status code; ``errors``: reconcile errors by
-    controller; ``reconciles``: reconciles (any result) by controller."""
+    controller; ``reconciles``: reconciles (any result) by controller; ``served_s`` and
+    ``served``: the webhook server's own time on its answers, and their count, by path
+    (controller-runtime's ``controller_runtime_webhook_latency_seconds``, which ours keeps too:
+    from reading the body to the answer, without the wait before it)."""
     requests: dict[str, float] = {}
     codes: dict[str, float] = {}
     errors: dict[str, float] = {}
     reconciles: dict[str, float] = {}
+    served_s: dict[str, float] = {}
+    served: dict[str, float] = {}
     for name, labels, value in samples:
+        if name.startswith("controller_runtime_webhook_latency_seconds_"):
+            hook = labels.get("webhook", "?")
+            if name.endswith("_sum"):
+                served_s[hook] = served_s.get(hook, 0.0) + value
+            elif name.endswith("_count"):
+                served[hook] = served.get(hook, 0.0) + value
+            continue
         if name == "rest_client_requests_total":
             verb = labels.get("method", "?")
             requests[verb] = requests.get(verb, 0.0) + value
@@ -115,7 +127,14 @@ def summarise(samples: Iterable[tuple[str, dict[str, str], float]]) -> dict[str,
         elif name == "controller_runtime_reconcile_total":
             ctrl = labels.get("controller", "?")
             reconciles[ctrl] = reconciles.get(ctrl, 0.0) + value
-    return {"requests": requests, "codes": codes, "errors": errors, "reconciles": reconciles}
+    return {
+        "requests": requests,
+        "codes": codes,
+        "errors": errors,
+        "reconciles": reconciles,
+        "served_s": served_s,
+        "served": served,
+    }
 
 
 def delta(
@@ -247,6 +266,11 @@ async def metrics_token(side: harness.Side) -> str:
     return await side.env.service_account_token("default", "bench", expiration_seconds=7200)
 
 
+EMPTY_SCRAPE: dict[str, dict[str, float]] = {
+    key: {} for key in ("requests", "codes", "errors", "reconciles", "served_s", "served")
+}
+
+
 class Manager:
     """One manager process of a side and where its /metrics are."""
 
@@ -264,11 +288,11 @@ class Manager:
             ) as resp:
                 if resp.status != 200:
                     say(f"{self.name}: GET {self.url} -> {resp.status}")
-                    return {"requests": {}, "codes": {}, "errors": {}, "reconciles": {}}
+                    return dict(EMPTY_SCRAPE)
                 return summarise(parse_metrics(await resp.text()))
         except aiohttp.ClientError as err:
             say(f"{self.name}: GET {self.url} failed: {err}")
-            return {"requests": {}, "codes": {}, "errors": {}, "reconciles": {}}
+            return dict(EMPTY_SCRAPE)
 
 
 def _bind(address: str) -> str:
@@ -393,6 +417,7 @@ async def start_profile(pid: int, out: Path) -> asyncio.subprocess.Process:
         raise SystemExit("--profile needs py-spy (pip install -e '.[bench]')")
     out.parent.mkdir(parents=True, exist_ok=True)
     argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "50", "--nonblocking"]
+    argv += ["--threads", "--idle"]  # each thread apart, waits included: where an answer's time goes
     return await asyncio.create_subprocess_exec(*argv, "-o", str(out), stdout=asyncio.subprocess.DEVNULL)
 
 
@@ -461,8 +486,14 @@ async def burst(
     codes: dict[str, float] = {}
     errors: dict[str, float] = {}
     reconciles: dict[str, float] = {}
+    served_s: dict[str, float] = {}
+    served: dict[str, float] = {}
     for m in managers:
         d = delta(after[m.name], before[m.name])
+        for hook, v in d.get("served_s", {}).items():
+            served_s[hook] = served_s.get(hook, 0.0) + v
+        for hook, v in d.get("served", {}).items():
+            served[hook] = served.get(hook, 0.0) + v
         for verb, v in d["requests"].items():
             requests[verb] = requests.get(verb, 0.0) + v
         for code, v in d.get("codes", {}).items():
@@ -504,6 +535,11 @@ async def burst(
         "reconcile_errors_total": int(sum(errors.values())),
         "reconciles": {k: int(v) for k, v in sorted(reconciles.items())},
         "reconciles_total": int(sum(reconciles.values())),
+        # the managers' own time per answer (ms), by path: what the API server's wait adds to it
+        # is the time before the server read the request and after it wrote the answer
+        "webhook_served_mean_ms": {
+            hook: round(1000 * served_s.get(hook, 0.0) / n, 2) for hook, n in sorted(served.items()) if n
+        },
     }
 
 
