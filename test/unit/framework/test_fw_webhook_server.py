@@ -8,6 +8,7 @@ import base64
 import json
 import socket
 import ssl
+import sys
 import threading
 import time
 import uuid
@@ -30,6 +31,7 @@ from manager.webhook import (
 )
 from manager.webhook import metrics as webhook_metrics
 from manager.webhook.jsonpatch import apply
+from manager.webhook.server import GIL_SWITCH_INTERVAL
 
 
 class Defaulter:
@@ -494,15 +496,19 @@ async def test_stopping_ends_the_server_thread_and_frees_the_port(tmp_path: Path
     server = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path)
     server.register("/validate", validating_handler(Validator()))
     before = set(threading.enumerate())
+    interval = sys.getswitchinterval()
     started = asyncio.Event()
     task = asyncio.create_task(server.start(started))
     await asyncio.wait_for(started.wait(), 10)
     assert server.started_checker()()
+    # the server's thread waits for the GIL at most 1 ms while it serves (Python's default: 5 ms)
+    assert sys.getswitchinterval() == pytest.approx(min(interval, GIL_SWITCH_INTERVAL))
     port = server.bound_port
     assert port is not None
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert not server.started_checker()()
+    assert sys.getswitchinterval() == pytest.approx(interval)
     assert set(threading.enumerate()) <= before
     with socket.socket() as sock:  # nothing listens there any more
         assert sock.connect_ex(("127.0.0.1", port)) != 0
