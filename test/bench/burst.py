@@ -205,10 +205,22 @@ def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
     return lower
 
 
+ALL_WEBHOOKS = "*"
+"""The key of every webhook's answers together in ``admission_summary``."""
+
+
 def admission_summary(hists: Histograms) -> dict[str, dict[str, Any]]:
-    """Per webhook: answers, mean, p50, p99 (seconds) and the shares slower than ``SLOW``."""
+    """Per webhook, and all of them together (``ALL_WEBHOOKS``): answers, mean, p50, p99
+    (seconds) and the shares slower than ``SLOW``."""
     out: dict[str, dict[str, Any]] = {}
-    for name, hook in sorted(hists.items()):
+    together: dict[str, Any] = {"buckets": {}, "sum": 0.0, "count": 0.0}
+    for hook in hists.values():
+        together["sum"] += hook["sum"]
+        together["count"] += hook["count"]
+        for le, v in hook["buckets"].items():
+            together["buckets"][le] = together["buckets"].get(le, 0.0) + v
+    every = {**hists, ALL_WEBHOOKS: together} if hists else {}
+    for name, hook in sorted(every.items()):
         buckets, count = hook["buckets"], hook["count"]
         entry: dict[str, Any] = {
             "answers": int(count),
@@ -269,6 +281,12 @@ async def metrics_token(side: harness.Side) -> str:
 EMPTY_SCRAPE: dict[str, dict[str, float]] = {
     key: {} for key in ("requests", "codes", "errors", "reconciles", "served_s", "served")
 }
+
+
+def control_plane_pids(side: harness.Side) -> dict[str, int]:
+    """The side's kube-apiserver and etcd processes (for their CPU seconds)."""
+    procs = side.env.processes if side.env is not None else []
+    return {p.name: p.pid for p in procs if p.pid is not None and p.name in ("kube-apiserver", "etcd")}
 
 
 class Manager:
@@ -410,14 +428,16 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": at(0.50), "p99": at(0.99), "max": round(ordered[-1], 3)}
 
 
-async def start_profile(pid: int, out: Path) -> asyncio.subprocess.Process:
+async def start_profile(pid: int, out: Path, gil: bool = False) -> asyncio.subprocess.Process:
     """py-spy sampling one manager process (collapsed stacks, ``--format raw``) until SIGINT."""
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if spy is None:
         raise SystemExit("--profile needs py-spy (pip install -e '.[bench]')")
     out.parent.mkdir(parents=True, exist_ok=True)
     argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "50", "--nonblocking"]
-    argv += ["--threads", "--idle"]  # each thread apart, waits included: where an answer's time goes
+    # each thread apart; with ``gil``, only samples of the thread holding the GIL (how busy the
+    # interpreter is), else every sample, waits included (where an answer's time goes)
+    argv += ["--threads", "--gil"] if gil else ["--threads", "--idle"]
     return await asyncio.create_subprocess_exec(*argv, "-o", str(out), stdout=asyncio.subprocess.DEVNULL)
 
 
@@ -435,6 +455,8 @@ async def burst(
     timeout: float,
     profile: Path | None = None,
     clients: int = 16,
+    profile_creates_only: bool = False,
+    profile_gil: bool = False,
 ) -> dict[str, Any]:
     managers = await managers_of(side, workdir)
     watcher = Watcher(side.kube)
@@ -446,6 +468,8 @@ async def burst(
         before = {m.name: await m.scrape(session) for m in managers}
         admission_before = await apiserver_histograms(side.kube)
         cpu_before = {m.name: cpu_seconds(m.pid) for m in managers}
+        plane = control_plane_pids(side)
+        plane_before = {name: cpu_seconds(pid) for name, pid in plane.items()}
         created: dict[str, float] = {}
         create_s: list[float] = []
         failures: list[str] = []
@@ -462,10 +486,18 @@ async def burst(
                 if status != 201:
                     failures.append(f"{name}: {status} {str(body)[:200]}")
 
-        spy = await start_profile(managers[0].pid, profile) if profile and side.name == "ours" else None
+        spy = (
+            await start_profile(managers[0].pid, profile, profile_gil)
+            if profile and side.name == "ours"
+            else None
+        )
         start = time.monotonic()
         await asyncio.gather(*(client() for _ in range(clients)))
         created_all = time.monotonic() - start
+        plane_creates = {name: round(cpu_seconds(pid) - plane_before[name], 2) for name, pid in plane.items()}
+        managers_creates = {m.name: round(cpu_seconds(m.pid) - cpu_before[m.name], 2) for m in managers}
+        if profile_creates_only:
+            await stop_profile(spy)
         admission_created = await apiserver_histograms(side.kube)
         say(f"{side.name}: {n} TrainJobs created in {created_all:.1f}s ({len(failures)} failed)")
         deadline = start + timeout
@@ -476,6 +508,7 @@ async def burst(
         await stop_profile(spy)
         admission_after = await apiserver_histograms(side.kube)
         cpu = {m.name: round(cpu_seconds(m.pid) - cpu_before[m.name], 2) for m in managers}
+        plane_cpu = {name: round(cpu_seconds(pid) - plane_before[name], 2) for name, pid in plane.items()}
         after = {m.name: await m.scrape(session) for m in managers}
         rss = {m.name: round(peak_rss_mb(m.pid), 1) for m in managers}
     await watcher.stop()
@@ -513,6 +546,11 @@ async def burst(
         "clients": clients,
         "created_all_s": round(created_all, 2),
         "create_s": percentiles(create_s),
+        # CPU seconds during the creates: the managers' and the control plane's (the API server
+        # and etcd share the cores with the managers)
+        "cpu_s_creates": managers_creates,
+        "control_plane_cpu_s_creates": plane_creates,
+        "control_plane_cpu_s": plane_cpu,
         "admission_creates": admission_summary(histogram_delta(admission_created, admission_before)),
         "admission_burst": admission_summary(histogram_delta(admission_after, admission_before)),
         "jobsets_seen": len(watcher.jobsets),
@@ -564,6 +602,8 @@ async def run_side(
     *,
     level: str = "v2.1",
     clients: int = 16,
+    profile_creates_only: bool = False,
+    profile_gil: bool = False,
 ) -> dict[str, Any]:
     workdir = harness.new_workdir()
     say(f"{name}: starting the control plane and the managers (level {level}) in {workdir}")
@@ -574,7 +614,9 @@ async def run_side(
             else harness.start_theirs(workdir, level=api_level(level))
         )
         try:
-            result = await burst(side, workdir, n, running, timeout, profile, clients)
+            result = await burst(
+                side, workdir, n, running, timeout, profile, clients, profile_creates_only, profile_gil
+            )
             result["config_overrides"] = overrides if name == "ours" else None
             result["level"] = level
             result["load_average"] = os.getloadavg()[0]
@@ -607,7 +649,7 @@ def admission_hooks(sides: Iterable[dict[str, Any]]) -> list[str]:
         for window in ("admission_creates", "admission_burst")
         for hook in s.get(window, {})
     }
-    return sorted(seen, key=lambda h: (h not in TRAINJOB_HOOKS, h))
+    return sorted(seen, key=lambda h: (h not in TRAINJOB_HOOKS, h == ALL_WEBHOOKS, h))
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
@@ -628,20 +670,16 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         for q in ("p50", "p99"):
             rows.append((f"one create {q} (ms)", [_ms(s["create_s"][q]) for s in sides]))
         for hook in admission_hooks(sides):
-            for window, what in (
-                ("admission_creates", "during the creates"),
-                ("admission_burst", "whole burst"),
-            ):
-                stats = [s[window].get(hook) for s in sides]
-                if not any(stats):
-                    continue
-                for key, label in (("p50_s", "p50"), ("p99_s", "p99"), ("mean_s", "mean")):
-                    rows.append(
-                        (
-                            f"`{hook}` answer {label}, {what} (ms)",
-                            [_ms(st[key]) if st else None for st in stats],
-                        )
-                    )
+            # the TrainJob's webhooks answer the creates; the others (JobSets, Pods) the
+            # reconcilers' writes, all through the burst
+            window = "admission_creates" if hook in TRAINJOB_HOOKS else "admission_burst"
+            what = "during the creates" if hook in TRAINJOB_HOOKS else "whole burst"
+            name = "every webhook" if hook == ALL_WEBHOOKS else f"`{hook}`"
+            stats = [s[window].get(hook) for s in sides]
+            for key, label in (("p50_s", "p50"), ("p99_s", "p99"), ("mean_s", "mean")):
+                rows.append(
+                    (f"{name} answer {label}, {what} (ms)", [_ms(st[key]) if st else None for st in stats])
+                )
     rows.append(("manager CPU (s)", [s["cpu_s_total"] for s in sides]))
     rows.append(("peak RSS (MB)", [s["peak_rss_mb_total"] for s in sides]))
     verbs = sorted({v for s in sides for v in s["requests_by_verb"]})
@@ -692,6 +730,16 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", type=Path, help="py-spy our manager during the burst: collapsed stacks into this file"
     )
     parser.add_argument(
+        "--profile-creates",
+        action="store_true",
+        help="with --profile: sample the create phase only (where an admission answer's time goes)",
+    )
+    parser.add_argument(
+        "--profile-gil",
+        action="store_true",
+        help="with --profile: only samples of the thread holding the GIL (how busy the interpreter is)",
+    )
+    parser.add_argument(
         "--harness-config",
         action="store_true",
         help="ours with the harness's minimal Configuration only (1 TrainJob worker), not the shipped "
@@ -731,6 +779,8 @@ def run_sides(args: argparse.Namespace, sides: list[str], overrides: dict[str, A
                     overrides,
                     level=args.level,
                     clients=args.clients,
+                    profile_creates_only=args.profile_creates,
+                    profile_gil=args.profile_gil,
                 )
             )
         say(json.dumps({k: v for k, v in results[name].items() if not k.endswith("_all_s")}))
