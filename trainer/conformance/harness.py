@@ -107,6 +107,12 @@ class Side:
     """What runs in front of the side's managers and stops first (``add_kueue``: Kueue, whose
     webhooks must go before the cluster refuses every Pod, Job and JobSet)."""
 
+    @property
+    def collects_garbage(self) -> bool:
+        """Whether a garbage collector runs on the side's cluster: a cluster the user runs has
+        one; a local one only when full (kube-controller-manager, ``--nodes`` > 0)."""
+        return self.env is None or self.env.full
+
     def webhook_ssl(self) -> ssl.SSLContext:
         ctx = (
             ssl.create_default_context(cadata=self.ca_pem.decode())

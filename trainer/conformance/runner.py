@@ -226,6 +226,23 @@ def _epoch(stamp: str) -> float | None:
         return None
 
 
+def orphans_due(listed: dict[str, list[dict[str, Any]]]) -> int:
+    """How many of the listed objects (per kind, one namespace) name an owner of a listed kind
+    that is no longer there: the garbage collector deletes them (or drops the reference) soon,
+    so a snapshot holding them is not a settled state. Owners of kinds not listed (a Node, a
+    cluster-scoped runtime) are not judged."""
+    uids = {
+        str(meta.get("uid")) for items in listed.values() for meta in (o.get("metadata") or {} for o in items)
+    }
+    count = 0
+    for items in listed.values():
+        for obj in items:
+            refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+            if any(ref.get("kind") in listed and str(ref.get("uid")) not in uids for ref in refs):
+                count += 1
+    return count
+
+
 def running_pods_due(side: Side, pods: list[dict[str, Any]]) -> list[float]:
     """When (``time.time()``) each Running, not deleting, Job-owned pod of ``pods`` is due to
     succeed: its ``status.startTime`` plus its run time (``kwokstages.pod_run_seconds``: its
@@ -427,12 +444,14 @@ class Scenario:
             if resource and not resource[1]:
                 await side.kube.delete(doc["apiVersion"], doc["kind"], doc["metadata"]["name"], None)
 
-    async def _collect(self, side: Side, norm: Normaliser) -> tuple[dict[str, Any], list[float]]:
-        """The normalised snapshot, and when (``time.time()``) each Job pod still Running on a
-        local cluster of the harness is due to succeed (``running_pods_due``)."""
+    async def _collect(self, side: Side, norm: Normaliser) -> tuple[dict[str, Any], list[float], int]:
+        """The normalised snapshot, when (``time.time()``) each Job pod still Running on a local
+        cluster of the harness is due to succeed (``running_pods_due``), and how many collected
+        objects wait for the garbage collector (``orphans_due``; 0 without one)."""
         snapshot: dict[str, Any] = {}
         events: list[dict[str, Any]] = []
         due: list[float] = []
+        listed: dict[str, list[dict[str, Any]]] = {}
         # Pods and Kueue's Workloads first: their generated names are learned for what mentions them.
         ordered = sorted(COLLECTED, key=lambda ak: ak[1] not in NAMED_FIRST)
         for api_version, kind in ordered:
@@ -444,30 +463,33 @@ class Scenario:
                 continue
             if kind == "Pod":
                 due = running_pods_due(side, items)
+            listed.setdefault(kind, []).extend(items)
             group = api_version.split("/")[0] if "/" in api_version else ""
             label = f"{kind}.{group}" if kind == "PodGroup" else kind
             snapshot.update(norm.objects(label, items))
         snapshot.update(norm.events(events))
-        return snapshot, due
+        return snapshot, due, orphans_due(listed) if side.collects_garbage else 0
 
     async def _settle(
         self, side: Side, norm: Normaliser, out: Outcome, label: str, *, running: bool = False
     ) -> None:
         """Poll until the normalised snapshot stays unchanged for quiet_seconds (bounded by
-        max_seconds). Unless ``running``, a Job pod still Running on a local cluster is waited
+        max_seconds) with no collected object waiting for the garbage collector (its owner, of a
+        collected kind, gone: a state the cluster leaves by itself, however loaded the garbage
+        collector). Unless ``running``, a Job pod still Running on a local cluster is waited
         for too: KWOK will complete it (``running_pods_due``), however long it runs, so the
         state is not taken as settled in between; the bound then covers its due time."""
         started = time.monotonic()
         last_digest, stable_since = "", time.monotonic()
         snapshot: dict[str, Any] = {}
         while True:
-            snapshot, due = await self._collect(side, norm)
+            snapshot, due, orphans = await self._collect(side, norm)
             digest = hashlib.sha256(json.dumps(snapshot, sort_keys=True).encode()).hexdigest()
             now = time.monotonic()
             pending = [] if running else due
             if digest != last_digest:
                 last_digest, stable_since = digest, now
-            elif now - stable_since >= self.settings.quiet_seconds and not pending:
+            elif now - stable_since >= self.settings.quiet_seconds and not pending and not orphans:
                 break
             bound = started + self.settings.max_seconds
             if pending:

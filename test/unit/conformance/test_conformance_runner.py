@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -29,6 +30,7 @@ from trainer.conformance.runner import (
     _apply_json_patch,
     load_scenario,
     merge_patch,
+    orphans_due,
     running_pods_due,
     scenario_files,
     scenario_levels,
@@ -355,7 +357,7 @@ def test_merge_patch_is_rfc_7386() -> None:
 
 def _pod(phase: str, start: str | None, **meta: object) -> dict[str, object]:
     return {
-        "metadata": {"name": "p", "ownerReferences": [{"kind": "Job", "name": "j"}], **meta},
+        "metadata": {"name": "p", "ownerReferences": [{"kind": "Job", "name": "j", "uid": "j-uid"}], **meta},
         "status": {"phase": phase, **({"startTime": start} if start else {})},
     }
 
@@ -384,6 +386,8 @@ class _PodsKube:
         self.requests: list[tuple[str, object]] = []
 
     async def list(self, api_version: str, kind: str, namespace: str | None) -> list[dict[str, object]]:
+        if kind == "Job":
+            return [{"metadata": {"name": "j", "uid": "j-uid"}}]
         if kind != "Pod":
             return []
         self.polls -= 1
@@ -423,6 +427,50 @@ async def test_a_settle_waits_for_running_pods_unless_it_settles_running(tmp_pat
     side = Side("ours", _PodsKube(polls=4), pod_timing=PodTiming(2.0))  # type: ignore[arg-type]
     await scenario._settle(side, norm, out, "settle-2", running=True)
     assert out.records["settle-2/Pod/p"]["status"]["phase"] == "Running"
+
+
+class _CollectedLateKube(_PodsKube):
+    """A cluster where the JobSet ``high`` is gone and the garbage collector deletes its Workload
+    only after ``polls`` lists of Workloads (a loaded kube-controller-manager)."""
+
+    async def list(self, api_version: str, kind: str, namespace: str | None) -> list[dict[str, object]]:
+        if kind != "Workload":
+            return []
+        self.polls -= 1
+        if self.polls <= 0:
+            return []
+        owner = {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": "high",
+            "uid": "high-uid",
+        }
+        return [{"metadata": {"name": "jobset-high-1a2b3", "uid": "w", "ownerReferences": [owner]}}]
+
+
+def test_objects_whose_owner_is_gone_are_counted_as_due_for_the_garbage_collector() -> None:
+    owned = {"metadata": {"uid": "p", "ownerReferences": [{"kind": "Job", "uid": "j"}]}}
+    by_node = {"metadata": {"uid": "q", "ownerReferences": [{"kind": "Node", "uid": "n"}]}}
+    assert orphans_due({"Pod": [owned, by_node], "Job": [{"metadata": {"uid": "j"}}]}) == 0
+    assert orphans_due({"Pod": [owned, by_node], "Job": []}) == 1  # the Job deleted, its pod not yet
+    assert orphans_due({"Pod": [owned, by_node]}) == 0  # Jobs not listed here: not judged
+
+
+async def test_a_settle_waits_for_the_garbage_collector_where_one_runs(tmp_path: Path) -> None:
+    """conformance --kueue at v2.1: the Go side's Workload of a deleted JobSet still there when
+    its 4 quiet seconds ended (the garbage collector behind on a loaded machine), compared as a
+    difference. A snapshot with an object whose owner is gone is not a settled state."""
+    scenario = _scenario(tmp_path, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
+    norm = Normaliser("c-ns")
+    out = Outcome()
+    side = Side("theirs", _CollectedLateKube(polls=30))  # type: ignore[arg-type]
+    await scenario._settle(side, norm, out, "settle-1", running=True)
+    assert not [k for k in out.records if k.startswith("settle-1/Workload/")]  # waited for the collector
+    assert not out.unsettled
+    # a local cluster without kube-controller-manager (--nodes 0) has no collector: nothing to wait for
+    without = Side("theirs", _CollectedLateKube(polls=30), env=SimpleNamespace(full=False))  # type: ignore[arg-type]
+    await scenario._settle(without, norm, out, "settle-2", running=True)
+    assert [k for k in out.records if k.startswith("settle-2/Workload/")]
 
 
 async def test_an_update_step_puts_the_merged_object_and_retries_a_conflict(tmp_path: Path) -> None:
