@@ -216,8 +216,7 @@ def summary(data: dict[str, Any]) -> str:
                 )
     elif not fw:
         rows.append(("framework", None, None, "not run", ""))
-    if not data.get("scale"):
-        rows.append(("scale", None, None, "not run (test/bench/scale.py)", ""))
+    rows += _scale_rows(data.get("scale"), levels.get("scale", ""))
     lines = [
         "| measure | API level | ours | other | ours / other | other is |",
         "|---|---|---|---|---|---|",
@@ -253,6 +252,32 @@ def _kueue_rows(kueue: dict[str, Any] | None, level: str) -> list[Row]:
                 get(ours) if ours else None,
                 get(go) if go else None,
                 "Go trainer + Go jobset",
+                level,
+            )
+        )
+    return rows
+
+
+def _scale_rows(scale: dict[str, Any] | None, level: str) -> list[Row]:
+    """The scale scenario (``scale.py``): its final state (S2), ours against the Go managers."""
+    if not scale:
+        return [("scale", None, None, "not run (test/bench/scale.py)", "")]
+    final = (scale.get("states") or {}).get("S2") or {}
+    ours, go = final.get("ours"), final.get("theirs")
+    pods = scale.get("pods") or {}
+    total = pods.get("relevant", 0) + pods.get("unrelated", 0)
+    rows: list[Row] = []
+    for label, get in (
+        ("every controller's caches synced (s)", lambda s: s["caches_synced_s"]),
+        ("steady RSS (MB)", lambda s: s["rss_mb_total"]),
+        ("CPU until steady (s)", lambda s: s["cpu_s_total"]),
+    ):
+        rows.append(
+            (
+                f"scale {total} Pods: {label}",
+                get(ours) if ours else None,
+                get(go) if go else None,
+                " + ".join(go["processes"]) if go else "Go trainer + Go jobset",
                 level,
             )
         )
@@ -372,8 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     data = collect(args.directory, level)
     (args.directory / "bench.json").write_text(json.dumps(data, indent=2) + "\n")
     md = (
-        f"# make bench, {data['date']}\n\n{data['machine']}\n\nAPI level {level.name} "
-        f"({level.api.describe()}; the framework scenario has none: `manager/` alone).\n\n## Summary\n\n"
+        f"# make bench, {data['date']}\n\n{data['machine']}\n\nAPI level {level.api.describe()}; "
+        "the framework scenario has none (`manager/` alone).\n\n## Summary\n\n"
         + summary(data)
         + "\n## Scenarios\n\n"
         + sections(args.directory, data, level)

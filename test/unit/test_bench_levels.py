@@ -195,11 +195,15 @@ def test_the_report_reads_one_level_and_names_it_on_each_figure(tmp_path: Path) 
     )
     (tmp_path / "burst.json").write_text(json.dumps({"ours": _side("ours", None)}))
     (tmp_path / "floor-v2.3.json").write_text(json.dumps({"n": 10, "total_s": 2.0, "level": "v2.3"}))
+    s2 = {"caches_synced_s": 1.0, "rss_mb_total": 90.0, "cpu_s_total": 1.0, "processes": ["trainer-py"]}
+    scale_run = {"level": "v2.3", "pods": {"relevant": 30, "unrelated": 270}, "states": {"S2": {"ours": s2}}}
+    (tmp_path / "scale-300-v2.3.json").write_text(json.dumps(scale_run))
     at23 = report.collect(tmp_path, bench_level.get("v2.3"))
     assert at23["level"] == "v2.3"
     assert at23["burst"]["theirs"]["level"] == "v2.3"
-    assert at23["levels"] == {"burst": "v2.3", "floor": "v2.3"}
+    assert at23["levels"] == {"burst": "v2.3", "floor": "v2.3", "scale": "v2.3"}
     text = report.summary(at23)
+    assert "| scale 300 Pods: steady RSS (MB) | v2.3 | 90 | n/a |" in text
     assert "| burst 10 suspended: TrainJob to JobSet p99 (s) | v2.3 | 2 | 2 | 1.00x |" in text
     assert "against the floor | v2.3 | 4 | 2 | 2.00x |" in text
     at21 = report.collect(tmp_path, bench_level.get("v2.1"))
