@@ -720,7 +720,9 @@ def parser() -> argparse.ArgumentParser:
     bench_level.add_argument(parser)
     parser.add_argument("--clients", type=int, default=16, help="concurrent creating clients (default 16)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the Jobs")
-    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where burst-<level>.json/.md go")
+    parser.add_argument(
+        "--out", type=Path, default=Path("bench-results"), help="where burst-<level>.json/.md go"
+    )
     parser.add_argument(
         "--profile", type=Path, help="py-spy our manager during the burst: collapsed stacks into this file"
     )
