@@ -30,7 +30,7 @@ DEPLOY_TIMEOUT ?= 300s
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
 .PHONY: venv test test-unit test-integration test-e2e test-repeat test-chaos test-fuzz test-realnode test-k8s-matrix lint run cluster-up cluster-down \
-        build-assets bench bench-burst bench-kueue bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
+        build-assets bench bench-burst bench-admission bench-kueue bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
         conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e test-kueue build-kueue \
         conformance-kueue
 
@@ -217,12 +217,15 @@ conformance-kueue: $(STAMP) build-assets build-originals build-kueue
 build-kueue: $(STAMP)
 	$(PY) -m trainer.conformance.kueue --build-only
 
-# Every benchmark scenario in one run, into $(BENCH_OUT): the burst (suspended and running, ours
-# and the Go managers), the burst with Kueue in the loop (bench-kueue), the scale scenario
-# (test/bench/scale.py, when present), the framework
-# scenario (bench-mirror), the floor (suspended and running), then one bench.json, one bench.md
-# (ratios ours / Go, kopf, controller-runtime, floor) and $(BENCH_PNG) (burst latency per
-# manager). The micro-benchmarks (pytest -m bench) run first. Hours on a 2-core machine.
+# Every benchmark scenario in one run, into $(BENCH_OUT), at API level LEVEL (v2.3 by default:
+# the level's CRDs, webhooks and shipped runtimes, our manager with --api-level=$(LEVEL), the Go
+# originals of the level; test/bench/bench_level.py): the burst (suspended and running, ours
+# and the Go managers), the burst with Kueue in the loop (bench-kueue), the admission benchmark
+# (bench-admission), the scale scenario (test/bench/scale.py, when present), the framework
+# scenario (bench-mirror; no API level), the floor (suspended and running), then one bench.json,
+# one bench.md (ratios ours / Go, kopf, controller-runtime, floor; each figure's level) and
+# $(BENCH_PNG) (burst latency per manager). The micro-benchmarks (pytest -m bench) run first.
+# Hours on a 2-core machine.
 BENCH_OUT ?= bench-results
 BENCH_PNG ?= docs/bench-latency.png
 BENCH_SCALE_PODS ?= 10000
@@ -234,30 +237,43 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 
 bench: $(BENCH_STAMP) build-assets build-originals build-kueue
 	$(PY) -m pytest test/bench -m bench -s $(PYTEST_ARGS)
-	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BENCH_OUT)
-	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BENCH_OUT) --running
+	$(PY) test/bench/burst.py --n $(BURST_N) --level $(LEVEL) --out $(BENCH_OUT)
+	$(PY) test/bench/burst.py --n $(BURST_N) --level $(LEVEL) --out $(BENCH_OUT) --running
 	$(PY) test/bench/kueue_burst.py --n $(KUEUE_BURST_N) --quota $(KUEUE_BURST_QUOTA) --level $(LEVEL) --out $(BENCH_OUT)
+	$(PY) test/bench/admission.py --n $(ADMISSION_N) --runs $(ADMISSION_RUNS) --level $(LEVEL) --out $(BENCH_OUT)
 	if [ -f test/bench/scale.py ]; then \
-	  $(PY) test/bench/scale.py --pods $(BENCH_SCALE_PODS) --nodes $(BENCH_SCALE_NODES) --out $(BENCH_OUT); \
+	  $(PY) test/bench/scale.py --pods $(BENCH_SCALE_PODS) --nodes $(BENCH_SCALE_NODES) --level $(LEVEL) \
+	    --out $(BENCH_OUT); \
 	else echo "bench: no test/bench/scale.py on this branch: scale scenario not run"; fi
 	$(PY) test/bench/framework.py --n $(MIRROR_N) --out $(BENCH_OUT)
-	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BENCH_OUT)
-	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BENCH_OUT) --running
+	$(PY) test/bench/floor.py --n $(BURST_N) --level $(LEVEL) --out $(BENCH_OUT)
+	$(PY) test/bench/floor.py --n $(BURST_N) --level $(LEVEL) --out $(BENCH_OUT) --running
 	$(MAKE) bench-report
 
-# bench.json, bench.md and the PNG from whatever the scenarios left in $(BENCH_OUT).
+# bench.json, bench.md and the PNG from what the scenarios left in $(BENCH_OUT) at LEVEL.
 bench-report: $(BENCH_STAMP)
-	$(PY) test/bench/report.py --in $(BENCH_OUT) --png $(BENCH_PNG)
+	$(PY) test/bench/report.py --in $(BENCH_OUT) --png $(BENCH_PNG) --level $(LEVEL)
 
 # Burst side by side: BURST_N TrainJobs on torch-distributed created at once, on our
-# manager and on the Go jobset+trainer managers, each on its own full local control plane, one
-# after the other. Writes $(BURST_OUT)/burst.json and burst.md (ratios ours / Go).
-# BURST_ARGS passes options, e.g. `--running` (unsuspended) or `--sides ours`.
+# manager and on the Go jobset+trainer managers of LEVEL, each on its own full local control
+# plane at LEVEL, one after the other. Writes $(BURST_OUT)/burst-$(LEVEL).json and .md (ratios
+# ours / Go). BURST_ARGS passes options, e.g. `--running` (unsuspended) or `--sides ours`.
 BURST_N ?= 1000
 BURST_OUT ?= bench-results
 BURST_ARGS ?=
 bench-burst: $(STAMP) build-assets build-originals
-	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BURST_OUT) $(BURST_ARGS)
+	$(PY) test/bench/burst.py --n $(BURST_N) --level $(LEVEL) --out $(BURST_OUT) $(BURST_ARGS)
+
+# Admission under load (test/bench/admission.py): the suspended burst of ADMISSION_N TrainJobs
+# ADMISSION_RUNS times per side at LEVEL, the side going first alternating; the webhooks' answer
+# times as the API server measured them, medians over the runs. Writes $(BURST_OUT)/admission.json
+# and .md. ADMISSION_ARGS passes options, e.g. `--level v2.1` (a second level) or `--clients 32`.
+ADMISSION_N ?= 1000
+ADMISSION_RUNS ?= 3
+ADMISSION_ARGS ?=
+bench-admission: $(STAMP) build-assets build-originals
+	$(PY) test/bench/admission.py --n $(ADMISSION_N) --runs $(ADMISSION_RUNS) --level $(LEVEL) \
+	  --out $(BURST_OUT) $(ADMISSION_ARGS)
 
 # Burst with Kueue in the loop, side by side (docs/bench.md, docs/kueue.md): KUEUE_BURST_N
 # TrainJobs of 1 CPU created at once, queued in one ClusterQueue of KUEUE_BURST_QUOTA CPUs, on our
@@ -280,17 +296,18 @@ MIRROR_ARGS ?=
 bench-mirror: $(BENCH_STAMP) build-assets
 	$(PY) test/bench/framework.py --n $(MIRROR_N) --out $(BURST_OUT) $(MIRROR_ARGS)
 
-# Floor: the burst's JobSets and Jobs written by a bare client, no manager running.
+# Floor: the burst's JobSets and Jobs written by a bare client, no manager running, at LEVEL
+# (floor-$(LEVEL).json).
 # FLOOR_ARGS e.g. `--running`.
 FLOOR_ARGS ?=
 bench-floor: $(STAMP) build-assets
-	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BURST_OUT) $(FLOOR_ARGS)
+	$(PY) test/bench/floor.py --n $(BURST_N) --level $(LEVEL) --out $(BURST_OUT) $(FLOOR_ARGS)
 
 # Scale side by side (docs/scale.md): one KWOK cluster with SCALE_NODES nodes, SCALE_PODS
 # pre-bound Running Pods (SCALE_ARGS --relevant, default 10 %, of JobSets/PodGroups; the rest
 # labelled like Deployments' Pods) and SCALE_TRAINJOBS suspended TrainJobs; each side started
 # fresh after each filling step: time to sync, steady RSS, RSS per relevant/unrelated Pod, API
-# requests at start, one TrainJob's latency. Writes $(BURST_OUT)/scale-<pods>.json and .md.
+# requests at start, one TrainJob's latency, at LEVEL. Writes $(BURST_OUT)/scale-<pods>-$(LEVEL).json and .md.
 # The smaller scenario `make bench` runs: `make bench-scale SCALE_PODS=10000 SCALE_NODES=500`.
 SCALE_PODS ?= 100000
 SCALE_NODES ?= 5000
@@ -298,7 +315,7 @@ SCALE_TRAINJOBS ?= 1000
 SCALE_ARGS ?= --scheduler-plugins
 bench-scale: $(STAMP) build-assets build-originals
 	$(PY) test/bench/scale.py --pods $(SCALE_PODS) --nodes $(SCALE_NODES) --trainjobs $(SCALE_TRAINJOBS) \
-	  --out $(BURST_OUT) $(SCALE_ARGS)
+	  --level $(LEVEL) --out $(BURST_OUT) $(SCALE_ARGS)
 
 # Workqueue ops/s and informer events/s to a no-op reconcile (in-process), then informer
 # throughput and memory per cached Pod at 10k Pods against a real kube-apiserver.

@@ -2,17 +2,18 @@
 
 The API server holds every create open while it waits for the webhooks, so their answers are
 what ``kubectl apply`` (and every controller's create) waits on. For each API level in
-``--levels`` and each of ``--runs`` runs, ``test/bench/burst.py``'s burst (N suspended TrainJobs
+``--level`` (repeated; default every level) and each of ``--runs`` runs, ``test/bench/burst.py``'s burst (N suspended TrainJobs
 on ``torch-distributed``, 16 creating clients) runs on each side, one after the other on fresh
 control planes: ours, and the Go managers of the level (v2.1: trainer v2.1.0 + jobset v0.10.1,
-the harness's unnamed level as every burst before; v2.3: trainer v2.3.0 + jobset v0.12.0). The
+as every burst before; v2.3: trainer v2.3.0 + jobset v0.12.0; ``bench_level.py``). The
 side that goes first alternates from run to run, so a machine getting busier or quieter does
 not favour one side. Measured per run and side (``burst.py`` says how):
 
 - creating the N: the whole create phase, and each create's wall time (p50, p99);
 - the webhooks' answers as the API server timed them
   (``apiserver_admission_webhook_admission_duration_seconds``, the same binary on both sides):
-  the TrainJob's (validator; at v2.3 also the defaulter) during the creates, every webhook
+  the TrainJob's (the level's webhooks on TrainJob creates: v2.1 the validator, v2.3 the
+  defaulter and the validator) during the creates, every webhook
   (JobSets' too) through the whole burst, p50 / p99 interpolated in the histogram's buckets,
   the mean exact;
 - the managers' own time per TrainJob answer (``controller_runtime_webhook_latency_seconds``);
@@ -22,8 +23,9 @@ not favour one side. Measured per run and side (``burst.py`` says how):
 Writes ``admission.json`` (every run whole, and the medians) and ``admission.md`` (the medians
 with ours / Go, and each run's figures) into ``--out``; a benchmark reports, it asserts nothing.
 
-    python test/bench/admission.py --n 1000 --runs 3              # what ``make bench`` runs
-    python test/bench/admission.py --n 200 --runs 1 --levels v2.1  # a quick look
+    python test/bench/admission.py --n 1000 --runs 3 --level v2.3  # what ``make bench`` runs
+    python test/bench/admission.py --n 1000 --runs 3               # both levels
+    python test/bench/admission.py --n 200 --runs 1 --level v2.1   # a quick look
 """
 
 from __future__ import annotations
@@ -39,12 +41,12 @@ from typing import Any
 from manager import longrun
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_level  # what each API level gives a benchmark
 import burst  # the burst scenario this one repeats (a sibling script, as scale.py imports it)
 
 PROGRESS = longrun.Progress("bench-admission", unit="sides")
 SIDES = ("ours", "theirs")
 VALIDATOR = "validator.trainjob.trainer.kubeflow.org"
-DEFAULTER = "defaulter.trainjob.trainer.kubeflow.org"
 VALIDATOR_PATH = "/validate-trainer-kubeflow-org-v1alpha1-trainjob"
 
 
@@ -63,8 +65,7 @@ def _figures(level: str) -> list[tuple[str, Callable[[dict[str, Any]], float | N
         ("one create p50 (ms)", lambda r: round(1000 * r["create_s"]["p50"], 1)),
         ("one create p99 (ms)", lambda r: round(1000 * r["create_s"]["p99"], 1)),
     ]
-    hooks = [VALIDATOR] if level == "v2.1" else [DEFAULTER, VALIDATOR]
-    for hook in hooks:
+    for hook in bench_level.get(level).trainjob_webhooks():
         for key, label in (("p50_s", "p50"), ("p99_s", "p99"), ("mean_s", "mean")):
             rows.append(
                 (f"`{hook}` answer {label}, during the creates (ms)", _hook("admission_creates", hook, key))
@@ -135,7 +136,7 @@ def _fmt(v: float | None) -> str:
     return "n/a" if v is None else f"{v:g}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -144,20 +145,24 @@ def main(argv: list[str] | None = None) -> int:
         "--runs", type=int, default=3, help="runs per level, each side once a run (default 3)"
     )
     parser.add_argument(
-        "--levels",
-        default=",".join(burst.LEVELS),
-        help=f"API levels, comma-separated (default {','.join(burst.LEVELS)})",
+        "--level",
+        action="append",
+        choices=bench_level.LEVEL_NAMES,
+        help=f"an API level to run at, repeated for several (default every level: "
+        f"{', '.join(bench_level.LEVEL_NAMES)})",
     )
     parser.add_argument("--clients", type=int, default=16, help="concurrent creating clients (default 16)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each burst's Jobs")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where admission.json/.md go")
-    args = parser.parse_args(argv)
-    levels = [name.strip() for name in args.levels.split(",") if name.strip()]
-    for name in levels:
-        if name not in burst.LEVELS:
-            parser.error(f"--levels: unknown level {name!r} ({', '.join(burst.LEVELS)})")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser_ = parser()
+    args = parser_.parse_args(argv)
+    levels = list(dict.fromkeys(args.level or bench_level.LEVEL_NAMES))
     if args.runs < 1:
-        parser.error("--runs: at least 1")
+        parser_.error("--runs: at least 1")
     return longrun.command(PROGRESS, lambda: run(args, levels))
 
 

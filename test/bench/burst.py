@@ -2,11 +2,11 @@
 
 For each side, one after the other (the machine has 2 cores), the conformance harness starts a
 full local control plane (etcd, kube-apiserver, kube-controller-manager, scheduler, KWOK nodes)
-served either by this manager (``ours``: ``python -m trainer`` at its shipped defaults) or by the
-Go jobset v0.10.1 and trainer v2.1.0 managers (``theirs``, at the harness's settings: JobSet
-500/500, its shipped default); with ``--level v2.3`` both sides run API level v2.3 (ours with
-``--api-level=v2.3``, theirs the Go jobset v0.12.0 and trainer v2.3.0), each with its level's
-CRDs, webhook configurations and runtimes. Then N suspended (or, with ``--running``,
+at one API level (``--level``, default v2.3; ``bench_level.py`` maps it) served either by this
+manager (``ours``: ``python -m trainer --api-level=<level>`` at its shipped defaults) or by the Go
+originals of the level (``theirs``: jobset v0.12.0 and trainer v2.3.0 at v2.3, jobset v0.10.1 and
+trainer v2.1.0 at v2.1; at the harness's settings: JobSet 500/500, its shipped default), each with
+its level's CRDs, webhook configurations and shipped runtimes. Then N suspended (or, with ``--running``,
 unsuspended) TrainJobs are created by ``--clients`` concurrent clients (16, as a load generator
 with 16 threads) and two watches (JobSets, Jobs) time each TrainJob from its create returning to
 its JobSet and to its first Job appearing. Measured per side:
@@ -23,11 +23,12 @@ its JobSet and to its first Job appearing. Measured per side:
   p99 interpolated in the histogram's buckets (5 ms, 25 ms, 100 ms, 500 ms, 1 s, ...), as
   Prometheus' ``histogram_quantile`` does, and the share of answers slower than 25 ms and 100 ms.
 
-Writes ``burst.json`` and ``burst.md`` (a table with ours / Go ratios) into ``--out``.
+Writes ``burst-<level>.json`` and ``burst-<level>.md`` (``burst-running-<level>.*`` with
+``--running``; a table with ours / Go ratios) into ``--out``.
 
-    python test/bench/burst.py --n 1000            # what ``make bench`` runs
+    python test/bench/burst.py --n 1000            # what ``make bench`` runs (level v2.3)
     python test/bench/burst.py --n 50 --sides ours  # a quick look
-    python test/bench/burst.py --n 1000 --level v2.3
+    python test/bench/burst.py --n 1000 --level v2.1
 """
 
 from __future__ import annotations
@@ -49,13 +50,15 @@ from typing import Any
 import aiohttp
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_level  # the level seam of the benchmarks (a sibling module)
+
 from manager import longrun
-from trainer import levels
 from trainer.conformance import harness
 from trainer.conformance.kube import Kube
 
 NAMESPACE = "default"
-RUNTIME = "torch-distributed"
+RUNTIME = bench_level.RUNTIME
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 TICKS = os.sysconf("SC_CLK_TCK")
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$")
@@ -408,13 +411,9 @@ def shipped_overrides() -> dict[str, Any]:
     return {k: cfg[k] for k in SHIPPED_KEYS if k in cfg}
 
 
-def trainjob(name: str, suspend: bool) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"runtimeRef": {"name": RUNTIME}, "suspend": suspend},
-    }
+def trainjob(name: str, suspend: bool, level: bench_level.BenchLevel) -> dict[str, Any]:
+    """The burst's TrainJob, valid at ``level``."""
+    return level.trainjob(name, NAMESPACE, suspend)
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
@@ -453,6 +452,7 @@ async def burst(
     n: int,
     running: bool,
     timeout: float,
+    level: bench_level.BenchLevel,
     profile: Path | None = None,
     clients: int = 16,
     profile_creates_only: bool = False,
@@ -480,7 +480,7 @@ async def burst(
             # one of ``clients`` load-generator lanes: its next create once the last one returned
             for name in pending:
                 sent = time.monotonic()
-                status, body = await side.kube.create(trainjob(name, not running), NAMESPACE)
+                status, body = await side.kube.create(trainjob(name, not running, level), NAMESPACE)
                 created[name] = time.monotonic()
                 create_s.append(created[name] - sent)
                 if status != 201:
@@ -581,15 +581,8 @@ async def burst(
     }
 
 
-LEVELS = ("v2.1", "v2.3")
-"""The API levels the burst runs at: v2.1 is the harness's unnamed level (``config/crd``,
-``config/webhook``, ``config/runtimes``; the Go jobset v0.10.1 and trainer v2.1.0), as every
-earlier burst ran; v2.3 the level's CRDs, webhook configurations and runtimes on both sides."""
-
-
-def api_level(name: str) -> levels.ApiLevel | None:
-    """What the harness is given for ``--level``: None for v2.1 (its unnamed level)."""
-    return None if name == "v2.1" else levels.get(name)
+LEVELS = bench_level.LEVEL_NAMES
+"""The API levels the burst runs at (``bench_level.BenchLevel`` says what each gives it)."""
 
 
 async def run_side(
@@ -600,22 +593,25 @@ async def run_side(
     profile: Path | None = None,
     overrides: dict[str, Any] | None = None,
     *,
-    level: str = "v2.1",
+    level: str = bench_level.DEFAULT,
     clients: int = 16,
     profile_creates_only: bool = False,
     profile_gil: bool = False,
 ) -> dict[str, Any]:
     workdir = harness.new_workdir()
+    at = bench_level.get(level)
     say(f"{name}: starting the control plane and the managers (level {level}) in {workdir}")
     try:
         side = await (
-            harness.start_ours(workdir, config_overrides=overrides, level=api_level(level))
+            harness.start_ours(
+                workdir, config_overrides=overrides, level=at.harness_level, runtimes=at.runtimes()
+            )
             if name == "ours"
-            else harness.start_theirs(workdir, level=api_level(level))
+            else harness.start_theirs(workdir, level=at.harness_level, runtimes=at.runtimes())
         )
         try:
             result = await burst(
-                side, workdir, n, running, timeout, profile, clients, profile_creates_only, profile_gil
+                side, workdir, n, running, timeout, at, profile, clients, profile_creates_only, profile_gil
             )
             result["config_overrides"] = overrides if name == "ours" else None
             result["level"] = level
@@ -638,7 +634,8 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 1)
 
 
-TRAINJOB_HOOKS = ("validator.trainjob.trainer.kubeflow.org", "defaulter.trainjob.trainer.kubeflow.org")
+TRAINJOB_HOOKS = frozenset(hook for name in LEVELS for hook in bench_level.get(name).trainjob_webhooks())
+"""The webhooks a TrainJob create goes through at some level (the ones the creates wait on)."""
 
 
 def admission_hooks(sides: Iterable[dict[str, Any]]) -> list[str]:
@@ -705,7 +702,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         f"reconciles {s.get('reconciles') or 0}"
         for s in sides
     )
-    level = first.get("level", "v2.1")
+    level = first.get("level", bench_level.UNRECORDED)
     return (
         f"{first['n']} {mode} TrainJobs on `{RUNTIME}` created at once (API level {level}).\n\n"
         + "\n".join(lines)
@@ -713,19 +710,19 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--n", type=int, default=1000, help="TrainJobs in the burst (default 1000)")
     parser.add_argument("--sides", default="ours,theirs", help="ours, theirs or both (default both)")
     parser.add_argument("--running", action="store_true", help="unsuspended TrainJobs (pods on KWOK nodes)")
-    parser.add_argument(
-        "--level", choices=LEVELS, default="v2.1", help="the API level both sides run (default v2.1)"
-    )
+    bench_level.add_argument(parser)
     parser.add_argument("--clients", type=int, default=16, help="concurrent creating clients (default 16)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the Jobs")
-    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where burst.json/.md go")
+    parser.add_argument(
+        "--out", type=Path, default=Path("bench-results"), help="where burst-<level>.json/.md go"
+    )
     parser.add_argument(
         "--profile", type=Path, help="py-spy our manager during the burst: collapsed stacks into this file"
     )
@@ -752,7 +749,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KIND.GROUP=N",
         help="extra controller.groupKindConcurrency for ours, e.g. JobSet.jobset.x-k8s.io=5",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser_ = parser()
+    args = parser_.parse_args(argv)
     overrides = {} if args.harness_config else shipped_overrides()
     for item in args.ours_concurrency:
         key, _, value = item.partition("=")
@@ -761,7 +763,7 @@ def main(argv: list[str] | None = None) -> int:
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     for name in sides:
         if name not in ("ours", "theirs"):
-            parser.error(f"--sides: unknown side {name!r} (ours, theirs)")
+            parser_.error(f"--sides: unknown side {name!r} (ours, theirs)")
     return longrun.command(PROGRESS, lambda: run_sides(args, sides, overrides))
 
 
@@ -785,10 +787,11 @@ def run_sides(args: argparse.Namespace, sides: list[str], overrides: dict[str, A
             )
         say(json.dumps({k: v for k, v in results[name].items() if not k.endswith("_all_s")}))
     args.out.mkdir(parents=True, exist_ok=True)
-    suffix = ("-running" if args.running else "") + ("" if args.level == "v2.1" else f"-{args.level}")
-    (args.out / f"burst{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
+    at = bench_level.get(args.level)
+    stem = "burst-running" if args.running else "burst"
+    (args.out / at.result_name(stem, ".json")).write_text(json.dumps(results, indent=2) + "\n")
     report = table(results)
-    (args.out / f"burst{suffix}.md").write_text(report)
+    (args.out / at.result_name(stem, ".md")).write_text(report)
     print(report)
     incomplete = [
         r["side"] for r in results.values() if r["jobs_seen"] < r["n"] or r["create_failures_count"]

@@ -323,10 +323,13 @@ async def _wait_ready(proc: Process, port: int) -> None:
     await wait_http(proc, f"http://127.0.0.1:{port}/readyz", timeout=READY_TIMEOUT)
 
 
-async def _finish(side: Side, env: Environment, hook_ports: dict[Path, int]) -> None:
-    """``config/webhook`` files and the shipped runtimes (level v2.1, ``originals.UNNAMED_LEVEL``; the benchmarks)."""
+async def _finish(
+    side: Side, env: Environment, hook_ports: dict[Path, int], runtimes: list[Path] | None = None
+) -> None:
+    """``config/webhook`` files and ``runtimes`` (default: the shipped runtimes; level v2.1,
+    ``originals.UNNAMED_LEVEL``; the benchmarks)."""
     hooks = [(doc, port) for path, port in hook_ports.items() for doc in configurations([path])]
-    await _install(side, env, hooks, _runtime_files())
+    await _install(side, env, hooks, _runtime_files() if runtimes is None else runtimes)
 
 
 async def _install(side: Side, env: Environment, hooks: list[tuple[Json, int]], runtimes: list[Path]) -> None:
@@ -474,6 +477,7 @@ async def start_theirs(
     env: Environment | None = None,
     apply_runtimes: bool = True,
     service_accounts: bool = False,
+    runtimes: list[Path] | None = None,
 ) -> Side:
     """The Go jobset and trainer managers of ``level`` (default: ``originals.UNNAMED_LEVEL``, jobset v0.10.1
     and trainer v2.1.0; built on first use) with upstream's CRDs; ``timing``, when given, replaces
@@ -481,7 +485,9 @@ async def start_theirs(
     upstream's webhook configurations of the level and ``LevelInputs.runtimes``. ``env``: a
     running control plane whose CRDs the caller installed (``migrated``: a cluster migrated to
     the level), then ``apply_runtimes`` False keeps the runtimes it holds. ``service_accounts``:
-    the ServiceAccount admission plugin on in the cluster started here (``Environment``)."""
+    the ServiceAccount admission plugin on in the cluster started here (``Environment``).
+    ``runtimes``: the runtime files applied in place of the level's default (the benchmarks give
+    the level's shipped runtimes, ``ApiLevel.runtimes``)."""
     inputs = LevelInputs(level or originals.UNNAMED_LEVEL)
     built = inputs.originals.build()
     for binary, (_path, seconds) in built.items():
@@ -490,7 +496,7 @@ async def start_theirs(
     timing = timing or PodTiming(pod_run_seconds)
     if env is None:
         env = await _start_env(workdir, "theirs", nodes, inputs.their_crds(), timing, service_accounts)
-    runtimes = inputs.runtimes() if apply_runtimes else []
+    runtimes = (inputs.runtimes() if runtimes is None else runtimes) if apply_runtimes else []
     side = Side("theirs", await Kube.from_kubeconfig(env.kubeconfig), env=env, pod_timing=timing)
     try:
         ca = TinyCA("conformance-theirs-webhook-ca")
@@ -514,7 +520,7 @@ async def start_theirs(
             _wait_ready(go.jobset, go.jobset_health), _wait_ready(go.trainer, go.trainer_health)
         )
         if level is None:
-            await _finish(side, env, go.webhook_ports())
+            await _finish(side, env, go.webhook_ports(), runtimes)
         else:
             await _install(side, env, go.level_hooks(inputs), runtimes)
     except BaseException:
@@ -614,20 +620,21 @@ async def start_ours(
     env: Environment | None = None,
     apply_runtimes: bool = True,
     service_accounts: bool = False,
+    runtimes: list[Path] | None = None,
 ) -> Side:
     """This repository's manager (``python -m trainer``); ``timing``, when given, replaces
     ``pod_run_seconds``; ``config_overrides``: top-level Configuration fields added to the
     harness's own (the benchmarks pass the shipped ``controller`` and ``clientConnection``).
     Without ``level``: ``config/crd``, ``config/webhook`` and ``config/runtimes`` (the default
     level, no ``--api-level``); with it: the level's CRDs, the webhook configurations of its
-    manifests, ``--api-level`` and ``LevelInputs.runtimes``. ``env``, ``apply_runtimes`` and
-    ``service_accounts``: as for ``start_theirs``."""
+    manifests, ``--api-level`` and ``LevelInputs.runtimes``. ``env``, ``apply_runtimes``,
+    ``service_accounts`` and ``runtimes``: as for ``start_theirs``."""
     inputs = LevelInputs(level or originals.UNNAMED_LEVEL)
     timing = timing or PodTiming(pod_run_seconds)
     crds = inputs.our_crds() if level is not None else [CRD_DIR]
     if env is None:
         env = await _start_env(workdir, "ours", nodes, crds, timing, service_accounts)
-    runtimes = inputs.runtimes() if apply_runtimes else []
+    runtimes = (inputs.runtimes() if runtimes is None else runtimes) if apply_runtimes else []
     side = Side("ours", await Kube.from_kubeconfig(env.kubeconfig), env=env, pod_timing=timing)
     try:
         ca = TinyCA("conformance-ours-webhook-ca")
@@ -655,7 +662,7 @@ async def start_ours(
         side.processes.append(ours.process)
         await _wait_ready(ours.process, ours.health)
         if level is None:
-            await _finish(side, env, ours.webhook_ports())
+            await _finish(side, env, ours.webhook_ports(), runtimes)
         else:
             await _install(side, env, ours.level_hooks(inputs), runtimes)
     except BaseException:
