@@ -30,8 +30,9 @@ DEPLOY_TIMEOUT ?= 300s
 KUBECTL ?= $(shell $(PY) -c 'from manager.envtest import assets; print(assets.ensure(["kubectl"])["kubectl"])')
 
 .PHONY: venv test test-unit test-integration test-e2e test-repeat test-chaos test-fuzz test-realnode test-k8s-matrix lint run cluster-up cluster-down \
-        build-assets bench bench-burst bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
-        conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e test-kueue build-kueue
+        build-assets bench bench-burst bench-admission bench-kueue bench-framework bench-mirror bench-floor bench-report bench-scale clean install uninstall deploy undeploy \
+        conformance build-originals spec-coverage test-upstream-e2e build-upstream-e2e test-kueue build-kueue \
+        conformance-kueue
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -208,14 +209,25 @@ test-k8s-matrix: $(STAMP) build-originals
 test-kueue: $(STAMP) build-assets build-kueue
 	$(PY) -m pytest test/e2e/kueue $(PYTEST_ARGS)
 
+# The conformance runner with Kueue in front of each side (docs/conformance.md, docs/kueue.md):
+# the scenarios of test/conformance/kueue (quota, preemption and re-admission of TrainJobs and
+# JobSets) on our manager and on the Go managers of LEVEL, each with the level's Kueue release,
+# every step's end state compared. CONFORMANCE_ARGS passes options as for `make conformance`.
+conformance-kueue: $(STAMP) build-assets build-originals build-kueue
+	$(PY) -m trainer conformance --kueue --level $(LEVEL) $(CONFORMANCE_ARGS)
+
 build-kueue: $(STAMP)
 	$(PY) -m trainer.conformance.kueue --build-only
 
-# Every benchmark scenario in one run, into $(BENCH_OUT): the burst (suspended and running, ours
-# and the Go managers), the scale scenario (test/bench/scale.py, when present), the framework
-# scenario (bench-mirror), the floor (suspended and running), then one bench.json, one bench.md
-# (ratios ours / Go, kopf, controller-runtime, floor) and $(BENCH_PNG) (burst latency per
-# manager). The micro-benchmarks (pytest -m bench) run first. Hours on a 2-core machine.
+# Every benchmark scenario in one run, into $(BENCH_OUT), at API level LEVEL (v2.3 by default:
+# the level's CRDs, webhooks and shipped runtimes, our manager with --api-level=$(LEVEL), the Go
+# originals of the level; test/bench/bench_level.py): the burst (suspended and running, ours
+# and the Go managers), the burst with Kueue in the loop (bench-kueue), the admission benchmark
+# (bench-admission), the scale scenario (test/bench/scale.py, when present), the framework
+# scenario (bench-mirror; no API level), the floor (suspended and running), then one bench.json,
+# one bench.md (ratios ours / Go, kopf, controller-runtime, floor; each figure's level) and
+# $(BENCH_PNG) (burst latency per manager). The micro-benchmarks (pytest -m bench) run first.
+# Hours on a 2-core machine.
 BENCH_OUT ?= bench-results
 BENCH_PNG ?= docs/bench-latency.png
 BENCH_SCALE_PODS ?= 10000
@@ -225,31 +237,58 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install -q -e '.[test,lint,bench]'
 	touch $(BENCH_STAMP)
 
-bench: $(BENCH_STAMP) build-assets build-originals
+bench: $(BENCH_STAMP) build-assets build-originals build-kueue
 	$(PY) -m pytest test/bench -m bench -s $(PYTEST_ARGS)
-	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BENCH_OUT)
-	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BENCH_OUT) --running
+	$(PY) test/bench/burst.py --n $(BURST_N) --level $(LEVEL) --out $(BENCH_OUT)
+	$(PY) test/bench/burst.py --n $(BURST_N) --level $(LEVEL) --out $(BENCH_OUT) --running
+	$(PY) test/bench/kueue_burst.py --n $(KUEUE_BURST_N) --quota $(KUEUE_BURST_QUOTA) --level $(LEVEL) --out $(BENCH_OUT)
+	$(PY) test/bench/admission.py --n $(ADMISSION_N) --runs $(ADMISSION_RUNS) --level $(LEVEL) --out $(BENCH_OUT)
 	if [ -f test/bench/scale.py ]; then \
-	  $(PY) test/bench/scale.py --pods $(BENCH_SCALE_PODS) --nodes $(BENCH_SCALE_NODES) --out $(BENCH_OUT); \
+	  $(PY) test/bench/scale.py --pods $(BENCH_SCALE_PODS) --nodes $(BENCH_SCALE_NODES) --level $(LEVEL) \
+	    --out $(BENCH_OUT); \
 	else echo "bench: no test/bench/scale.py on this branch: scale scenario not run"; fi
 	$(PY) test/bench/framework.py --n $(MIRROR_N) --out $(BENCH_OUT)
-	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BENCH_OUT)
-	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BENCH_OUT) --running
+	$(PY) test/bench/floor.py --n $(BURST_N) --level $(LEVEL) --out $(BENCH_OUT)
+	$(PY) test/bench/floor.py --n $(BURST_N) --level $(LEVEL) --out $(BENCH_OUT) --running
 	$(MAKE) bench-report
 
-# bench.json, bench.md and the PNG from whatever the scenarios left in $(BENCH_OUT).
+# bench.json, bench.md and the PNG from what the scenarios left in $(BENCH_OUT) at LEVEL.
 bench-report: $(BENCH_STAMP)
-	$(PY) test/bench/report.py --in $(BENCH_OUT) --png $(BENCH_PNG)
+	$(PY) test/bench/report.py --in $(BENCH_OUT) --png $(BENCH_PNG) --level $(LEVEL)
 
 # Burst side by side: BURST_N TrainJobs on torch-distributed created at once, on our
-# manager and on the Go jobset+trainer managers, each on its own full local control plane, one
-# after the other. Writes $(BURST_OUT)/burst.json and burst.md (ratios ours / Go).
-# BURST_ARGS passes options, e.g. `--running` (unsuspended) or `--sides ours`.
+# manager and on the Go jobset+trainer managers of LEVEL, each on its own full local control
+# plane at LEVEL, one after the other. Writes $(BURST_OUT)/burst-$(LEVEL).json and .md (ratios
+# ours / Go). BURST_ARGS passes options, e.g. `--running` (unsuspended) or `--sides ours`.
 BURST_N ?= 1000
 BURST_OUT ?= bench-results
 BURST_ARGS ?=
 bench-burst: $(STAMP) build-assets build-originals
-	$(PY) test/bench/burst.py --n $(BURST_N) --out $(BURST_OUT) $(BURST_ARGS)
+	$(PY) test/bench/burst.py --n $(BURST_N) --level $(LEVEL) --out $(BURST_OUT) $(BURST_ARGS)
+
+# Admission under load (test/bench/admission.py): the suspended burst of ADMISSION_N TrainJobs
+# ADMISSION_RUNS times per side at LEVEL, the side going first alternating; the webhooks' answer
+# times as the API server measured them, medians over the runs. Writes $(BURST_OUT)/admission.json
+# and .md. ADMISSION_ARGS passes options, e.g. `--level v2.1` (a second level) or `--clients 32`.
+ADMISSION_N ?= 1000
+ADMISSION_RUNS ?= 3
+ADMISSION_ARGS ?=
+bench-admission: $(STAMP) build-assets build-originals
+	$(PY) test/bench/admission.py --n $(ADMISSION_N) --runs $(ADMISSION_RUNS) --level $(LEVEL) \
+	  --out $(BURST_OUT) $(ADMISSION_ARGS)
+
+# Burst with Kueue in the loop, side by side (docs/bench.md, docs/kueue.md): KUEUE_BURST_N
+# TrainJobs of 1 CPU created at once, queued in one ClusterQueue of KUEUE_BURST_QUOTA CPUs, on our
+# manager and on the Go jobset+trainer managers of LEVEL, each with the level's Kueue in front
+# (v0.17.0 at v2.3, v0.15.0 at v2.1), one after the other: time to the last Complete, manager and
+# Kueue CPU, reconcile errors. Writes $(BURST_OUT)/kueue-burst.json and .md (ratios ours / Go).
+# KUEUE_BURST_ARGS passes options, e.g. `--sides ours` or `--pod-run-seconds 5`.
+KUEUE_BURST_N ?= 1000
+KUEUE_BURST_QUOTA ?= 100
+KUEUE_BURST_ARGS ?=
+bench-kueue: $(STAMP) build-assets build-originals build-kueue
+	$(PY) test/bench/kueue_burst.py --n $(KUEUE_BURST_N) --quota $(KUEUE_BURST_QUOTA) --level $(LEVEL) \
+	  --out $(BURST_OUT) $(KUEUE_BURST_ARGS)
 
 # Framework scenario: MIRROR_N ConfigMaps mirrored into Secrets by one trivial
 # reconciler on manager/, on kopf and on controller-runtime (test/bench/mirror/), and written by
@@ -259,17 +298,18 @@ MIRROR_ARGS ?=
 bench-mirror: $(BENCH_STAMP) build-assets
 	$(PY) test/bench/framework.py --n $(MIRROR_N) --out $(BURST_OUT) $(MIRROR_ARGS)
 
-# Floor: the burst's JobSets and Jobs written by a bare client, no manager running.
+# Floor: the burst's JobSets and Jobs written by a bare client, no manager running, at LEVEL
+# (floor-$(LEVEL).json).
 # FLOOR_ARGS e.g. `--running`.
 FLOOR_ARGS ?=
 bench-floor: $(STAMP) build-assets
-	$(PY) test/bench/floor.py --n $(BURST_N) --out $(BURST_OUT) $(FLOOR_ARGS)
+	$(PY) test/bench/floor.py --n $(BURST_N) --level $(LEVEL) --out $(BURST_OUT) $(FLOOR_ARGS)
 
 # Scale side by side (docs/scale.md): one KWOK cluster with SCALE_NODES nodes, SCALE_PODS
 # pre-bound Running Pods (SCALE_ARGS --relevant, default 10 %, of JobSets/PodGroups; the rest
 # labelled like Deployments' Pods) and SCALE_TRAINJOBS suspended TrainJobs; each side started
 # fresh after each filling step: time to sync, steady RSS, RSS per relevant/unrelated Pod, API
-# requests at start, one TrainJob's latency. Writes $(BURST_OUT)/scale-<pods>.json and .md.
+# requests at start, one TrainJob's latency, at LEVEL. Writes $(BURST_OUT)/scale-<pods>-$(LEVEL).json and .md.
 # The smaller scenario `make bench` runs: `make bench-scale SCALE_PODS=10000 SCALE_NODES=500`.
 SCALE_PODS ?= 100000
 SCALE_NODES ?= 5000
@@ -277,7 +317,7 @@ SCALE_TRAINJOBS ?= 1000
 SCALE_ARGS ?= --scheduler-plugins
 bench-scale: $(STAMP) build-assets build-originals
 	$(PY) test/bench/scale.py --pods $(SCALE_PODS) --nodes $(SCALE_NODES) --trainjobs $(SCALE_TRAINJOBS) \
-	  --out $(BURST_OUT) $(SCALE_ARGS)
+	  --level $(LEVEL) --out $(BURST_OUT) $(SCALE_ARGS)
 
 # Workqueue ops/s and informer events/s to a no-op reconcile (in-process), then informer
 # throughput and memory per cached Pod at 10k Pods against a real kube-apiserver.
@@ -369,17 +409,17 @@ helm-install: $(STAMP)
 	    --set runtimes.defaultEnabled=true --wait $(HELM_ARGS); \
 	fi
 
-# Uninstalls the release. The chart's runtimes go first, while the manager still runs (as
-# upstream v2.3.0's chart deletes its runtimes in a pre-delete hook): one that any TrainJob named
-# carries the in-use finalizer, which only the running manager drops, and `helm uninstall` alone
-# deletes the Deployment before them. A runtime still named by a TrainJob stays, and this fails
-# after DEPLOY_TIMEOUT naming it (delete those TrainJobs first; the chart keeps the CRDs).
+# Uninstalls the release (Helm keeps the CRDs). The chart's pre-delete hook, as upstream v2.3.0's
+# chart has one, deletes the release's runtimes while the manager still runs and waits until they
+# are gone: at level v2.1 a runtime a TrainJob names carries the in-use finalizer, which only the
+# running manager drops once no TrainJob names it. Then this fails after DEPLOY_TIMEOUT with the
+# release in place, listing the runtimes left and the hook's last words (the TrainJobs holding
+# them: delete those first).
 helm-uninstall: $(STAMP)
 	@set -e; kubectl='$(KUBECTL)'; \
-	if "$$kubectl" get crd clustertrainingruntimes.trainer.kubeflow.org > /dev/null 2>&1; then \
-	  "$$kubectl" delete clustertrainingruntimes --ignore-not-found --timeout=$(DEPLOY_TIMEOUT) \
-	    -l app.kubernetes.io/instance=$(HELM_RELEASE),app.kubernetes.io/managed-by=Helm || { \
-	    echo "make helm-uninstall: runtimes still in use by TrainJobs (finalizer trainer.kubeflow.org/resource-in-use):" >&2; \
-	    "$$kubectl" get clustertrainingruntimes -l app.kubernetes.io/instance=$(HELM_RELEASE) >&2; exit 1; }; \
-	fi; \
-	"$(HELM_FROM_CACHE)" uninstall $(HELM_RELEASE) --namespace $(HELM_NAMESPACE) --wait
+	"$(HELM_FROM_CACHE)" uninstall $(HELM_RELEASE) --namespace $(HELM_NAMESPACE) --wait --timeout $(DEPLOY_TIMEOUT) || { \
+	  echo "make helm-uninstall: the runtimes' pre-delete hook did not finish within $(DEPLOY_TIMEOUT); runtimes left:" >&2; \
+	  "$$kubectl" get clustertrainingruntimes -l app.kubernetes.io/instance=$(HELM_RELEASE) >&2 || true; \
+	  "$$kubectl" -n $(HELM_NAMESPACE) logs --tail=3 \
+	    -l app.kubernetes.io/component=runtimes-installer,app.kubernetes.io/instance=$(HELM_RELEASE) >&2 || true; \
+	  exit 1; }

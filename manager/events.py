@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from manager import loops
 from manager.client.errors import NotFound, RequestError
 from manager.client.interfaces import Writer
 from manager.client.objects import to_dict
@@ -80,8 +81,11 @@ class _BackgroundRecorder(abc.ABC):
         """Record now; returns the Event as stored (None when it could not be written)."""
 
     def emit(self, obj: object, event_type: EventType, reason: str, message: str) -> None:
-        """Record in the background (needs a running loop); errors are logged, never raised."""
-        self._pending.spawn(self.event(obj, event_type, reason, message), name=f"event {reason}")
+        """Record in the background (needs a running loop); errors are logged, never raised.
+        From a guest loop (``manager.loops``) the write is started on the recorder's own loop."""
+        loops.call_on_host(
+            lambda: self._pending.spawn(self.event(obj, event_type, reason, message), name=f"event {reason}")
+        )
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait for every event started with ``emit``; after ``timeout`` seconds the rest are
@@ -136,6 +140,8 @@ class EventRecorder(_BackgroundRecorder):
 
     async def event(self, obj: object, event_type: EventType, reason: str, message: str) -> Json | None:
         """Record an event about ``obj``; returns the Event written, or None if it failed."""
+        if loops.in_guest():  # the dedup lock and the series live on the recorder's loop
+            return await loops.on_host(self.event(obj, event_type, reason, message))
         # read only: a dict is not copied (the reference is built from a few fields)
         data = obj if isinstance(obj, dict) else to_dict(obj)
         involved = self._involved(data)
@@ -308,6 +314,8 @@ class EventsV1Recorder(_BackgroundRecorder):
     async def event(self, obj: object, event_type: EventType, reason: str, message: str) -> Json | None:
         """Record an event about ``obj``; returns the Event written (None: none was written,
         the count went to a series in memory, or the write failed)."""
+        if loops.in_guest():  # the dedup lock and the series live on the recorder's loop
+            return await loops.on_host(self.event(obj, event_type, reason, message))
         data = obj if isinstance(obj, dict) else to_dict(obj)
         regarding = self._regarding(data)
         key = (

@@ -250,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
         from trainer.migrate.cli import main as migrate
 
         return migrate(argv[1:])
+    if argv[:1] == ["delete-runtimes"]:  # a subcommand: the Helm chart's pre-delete hook
+        from trainer.install import delete_runtimes_main
+
+        return delete_runtimes_main(argv[1:])
     if argv[:1] == ["upstream-e2e"]:  # a subcommand: upstream's own e2e suites against both
         from trainer.conformance.upstream_e2e import main as upstream_e2e
 

@@ -14,6 +14,10 @@ added (the TrainJob CRD, the runtimes and other objects, the other CRDs, each wa
 is gone; a Namespace is left, it may hold more than this installed) and any webhook
 configuration a ``make run`` left behind.
 
+``delete_runtimes`` (``trainer-controller-manager delete-runtimes``) is what the Helm chart's
+pre-delete hook runs: the release's ClusterTrainingRuntimes deleted while the manager still runs,
+and waited for (docs/behaviour/trainer.md §12.17).
+
 The kustomizations are read here with a minimal reader (``resources:`` only, which is all
 the local manifests use), so ``make install`` and ``make run`` need no kubectl; a unit test checks
 that it renders what ``kubectl kustomize`` renders.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import sys
 import time
 from collections.abc import Iterable
@@ -34,16 +39,18 @@ import structlog
 import yaml
 
 from manager.client import Client
-from manager.client.errors import NotFound, RequestError
+from manager.client.errors import Forbidden, NotFound, RequestError
 from manager.client.patch import Patch
 from manager.client.restmapper import NoKindMatch
 from manager.cluster import Cluster
 from manager.config import RestConfigError, get_config
+from manager.meta.duration import parse_duration
 from manager.meta.object import Json
 from manager.scheme import GroupVersionKind
 from trainer import levels
 from trainer.api.trainer_constants import ResourceInUseFinalizer
 from trainer.levels import ApiLevel
+from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINJOB_GVK
 
 log = structlog.get_logger("install")
 
@@ -267,6 +274,144 @@ async def uninstall(client: Client, docs: list[Json] | None = None, *, timeout: 
     deleted += await _delete_and_wait(client, objects, timeout, release_in_use=True)
     deleted += await _delete_and_wait(client, [c for c in crds if c not in trainjobs], timeout)
     return deleted
+
+
+# -- the Helm chart's pre-delete hook ------------------------------------------------------------
+
+
+async def _trainjobs_naming(client: Client, names: Iterable[str]) -> dict[str, list[str]]:
+    """``namespace/name`` of the TrainJobs whose ``runtimeRef`` names each ClusterTrainingRuntime
+    of ``names`` (the kind a runtimeRef defaults to); empty when TrainJobs cannot be listed."""
+    wanted = set(names)
+    try:
+        trainjobs = await client.list(TRAINJOB_GVK)
+    except (NotFound, NoKindMatch, Forbidden):
+        return {}
+    naming: dict[str, list[str]] = {}
+    for job in trainjobs:
+        ref = (job.get("spec") or {}).get("runtimeRef") or {}
+        if ref.get("name") in wanted and ref.get("kind", CLUSTER_TRAINING_RUNTIME_GVK.kind) == (
+            CLUSTER_TRAINING_RUNTIME_GVK.kind
+        ):
+            meta = job["metadata"]
+            naming.setdefault(str(ref["name"]), []).append(f"{meta.get('namespace', '')}/{meta['name']}")
+    return naming
+
+
+async def _still_there(client: Client, names: list[str]) -> dict[str, list[str]]:
+    """The runtimes of ``names`` that still exist, with their finalizers."""
+    left: dict[str, list[str]] = {}
+    for name in names:
+        try:
+            live = await client.get(CLUSTER_TRAINING_RUNTIME_GVK, name)
+        except (NotFound, NoKindMatch):
+            continue
+        left[name] = list((live.get("metadata") or {}).get("finalizers") or [])
+    return left
+
+
+async def _waiting(client: Client, left: dict[str, list[str]]) -> str:
+    naming = await _trainjobs_naming(client, left)
+    parts = []
+    for name, finalizers in left.items():
+        held = f"finalizers {', '.join(finalizers)}" if finalizers else "no finalizer"
+        users = naming.get(name)
+        parts.append(f"{name} ({held}{'; named by TrainJobs ' + ', '.join(users) if users else ''})")
+    hint = (
+        f"; the manager removes {RESOURCE_IN_USE} once no TrainJob names the runtime: delete those TrainJobs"
+        if any(RESOURCE_IN_USE in f for f in left.values())
+        else ""
+    )
+    return f"waiting for ClusterTrainingRuntimes to be deleted: {'; '.join(parts)}{hint}"
+
+
+async def delete_runtimes(
+    client: Client,
+    selector: str,
+    *,
+    timeout: float = 0.0,
+    interval: float = 1.0,
+    report_every: float = 10.0,
+    out: Any = sys.stdout,
+) -> list[str]:
+    """What the chart's pre-delete hook runs before Helm deletes the release (upstream v2.3.0's
+    ``kubectl delete clustertrainingruntime --selector=... --ignore-not-found``): delete the
+    ClusterTrainingRuntimes ``selector`` picks, then wait until they are gone, so the manager,
+    still running, drops the ``resource-in-use`` finalizer that level v2.1 sets while TrainJobs
+    name a runtime. At once and then every ``report_every`` seconds it says which are left and
+    which TrainJobs hold them; with ``timeout`` (seconds, 0: until they are gone, as kubectl) it then raises
+    :class:`InstallError` saying the same. No runtime, or no ClusterTrainingRuntime API, is not
+    an error. Returns the names deleted."""
+    try:
+        runtimes = await client.list(CLUSTER_TRAINING_RUNTIME_GVK, label_selector=selector)
+    except NoKindMatch:
+        print("no ClusterTrainingRuntime API in this cluster: nothing to delete", file=out, flush=True)
+        return []
+    names = [str(r["metadata"]["name"]) for r in runtimes]
+    for name in names:
+        with contextlib.suppress(NotFound):
+            await client.delete_by_name(CLUSTER_TRAINING_RUNTIME_GVK, name)
+            print(f'clustertrainingruntime.trainer.kubeflow.org "{name}" deleted', file=out, flush=True)
+    if not names:
+        print(f"no ClusterTrainingRuntime matches {selector!r}: nothing to delete", file=out, flush=True)
+    started = time.monotonic()
+    reported: float | None = None  # the first wait is reported at once: what holds the runtimes
+    while left := await _still_there(client, names):
+        now = time.monotonic()
+        if timeout and now - started >= timeout:
+            raise InstallError(f"after {timeout:g}s, {await _waiting(client, left)}")
+        if reported is None or now - reported >= report_every:
+            print(await _waiting(client, left), file=out, flush=True)
+            reported = now
+        await asyncio.sleep(interval)
+    return names
+
+
+def delete_runtimes_main(argv: list[str]) -> int:
+    """``trainer-controller-manager delete-runtimes``: the chart's pre-delete hook's command."""
+    parser = argparse.ArgumentParser(
+        prog="trainer-controller-manager delete-runtimes",
+        description="Delete the ClusterTrainingRuntimes a label selector picks and wait until they are "
+        "gone (the Helm chart's pre-delete hook; charts/kubeflow-trainer).",
+    )
+    parser.add_argument(
+        "-l",
+        "--selector",
+        required=True,
+        help="label selector of the runtimes, e.g. app.kubernetes.io/instance=x",
+    )
+    parser.add_argument(
+        "--timeout",
+        default="0s",
+        help="how long to wait for them to be gone (a Go duration; 0s, the default: until they are)",
+    )
+    parser.add_argument("--kubeconfig", default="", help="kubeconfig path (default: KUBECONFIG, in-cluster)")
+    args = parser.parse_args(argv)
+    try:
+        timeout = parse_duration(args.timeout)
+    except ValueError as err:
+        print(f"delete-runtimes: --timeout: {err}", file=sys.stdout)
+        return 2
+    if timeout < 0:
+        print(f"delete-runtimes: --timeout: must not be negative: {args.timeout!r}", file=sys.stdout)
+        return 2
+    return asyncio.run(_delete_runtimes(args.selector, timeout, args.kubeconfig or None))
+
+
+async def _delete_runtimes(selector: str, timeout: float, kubeconfig: str | None) -> int:
+    try:
+        rest = await get_config(kubeconfig)
+    except RestConfigError as err:
+        print(f"delete-runtimes: unable to get kubeconfig: {err}", file=sys.stdout)
+        return 1
+    async with Cluster(rest, field_owner=FIELD_MANAGER) as cluster:
+        try:
+            deleted = await delete_runtimes(cluster.api_reader, selector, timeout=timeout)
+        except (InstallError, RequestError) as err:
+            print(f"delete-runtimes: {err}", file=sys.stdout)
+            return 1
+    print(f"delete-runtimes: {len(deleted)} ClusterTrainingRuntimes gone", file=sys.stdout, flush=True)
+    return 0
 
 
 # -- webhooks of a manager outside the cluster ---------------------------------------------------

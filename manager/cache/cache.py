@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from manager import _json
+from manager import _json, loops
 from manager.cache import selectors
 from manager.cache.informer import SharedInformer
 from manager.cache.interfaces import Informers
@@ -144,11 +144,15 @@ class Cache(TypedReader):
     # -- informers ---------------------------------------------------------------------------
 
     async def get_informer(self, kind: KindRef) -> SharedInformer:
-        """The shared informer for ``kind``, created (and started, if running) on first use."""
+        """The shared informer for ``kind``, created (and started, if running) on first use.
+
+        From a guest loop (``manager.loops``) a new informer is made on the cache's own loop."""
         gvk = gvk_for(kind)
         informer = self._informers.get(gvk)
         if informer is not None:
             return informer
+        if loops.in_guest():
+            return await loops.on_host(self.get_informer(gvk))
         async with self._lock:
             informer = self._informers.get(gvk)
             if informer is None:
@@ -185,6 +189,8 @@ class Cache(TypedReader):
         log.error("informer %s stopped", task.get_name(), exc_info=err)
 
     async def remove_informer(self, kind: KindRef) -> None:
+        if loops.in_guest():
+            return await loops.on_host(self.remove_informer(kind))
         gvk = gvk_for(kind)
         self._informers.pop(gvk, None)
         task = self._tasks.pop(gvk, None)
@@ -197,6 +203,8 @@ class Cache(TypedReader):
     ) -> None:
         """Index objects of ``kind`` by the values ``extract`` returns, so
         ``list(kind, field_selector={field_name: value})`` is one lookup."""
+        if loops.in_guest():
+            return await loops.on_host(self.index_field(kind, field_name, extract))
         informer = await self.get_informer(kind)
         informer.add_index(field_index_name(field_name), field_index_func(extract))
 
@@ -232,6 +240,10 @@ class Cache(TypedReader):
 
     async def _synced_informer(self, gvk: GroupVersionKind) -> SharedInformer:
         informer = self._informers.get(gvk)
+        if informer is not None and informer.has_synced():
+            return informer  # the read itself is served on the caller's thread (a locked store)
+        if loops.in_guest():  # making an informer or waiting for its sync is the loop's own work
+            return await loops.on_host(self._synced_informer(gvk))
         if informer is None:
             if self.options.fail_on_missing_informer:
                 raise ResourceNotCached(gvk)

@@ -1,4 +1,9 @@
-"""A keyed object store with secondary indexes (client-go's ``ThreadSafeStore``, single-threaded).
+"""A keyed object store with secondary indexes (client-go's ``ThreadSafeStore``).
+
+The informer writes it on the manager's loop; reads may also come from another thread (the
+admission webhook server's guest loop, ``manager.loops``). One lock makes each write and each
+multi-key read whole: a reader never sees an object between its removal from an index and its
+re-indexing. Reads take what they need under the lock and decode outside it.
 
 Keys are ``namespace/name`` (just ``name`` for cluster-scoped objects). The ``namespace`` index
 is always present; field indexes registered with ``add_index`` store each value twice, as
@@ -12,6 +17,7 @@ then a private copy for free.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -67,6 +73,7 @@ class Store:
         # Index values shared by many objects (a namespace, a phase) are kept once: each key
         # points at one shared tuple, counted so a tuple goes when its last object does.
         self._shared: dict[tuple[str, ...], list[Any]] = {}
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -87,30 +94,36 @@ class Store:
         return result
 
     def get(self, key: str) -> Object | None:
-        stored = self._items.get(key)
+        stored = self._items.get(key)  # one dict read: whole without the lock
         return None if stored is None else self._decode(stored)
 
     def keys(self) -> list[str]:
-        return list(self._items)
+        with self._lock:
+            return list(self._items)
 
     def values(self) -> list[Object]:
-        return [self._decode(v) for v in self._items.values()]
+        with self._lock:
+            stored = list(self._items.values())
+        return [self._decode(v) for v in stored]
 
     def iter_values(self) -> Iterator[Object]:
         """Every object, decoded one at a time (a compact store of 100k objects never holds
         100k decoded copies at once); the objects stored when the iteration began."""
-        for stored in list(self._items.values()):
-            yield self._decode(stored)
+        with self._lock:
+            stored = list(self._items.values())
+        for item in stored:
+            yield self._decode(item)
 
     def add_index(self, name: str, func: IndexFunc) -> None:
         """Add an index; existing objects are indexed at once. Re-adding a name is an error."""
-        if name in self._indexers:
-            raise ValueError(f"index {name!r} already exists")
-        self._indexers[name] = func
-        self._indices[name] = {}
-        self._keys_of[name] = {}
-        for key, stored in self._items.items():
-            self._index_one(name, key, self._decode(stored))
+        with self._lock:
+            if name in self._indexers:
+                raise ValueError(f"index {name!r} already exists")
+            self._indexers[name] = func
+            self._indices[name] = {}
+            self._keys_of[name] = {}
+            for key, stored in self._items.items():
+                self._index_one(name, key, self._decode(stored))
 
     def has_index(self, name: str) -> bool:
         return name in self._indexers
@@ -163,28 +176,32 @@ class Store:
         ``encoded``: ``obj`` already encoded (:meth:`encode`), for a compact store.
         """
         key = object_key(obj)
-        stored = self._items.get(key)
-        if stored is not None:
-            self._unindex(key)
-        if self.compact:
-            self._items[key] = encoded if encoded is not None else self.encode(obj)
-        else:
-            self._items[key] = obj
-        for name in self._indexers:
-            self._index_one(name, key, obj)
+        if self.compact and encoded is None:
+            encoded = self.encode(obj)
+        with self._lock:
+            stored = self._items.get(key)
+            if stored is not None:
+                self._unindex(key)
+            self._items[key] = encoded if self.compact else obj
+            for name in self._indexers:
+                self._index_one(name, key, obj)
         return None if stored is None else self._decode(stored)
 
     def delete(self, key: str) -> Object | None:
-        stored = self._items.pop(key, None)
-        if stored is None:
-            return None
-        self._unindex(key)
+        with self._lock:
+            stored = self._items.pop(key, None)
+            if stored is None:
+                return None
+            self._unindex(key)
         return self._decode(stored)
 
     def by_index(self, name: str, value: str) -> list[Object]:
-        if name not in self._indices:
-            raise KeyError(f"no index named {name!r}")
-        return [self._decode(self._items[k]) for k in self._indices[name].get(value, ())]
+        with self._lock:
+            if name not in self._indices:
+                raise KeyError(f"no index named {name!r}")
+            stored = [self._items[k] for k in self._indices[name].get(value, ())]
+        return [self._decode(v) for v in stored]
 
     def keys_in_namespace(self, namespace: str) -> set[str]:
-        return set(self._indices[NAMESPACE_INDEX].get(namespace, ()))
+        with self._lock:
+            return set(self._indices[NAMESPACE_INDEX].get(namespace, ()))

@@ -2,7 +2,9 @@
 
 Every request goes through ``RestTransport.request`` so error mapping, the 429 retry policy,
 client-side throttling and ``rest_client_requests_total`` live in one place. Watches use
-``stream`` which yields decoded watch events line by line.
+``stream`` which yields decoded watch events line by line. The session, the throttle and the
+credentials belong to the loop that made them: a request from a guest loop (``manager.loops``,
+the admission webhook server's) is sent from there; a watch is only opened on that loop.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from manager import _json
+from manager import _json, loops
 from manager.client import metrics
 from manager.client.errors import ApiError, TooManyRequests, TransportError
 from manager.client.ratelimit import QPSLimiter
@@ -127,6 +129,12 @@ class RestTransport:
         """Send one request and return the decoded JSON object (``{}`` for an empty body); non-2xx
         raises an ``ApiError``, and so does a body that is not a JSON object (the API server
         answers every request with one)."""
+        if loops.in_guest():
+            return await loops.on_host(
+                self.request(
+                    method, path, params=params, body=body, content_type=content_type, timeout=timeout
+                )
+            )
         data = _json.dumps(body) if body is not None else None
         if data is not None and content_type is None:
             content_type = JSON
@@ -183,8 +191,14 @@ class RestTransport:
 
         ``inactivity_timeout`` guards against half-open connections: if no byte arrives for
         that long, ``TimeoutError`` is raised so the caller reconnects. The generator returns
-        when the server ends the stream (its ``timeoutSeconds`` expired).
+        when the server ends the stream (its ``timeoutSeconds`` expired). Not from a guest loop:
+        a watch feeds an informer, which lives on the manager's loop.
         """
+        if loops.in_guest():
+            raise RuntimeError(
+                f"watch {path}: watches are opened on the manager's loop, not from a guest loop "
+                "(read the cache there instead)"
+            )
         await self._throttle("GET")
         headers = await self._headers(None)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=inactivity_timeout)

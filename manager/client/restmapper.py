@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+from manager import loops
 from manager.client.errors import NotFound, RequestError, is_transient
 from manager.errors import Error
 from manager.meta.object import Json
@@ -80,6 +81,8 @@ class RESTMapper:
         known = self._by_gv.get(gv)
         if known is not None and gvk.kind in known:
             return known[gvk.kind]
+        if loops.in_guest():  # discovery runs where its locks and the HTTP session live
+            return await loops.on_host(self.mapping(gvk))
         lock = self._locks.setdefault(gv, asyncio.Lock())
         async with lock:
             known = self._by_gv.get(gv)

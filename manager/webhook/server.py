@@ -1,5 +1,13 @@
 """The admission webhook HTTPS server (aiohttp): TLS >= 1.2, HTTP/1.1 only, port 9443.
 
+Admission answers never wait behind reconciles: the server runs on a thread and event loop of
+its own, a guest of the manager's loop (``manager.loops``), so the API server's call (which holds
+a user's ``kubectl apply`` open) is read, judged and answered while the manager's loop is busy
+with informer events and reconcile steps. Handlers run on that loop too; they read the
+manager's cache there directly and send API requests through the manager's client, which hands
+them to the manager's loop (docs/behaviour/framework.md D.5). ``own_thread=False`` serves on the
+caller's loop instead.
+
 Paths are registered before start (duplicates are an error); each is wrapped with the
 ``controller_runtime_webhook_*`` metrics. Bodies must be ``application/json`` and under 7 MiB;
 as controller-runtime, a request that cannot be read (empty, too large, another content type,
@@ -13,15 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
 
+from manager import loops
 from manager.webhook import metrics
 from manager.webhook.admission import (
     INTERNAL_ERROR_MESSAGE,
@@ -39,7 +48,17 @@ MAX_BODY = 7 * 1024 * 1024
 # handlers copy, check and diff objects recursively (a few frames a level): the interpreter's
 # default limit of 1000 frames would turn a deeply nested field into a RecursionError and a 500.
 RECURSION_LIMIT = 10_000
-DEFAULT_CERT_DIR = Path(tempfile.gettempdir()) / "k8s-webhook-server" / "serving-certs"
+# controller-runtime's default, under Go's os.TempDir(): $TMPDIR, else /tmp. Not
+# tempfile.gettempdir(), which tries to write a file in each candidate and raises at import when
+# none is writable (a read-only root without a /tmp volume, where the console script's other
+# commands still run).
+DEFAULT_CERT_DIR = Path(os.environ.get("TMPDIR") or "/tmp") / "k8s-webhook-server" / "serving-certs"
+GIL_SWITCH_INTERVAL = 0.001
+"""Seconds a thread waiting for the GIL waits before the running one must hand it over (Python's
+default is 5 ms). The server's thread waits for it after every socket read and write while the
+manager's thread reconciles: at 5 ms an answer picked up five such waits (a webhook answer's p50
+13 ms against 7 ms at 1 ms with the manager's loop busy, docs/bench.md). Threads that do not wait
+are not switched more often."""
 
 
 async def _read_limited(request: web.Request) -> bytes | None:
@@ -84,6 +103,8 @@ class WebhookServer:
         cert_poll_interval: float = 10.0,
         tls_opts: tuple[TLSOption, ...] = (),
         embedded_in_error_path: bool = False,
+        own_thread: bool = True,
+        switch_interval: float | None = GIL_SWITCH_INTERVAL,
     ) -> None:
         self.host = host
         self.port = port
@@ -98,6 +119,12 @@ class WebhookServer:
         """A type error in the AdmissionReview names its embedded ``AdmissionReview`` in the path
         (``Go struct field AdmissionRequest.AdmissionReview.request.uid``), as the
         ``sigs.k8s.io/json`` of controller-runtime v0.24's managers does."""
+        self.own_thread = own_thread
+        """Serve on a thread and event loop of the server's own (the default), so that no answer
+        waits for the loop that started it; False: on that loop."""
+        self.switch_interval = switch_interval
+        """With ``own_thread``: the interpreter's thread switch interval while the server runs,
+        when shorter than the one set (None: leave it)."""
         self._handlers: dict[str, Handler] = {}
         self._started = False
         self._frozen = False
@@ -144,11 +171,14 @@ class WebhookServer:
         return ctx
 
     def _wrap(self, path: str, handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
+        # the path's series, looked up once (a labels() call per request is a lock and a dict walk)
+        in_flight = metrics.WEBHOOK_IN_FLIGHT.labels(webhook=path)
+        answered = metrics.WEBHOOK_REQUESTS.labels(webhook=path, code="200")
+        latency = metrics.WEBHOOK_LATENCY.labels(webhook=path)
+
         async def serve(request: web.Request) -> web.Response:
             started = time.perf_counter()
-            in_flight = metrics.WEBHOOK_IN_FLIGHT.labels(webhook=path)
             in_flight.inc()
-            status = 200
             try:
                 body = await _read_limited(request)
                 if body is None:
@@ -173,20 +203,41 @@ class WebhookServer:
                 )
             finally:
                 in_flight.dec()
-                metrics.WEBHOOK_REQUESTS.labels(webhook=path, code=str(status)).inc()
-                metrics.WEBHOOK_LATENCY.labels(webhook=path).observe(time.perf_counter() - started)
+                answered.inc()  # every answer is HTTP 200; its AdmissionReview carries the verdict
+                latency.observe(time.perf_counter() - started)
 
         return serve
 
     async def start(self, started: asyncio.Event) -> None:
-        """Listen until cancelled; certificates are re-read every ``cert_poll_interval`` s."""
+        """Listen until cancelled; certificates are re-read every ``cert_poll_interval`` s.
+
+        With ``own_thread`` (the default) the server runs on a guest loop (``manager.loops``);
+        cancelling ``start`` stops it there gracefully and returns once its thread has ended."""
         self._frozen = True
         if sys.getrecursionlimit() < RECURSION_LIMIT:
             sys.setrecursionlimit(RECURSION_LIMIT)
+        ctx = self._ssl_context()  # here: a missing certificate fails the start at once
+        if not self.own_thread:
+            await self._serve(ctx, started.set)
+            return
+        host = asyncio.get_running_loop()
+        previous = sys.getswitchinterval()
+        interval = self.switch_interval if self.switch_interval is not None else previous
+        if interval < previous:
+            sys.setswitchinterval(interval)
+        try:
+            await loops.run_guest(
+                self._serve(ctx, lambda: host.call_soon_threadsafe(started.set)), name="webhook-server"
+            )
+        finally:
+            if interval < previous and sys.getswitchinterval() == interval:
+                sys.setswitchinterval(previous)  # unless someone set another meanwhile
+
+    async def _serve(self, ctx: ssl.SSLContext, ready: Callable[[], object]) -> None:
+        """The aiohttp server on the running loop: ``ready()`` once it listens."""
         app = web.Application(client_max_size=MAX_BODY)
         for path, handler in self._handlers.items():
             app.router.add_post(path, self._wrap(path, handler))
-        ctx = self._ssl_context()
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
@@ -196,7 +247,7 @@ class WebhookServer:
             sockets = getattr(server, "sockets", None) or []
             self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
             self._started = True
-            started.set()
+            ready()
             log.info("webhook server listening on port %s", self.bound_port)
             assert self.certwatcher is not None
             await self.certwatcher.watch()

@@ -2,21 +2,33 @@
 
 For each side, one after the other (the machine has 2 cores), the conformance harness starts a
 full local control plane (etcd, kube-apiserver, kube-controller-manager, scheduler, KWOK nodes)
-served either by this manager (``ours``: ``python -m trainer`` at its shipped defaults) or by the
-Go jobset v0.10.1 and trainer v2.1.0 managers (``theirs``, at the harness's settings: JobSet
-500/500, its shipped default). Then N suspended (or, with ``--running``, unsuspended) TrainJobs
-are created concurrently and two watches (JobSets, Jobs) time each TrainJob from its create
-returning to its JobSet and to its first Job appearing. Measured per side:
+at one API level (``--level``, default v2.3; ``bench_level.py`` maps it) served either by this
+manager (``ours``: ``python -m trainer --api-level=<level>`` at its shipped defaults) or by the Go
+originals of the level (``theirs``: jobset v0.12.0 and trainer v2.3.0 at v2.3, jobset v0.10.1 and
+trainer v2.1.0 at v2.1; at the harness's settings: JobSet 500/500, its shipped default), each with
+its level's CRDs, webhook configurations and shipped runtimes. Then N suspended (or, with ``--running``,
+unsuspended) TrainJobs are created by ``--clients`` concurrent clients (16, as a load generator
+with 16 threads) and two watches (JobSets, Jobs) time each TrainJob from its create returning to
+its JobSet and to its first Job appearing. Measured per side:
 
 - latency to JobSet and to Job: p50 / p99 / max; total time from the first create to the last Job;
 - manager CPU seconds during the burst and peak RSS (``/proc/<pid>/stat``, ``VmHWM``);
 - API requests by verb and reconcile errors by controller, from the managers' own ``/metrics``
-  (``rest_client_requests_total``, ``controller_runtime_reconcile_errors_total``), as deltas.
+  (``rest_client_requests_total``, ``controller_runtime_reconcile_errors_total``), as deltas;
+- admission: the creates' wall time (p50 / p99 / max of each create, the whole create phase) and
+  how long the API server waited for each webhook's answer, from its own
+  ``apiserver_admission_webhook_admission_duration_seconds`` histogram (both sides' API servers
+  are the same binary and measure the same way): per webhook, the answers during the create phase
+  and during the whole burst, their mean (exact: the histogram's sum over its count) and p50 /
+  p99 interpolated in the histogram's buckets (5 ms, 25 ms, 100 ms, 500 ms, 1 s, ...), as
+  Prometheus' ``histogram_quantile`` does, and the share of answers slower than 25 ms and 100 ms.
 
-Writes ``burst.json`` and ``burst.md`` (a table with ours / Go ratios) into ``--out``.
+Writes ``burst-<level>.json`` and ``burst-<level>.md`` (``burst-running-<level>.*`` with
+``--running``; a table with ours / Go ratios) into ``--out``.
 
-    python test/bench/burst.py --n 1000            # what ``make bench`` runs
+    python test/bench/burst.py --n 1000            # what ``make bench`` runs (level v2.3)
     python test/bench/burst.py --n 50 --sides ours  # a quick look
+    python test/bench/burst.py --n 1000 --level v2.1
 """
 
 from __future__ import annotations
@@ -38,12 +50,15 @@ from typing import Any
 import aiohttp
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_level  # the level seam of the benchmarks (a sibling module)
+
 from manager import longrun
 from trainer.conformance import harness
 from trainer.conformance.kube import Kube
 
 NAMESPACE = "default"
-RUNTIME = "torch-distributed"
+RUNTIME = bench_level.RUNTIME
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 TICKS = os.sysconf("SC_CLK_TCK")
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$")
@@ -86,12 +101,24 @@ def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
 
 def summarise(samples: Iterable[tuple[str, dict[str, str], float]]) -> dict[str, dict[str, float]]:
     """``requests``: by HTTP verb; ``codes``: by status code; ``errors``: reconcile errors by
-    controller; ``reconciles``: reconciles (any result) by controller."""
+    controller; ``reconciles``: reconciles (any result) by controller; ``served_s`` and
+    ``served``: the webhook server's own time on its answers, and their count, by path
+    (controller-runtime's ``controller_runtime_webhook_latency_seconds``, which ours keeps too:
+    from reading the body to the answer, without the wait before it)."""
     requests: dict[str, float] = {}
     codes: dict[str, float] = {}
     errors: dict[str, float] = {}
     reconciles: dict[str, float] = {}
+    served_s: dict[str, float] = {}
+    served: dict[str, float] = {}
     for name, labels, value in samples:
+        if name.startswith("controller_runtime_webhook_latency_seconds_"):
+            hook = labels.get("webhook", "?")
+            if name.endswith("_sum"):
+                served_s[hook] = served_s.get(hook, 0.0) + value
+            elif name.endswith("_count"):
+                served[hook] = served.get(hook, 0.0) + value
+            continue
         if name == "rest_client_requests_total":
             verb = labels.get("method", "?")
             requests[verb] = requests.get(verb, 0.0) + value
@@ -103,13 +130,122 @@ def summarise(samples: Iterable[tuple[str, dict[str, str], float]]) -> dict[str,
         elif name == "controller_runtime_reconcile_total":
             ctrl = labels.get("controller", "?")
             reconciles[ctrl] = reconciles.get(ctrl, 0.0) + value
-    return {"requests": requests, "codes": codes, "errors": errors, "reconciles": reconciles}
+    return {
+        "requests": requests,
+        "codes": codes,
+        "errors": errors,
+        "reconciles": reconciles,
+        "served_s": served_s,
+        "served": served,
+    }
 
 
 def delta(
     after: dict[str, dict[str, float]], before: dict[str, dict[str, float]]
 ) -> dict[str, dict[str, float]]:
     return {key: {k: v - before.get(key, {}).get(k, 0.0) for k, v in after[key].items()} for key in after}
+
+
+# -- admission, as the API server saw it -----------------------------------------------------------
+
+ADMISSION_METRIC = "apiserver_admission_webhook_admission_duration_seconds"
+SLOW = (0.025, 0.1)
+"""The answer times whose exceedance is reported (two of the histogram's bucket bounds)."""
+
+Histograms = dict[str, dict[str, Any]]
+"""Webhook name -> {"buckets": {upper bound: cumulative count}, "sum": s, "count": n}."""
+
+
+def admission_histograms(samples: Iterable[tuple[str, dict[str, str], float]]) -> Histograms:
+    """The API server's webhook answer times by webhook name (validating and mutating apart from
+    each other only by their names, which differ), every operation and verdict added up."""
+    out: Histograms = {}
+    for name, labels, value in samples:
+        if not name.startswith(ADMISSION_METRIC):
+            continue
+        hook = out.setdefault(labels.get("name", "?"), {"buckets": {}, "sum": 0.0, "count": 0.0})
+        suffix = name[len(ADMISSION_METRIC) :]
+        if suffix == "_bucket":
+            le = float(labels["le"])
+            hook["buckets"][le] = hook["buckets"].get(le, 0.0) + value
+        elif suffix == "_sum":
+            hook["sum"] += value
+        elif suffix == "_count":
+            hook["count"] += value
+    return out
+
+
+def histogram_delta(after: Histograms, before: Histograms) -> Histograms:
+    out: Histograms = {}
+    for name, hook in after.items():
+        was = before.get(name, {"buckets": {}, "sum": 0.0, "count": 0.0})
+        count = hook["count"] - was["count"]
+        if count <= 0:
+            continue
+        out[name] = {
+            "buckets": {le: v - was["buckets"].get(le, 0.0) for le, v in hook["buckets"].items()},
+            "sum": hook["sum"] - was["sum"],
+            "count": count,
+        }
+    return out
+
+
+def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
+    """Prometheus' ``histogram_quantile``: linear within the bucket the rank falls in; a rank in
+    the ``+Inf`` bucket answers the largest finite bound."""
+    bounds = sorted(buckets)
+    if not bounds or buckets[bounds[-1]] <= 0:
+        return None
+    rank = q * buckets[bounds[-1]]
+    lower, below = 0.0, 0.0
+    for le in bounds:
+        count = buckets[le]
+        if count >= rank:
+            if le == float("inf"):
+                return lower
+            return lower + (le - lower) * ((rank - below) / (count - below) if count > below else 0.0)
+        lower, below = le, count
+    return lower
+
+
+ALL_WEBHOOKS = "*"
+"""The key of every webhook's answers together in ``admission_summary``."""
+
+
+def admission_summary(hists: Histograms) -> dict[str, dict[str, Any]]:
+    """Per webhook, and all of them together (``ALL_WEBHOOKS``): answers, mean, p50, p99
+    (seconds) and the shares slower than ``SLOW``."""
+    out: dict[str, dict[str, Any]] = {}
+    together: dict[str, Any] = {"buckets": {}, "sum": 0.0, "count": 0.0}
+    for hook in hists.values():
+        together["sum"] += hook["sum"]
+        together["count"] += hook["count"]
+        for le, v in hook["buckets"].items():
+            together["buckets"][le] = together["buckets"].get(le, 0.0) + v
+    every = {**hists, ALL_WEBHOOKS: together} if hists else {}
+    for name, hook in sorted(every.items()):
+        buckets, count = hook["buckets"], hook["count"]
+        entry: dict[str, Any] = {
+            "answers": int(count),
+            "mean_s": round(hook["sum"] / count, 4),
+            "p50_s": _round(histogram_quantile(0.50, buckets)),
+            "p99_s": _round(histogram_quantile(0.99, buckets)),
+        }
+        for bound in SLOW:
+            entry[f"over_{int(bound * 1000)}ms"] = round(1 - buckets.get(bound, 0.0) / count, 4)
+        out[name] = entry
+    return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+async def apiserver_histograms(kube: Kube) -> Histograms:
+    status, body = await kube.request("GET", "/metrics")
+    if status != 200 or not isinstance(body, str):
+        raise RuntimeError(f"GET /metrics of the API server: {status}")
+    return admission_histograms(parse_metrics(body))
 
 
 async def metrics_token(side: harness.Side) -> str:
@@ -145,6 +281,17 @@ async def metrics_token(side: harness.Side) -> str:
     return await side.env.service_account_token("default", "bench", expiration_seconds=7200)
 
 
+EMPTY_SCRAPE: dict[str, dict[str, float]] = {
+    key: {} for key in ("requests", "codes", "errors", "reconciles", "served_s", "served")
+}
+
+
+def control_plane_pids(side: harness.Side) -> dict[str, int]:
+    """The side's kube-apiserver and etcd processes (for their CPU seconds)."""
+    procs = side.env.processes if side.env is not None else []
+    return {p.name: p.pid for p in procs if p.pid is not None and p.name in ("kube-apiserver", "etcd")}
+
+
 class Manager:
     """One manager process of a side and where its /metrics are."""
 
@@ -162,11 +309,11 @@ class Manager:
             ) as resp:
                 if resp.status != 200:
                     say(f"{self.name}: GET {self.url} -> {resp.status}")
-                    return {"requests": {}, "codes": {}, "errors": {}, "reconciles": {}}
+                    return dict(EMPTY_SCRAPE)
                 return summarise(parse_metrics(await resp.text()))
         except aiohttp.ClientError as err:
             say(f"{self.name}: GET {self.url} failed: {err}")
-            return {"requests": {}, "codes": {}, "errors": {}, "reconciles": {}}
+            return dict(EMPTY_SCRAPE)
 
 
 def _bind(address: str) -> str:
@@ -264,13 +411,9 @@ def shipped_overrides() -> dict[str, Any]:
     return {k: cfg[k] for k in SHIPPED_KEYS if k in cfg}
 
 
-def trainjob(name: str, suspend: bool) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"runtimeRef": {"name": RUNTIME}, "suspend": suspend},
-    }
+def trainjob(name: str, suspend: bool, level: bench_level.BenchLevel) -> dict[str, Any]:
+    """The burst's TrainJob, valid at ``level``."""
+    return level.trainjob(name, NAMESPACE, suspend)
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
@@ -284,13 +427,16 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": at(0.50), "p99": at(0.99), "max": round(ordered[-1], 3)}
 
 
-async def start_profile(pid: int, out: Path) -> asyncio.subprocess.Process:
+async def start_profile(pid: int, out: Path, gil: bool = False) -> asyncio.subprocess.Process:
     """py-spy sampling one manager process (collapsed stacks, ``--format raw``) until SIGINT."""
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if spy is None:
         raise SystemExit("--profile needs py-spy (pip install -e '.[bench]')")
     out.parent.mkdir(parents=True, exist_ok=True)
     argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "50", "--nonblocking"]
+    # each thread apart; with ``gil``, only samples of the thread holding the GIL (how busy the
+    # interpreter is), else every sample, waits included (where an answer's time goes)
+    argv += ["--threads", "--gil"] if gil else ["--threads", "--idle"]
     return await asyncio.create_subprocess_exec(*argv, "-o", str(out), stdout=asyncio.subprocess.DEVNULL)
 
 
@@ -301,7 +447,16 @@ async def stop_profile(proc: asyncio.subprocess.Process | None) -> None:
 
 
 async def burst(
-    side: harness.Side, workdir: Path, n: int, running: bool, timeout: float, profile: Path | None = None
+    side: harness.Side,
+    workdir: Path,
+    n: int,
+    running: bool,
+    timeout: float,
+    level: bench_level.BenchLevel,
+    profile: Path | None = None,
+    clients: int = 16,
+    profile_creates_only: bool = False,
+    profile_gil: bool = False,
 ) -> dict[str, Any]:
     managers = await managers_of(side, workdir)
     watcher = Watcher(side.kube)
@@ -311,21 +466,39 @@ async def burst(
     async with aiohttp.ClientSession() as session:
         await asyncio.sleep(2)  # let start-up settle before the baseline
         before = {m.name: await m.scrape(session) for m in managers}
+        admission_before = await apiserver_histograms(side.kube)
         cpu_before = {m.name: cpu_seconds(m.pid) for m in managers}
+        plane = control_plane_pids(side)
+        plane_before = {name: cpu_seconds(pid) for name, pid in plane.items()}
         created: dict[str, float] = {}
+        create_s: list[float] = []
         failures: list[str] = []
-
-        async def create(name: str) -> None:
-            status, body = await side.kube.create(trainjob(name, not running), NAMESPACE)
-            created[name] = time.monotonic()
-            if status != 201:
-                failures.append(f"{name}: {status} {str(body)[:200]}")
-
         names = [f"burst-{i:05d}" for i in range(n)]
-        spy = await start_profile(managers[0].pid, profile) if profile and side.name == "ours" else None
+        pending = iter(names)
+
+        async def client() -> None:
+            # one of ``clients`` load-generator lanes: its next create once the last one returned
+            for name in pending:
+                sent = time.monotonic()
+                status, body = await side.kube.create(trainjob(name, not running, level), NAMESPACE)
+                created[name] = time.monotonic()
+                create_s.append(created[name] - sent)
+                if status != 201:
+                    failures.append(f"{name}: {status} {str(body)[:200]}")
+
+        spy = (
+            await start_profile(managers[0].pid, profile, profile_gil)
+            if profile and side.name == "ours"
+            else None
+        )
         start = time.monotonic()
-        await asyncio.gather(*(create(name) for name in names))
+        await asyncio.gather(*(client() for _ in range(clients)))
         created_all = time.monotonic() - start
+        plane_creates = {name: round(cpu_seconds(pid) - plane_before[name], 2) for name, pid in plane.items()}
+        managers_creates = {m.name: round(cpu_seconds(m.pid) - cpu_before[m.name], 2) for m in managers}
+        if profile_creates_only:
+            await stop_profile(spy)
+        admission_created = await apiserver_histograms(side.kube)
         say(f"{side.name}: {n} TrainJobs created in {created_all:.1f}s ({len(failures)} failed)")
         deadline = start + timeout
         while time.monotonic() < deadline and (len(watcher.jobsets) < n or len(watcher.jobs) < n):  # noqa: ASYNC110
@@ -333,7 +506,9 @@ async def burst(
         done = time.monotonic()
         await asyncio.sleep(3)  # the status writes after the last Job
         await stop_profile(spy)
+        admission_after = await apiserver_histograms(side.kube)
         cpu = {m.name: round(cpu_seconds(m.pid) - cpu_before[m.name], 2) for m in managers}
+        plane_cpu = {name: round(cpu_seconds(pid) - plane_before[name], 2) for name, pid in plane.items()}
         after = {m.name: await m.scrape(session) for m in managers}
         rss = {m.name: round(peak_rss_mb(m.pid), 1) for m in managers}
     await watcher.stop()
@@ -344,8 +519,14 @@ async def burst(
     codes: dict[str, float] = {}
     errors: dict[str, float] = {}
     reconciles: dict[str, float] = {}
+    served_s: dict[str, float] = {}
+    served: dict[str, float] = {}
     for m in managers:
         d = delta(after[m.name], before[m.name])
+        for hook, v in d.get("served_s", {}).items():
+            served_s[hook] = served_s.get(hook, 0.0) + v
+        for hook, v in d.get("served", {}).items():
+            served[hook] = served.get(hook, 0.0) + v
         for verb, v in d["requests"].items():
             requests[verb] = requests.get(verb, 0.0) + v
         for code, v in d.get("codes", {}).items():
@@ -362,7 +543,16 @@ async def burst(
         "running": running,
         "create_failures": failures[:10],
         "create_failures_count": len(failures),
+        "clients": clients,
         "created_all_s": round(created_all, 2),
+        "create_s": percentiles(create_s),
+        # CPU seconds during the creates: the managers' and the control plane's (the API server
+        # and etcd share the cores with the managers)
+        "cpu_s_creates": managers_creates,
+        "control_plane_cpu_s_creates": plane_creates,
+        "control_plane_cpu_s": plane_cpu,
+        "admission_creates": admission_summary(histogram_delta(admission_created, admission_before)),
+        "admission_burst": admission_summary(histogram_delta(admission_after, admission_before)),
         "jobsets_seen": len(watcher.jobsets),
         "jobs_seen": len(watcher.jobs),
         "to_jobset_s": percentiles(to_jobset),
@@ -383,7 +573,16 @@ async def burst(
         "reconcile_errors_total": int(sum(errors.values())),
         "reconciles": {k: int(v) for k, v in sorted(reconciles.items())},
         "reconciles_total": int(sum(reconciles.values())),
+        # the managers' own time per answer (ms), by path: what the API server's wait adds to it
+        # is the time before the server read the request and after it wrote the answer
+        "webhook_served_mean_ms": {
+            hook: round(1000 * served_s.get(hook, 0.0) / n, 2) for hook, n in sorted(served.items()) if n
+        },
     }
+
+
+LEVELS = bench_level.LEVEL_NAMES
+"""The API levels the burst runs at (``bench_level.BenchLevel`` says what each gives it)."""
 
 
 async def run_side(
@@ -393,18 +592,30 @@ async def run_side(
     timeout: float,
     profile: Path | None = None,
     overrides: dict[str, Any] | None = None,
+    *,
+    level: str = bench_level.DEFAULT,
+    clients: int = 16,
+    profile_creates_only: bool = False,
+    profile_gil: bool = False,
 ) -> dict[str, Any]:
     workdir = harness.new_workdir()
-    say(f"{name}: starting the control plane and the managers in {workdir}")
+    at = bench_level.get(level)
+    say(f"{name}: starting the control plane and the managers (level {level}) in {workdir}")
     try:
         side = await (
-            harness.start_ours(workdir, config_overrides=overrides)
+            harness.start_ours(
+                workdir, config_overrides=overrides, level=at.harness_level, runtimes=at.runtimes()
+            )
             if name == "ours"
-            else harness.start_theirs(workdir)
+            else harness.start_theirs(workdir, level=at.harness_level, runtimes=at.runtimes())
         )
         try:
-            result = await burst(side, workdir, n, running, timeout, profile)
+            result = await burst(
+                side, workdir, n, running, timeout, at, profile, clients, profile_creates_only, profile_gil
+            )
             result["config_overrides"] = overrides if name == "ours" else None
+            result["level"] = level
+            result["load_average"] = os.getloadavg()[0]
             return result
         finally:
             await side.stop()
@@ -419,6 +630,25 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x" if a is not None and b else "n/a"
 
 
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+TRAINJOB_HOOKS = frozenset(hook for name in LEVELS for hook in bench_level.get(name).trainjob_webhooks())
+"""The webhooks a TrainJob create goes through at some level (the ones the creates wait on)."""
+
+
+def admission_hooks(sides: Iterable[dict[str, Any]]) -> list[str]:
+    """The webhooks the burst's creates went through, the TrainJob's first."""
+    seen = {
+        hook
+        for s in sides
+        for window in ("admission_creates", "admission_burst")
+        for hook in s.get(window, {})
+    }
+    return sorted(seen, key=lambda h: (h not in TRAINJOB_HOOKS, h == ALL_WEBHOOKS, h))
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
     ours, theirs = results.get("ours"), results.get("theirs")
     sides = [s for s in (ours, theirs) if s is not None]
@@ -427,6 +657,26 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         for q in ("p50", "p99", "max"):
             rows.append((f"{label} {q} (s)", [s[key][q] for s in sides]))
     rows.append(("total, first create to last Job (s)", [s["total_s"] for s in sides]))
+    if all("create_s" in s for s in sides):
+        rows.append(
+            (
+                f"creating the {sides[0]['n']} ({sides[0]['clients']} clients) (s)",
+                [s["created_all_s"] for s in sides],
+            )
+        )
+        for q in ("p50", "p99"):
+            rows.append((f"one create {q} (ms)", [_ms(s["create_s"][q]) for s in sides]))
+        for hook in admission_hooks(sides):
+            # the TrainJob's webhooks answer the creates; the others (JobSets, Pods) the
+            # reconcilers' writes, all through the burst
+            window = "admission_creates" if hook in TRAINJOB_HOOKS else "admission_burst"
+            what = "during the creates" if hook in TRAINJOB_HOOKS else "whole burst"
+            name = "every webhook" if hook == ALL_WEBHOOKS else f"`{hook}`"
+            stats = [s[window].get(hook) for s in sides]
+            for key, label in (("p50_s", "p50"), ("p99_s", "p99"), ("mean_s", "mean")):
+                rows.append(
+                    (f"{name} answer {label}, {what} (ms)", [_ms(st[key]) if st else None for st in stats])
+                )
     rows.append(("manager CPU (s)", [s["cpu_s_total"] for s in sides]))
     rows.append(("peak RSS (MB)", [s["peak_rss_mb_total"] for s in sides]))
     verbs = sorted({v for s in sides for v in s["requests_by_verb"]})
@@ -452,24 +702,39 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         f"reconciles {s.get('reconciles') or 0}"
         for s in sides
     )
+    level = first.get("level", bench_level.UNRECORDED)
     return (
-        f"{first['n']} {mode} TrainJobs on `{RUNTIME}` created at once.\n\n"
+        f"{first['n']} {mode} TrainJobs on `{RUNTIME}` created at once (API level {level}).\n\n"
         + "\n".join(lines)
         + f"\n\n{detail}\n"
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--n", type=int, default=1000, help="TrainJobs in the burst (default 1000)")
     parser.add_argument("--sides", default="ours,theirs", help="ours, theirs or both (default both)")
     parser.add_argument("--running", action="store_true", help="unsuspended TrainJobs (pods on KWOK nodes)")
+    bench_level.add_argument(parser)
+    parser.add_argument("--clients", type=int, default=16, help="concurrent creating clients (default 16)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the Jobs")
-    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where burst.json/.md go")
+    parser.add_argument(
+        "--out", type=Path, default=Path("bench-results"), help="where burst-<level>.json/.md go"
+    )
     parser.add_argument(
         "--profile", type=Path, help="py-spy our manager during the burst: collapsed stacks into this file"
+    )
+    parser.add_argument(
+        "--profile-creates",
+        action="store_true",
+        help="with --profile: sample the create phase only (where an admission answer's time goes)",
+    )
+    parser.add_argument(
+        "--profile-gil",
+        action="store_true",
+        help="with --profile: only samples of the thread holding the GIL (how busy the interpreter is)",
     )
     parser.add_argument(
         "--harness-config",
@@ -484,7 +749,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KIND.GROUP=N",
         help="extra controller.groupKindConcurrency for ours, e.g. JobSet.jobset.x-k8s.io=5",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser_ = parser()
+    args = parser_.parse_args(argv)
     overrides = {} if args.harness_config else shipped_overrides()
     for item in args.ours_concurrency:
         key, _, value = item.partition("=")
@@ -493,7 +763,7 @@ def main(argv: list[str] | None = None) -> int:
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     for name in sides:
         if name not in ("ours", "theirs"):
-            parser.error(f"--sides: unknown side {name!r} (ours, theirs)")
+            parser_.error(f"--sides: unknown side {name!r} (ours, theirs)")
     return longrun.command(PROGRESS, lambda: run_sides(args, sides, overrides))
 
 
@@ -502,14 +772,26 @@ def run_sides(args: argparse.Namespace, sides: list[str], overrides: dict[str, A
     for name in sides:
         with PROGRESS.scenario(name):
             results[name] = longrun.run_async(
-                run_side(name, args.n, args.running, args.timeout, args.profile, overrides)
+                run_side(
+                    name,
+                    args.n,
+                    args.running,
+                    args.timeout,
+                    args.profile,
+                    overrides,
+                    level=args.level,
+                    clients=args.clients,
+                    profile_creates_only=args.profile_creates,
+                    profile_gil=args.profile_gil,
+                )
             )
         say(json.dumps({k: v for k, v in results[name].items() if not k.endswith("_all_s")}))
     args.out.mkdir(parents=True, exist_ok=True)
-    suffix = "-running" if args.running else ""
-    (args.out / f"burst{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
+    at = bench_level.get(args.level)
+    stem = "burst-running" if args.running else "burst"
+    (args.out / at.result_name(stem, ".json")).write_text(json.dumps(results, indent=2) + "\n")
     report = table(results)
-    (args.out / f"burst{suffix}.md").write_text(report)
+    (args.out / at.result_name(stem, ".md")).write_text(report)
     print(report)
     incomplete = [
         r["side"] for r in results.values() if r["jobs_seen"] < r["n"] or r["create_failures_count"]

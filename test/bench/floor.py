@@ -1,7 +1,9 @@
 """Floor scenario: the API server's own write rate for the burst's JobSets and Jobs.
 
 On the same full local control plane as the burst (etcd, kube-apiserver, kube-controller-manager,
-scheduler, KWOK nodes; ``trainer.conformance.harness``), our manager first turns one TrainJob on
+scheduler, KWOK nodes; ``trainer.conformance.harness``), at one API level (``--level``, default
+v2.3; ``bench_level.py``: the level's CRDs, webhook configurations, shipped runtimes and
+``--api-level``), our manager first turns one TrainJob on
 ``torch-distributed`` (suspended, or with ``--running`` not) into its JobSet and Jobs, which become
 the templates. Then the manager is stopped and the webhook configurations are deleted (nothing
 answers them any more), and a bare aiohttp client (no framework, no cache, no rate limit) writes N
@@ -14,7 +16,9 @@ Measured: time from the first write to the last Job created, JobSets and Jobs pe
 time from the start to each copy's JobSet and Job (p50/p99/max), to read the burst's
 "TrainJob to JobSet / to Job" figures against.
 
-    python test/bench/floor.py --n 1000 [--running]
+Writes ``floor-<level>.json`` and ``.md`` (``floor-running-<level>.*`` with ``--running``).
+
+    python test/bench/floor.py --n 1000 [--running] [--level v2.1]
 """
 
 from __future__ import annotations
@@ -31,15 +35,18 @@ from typing import Any
 
 import aiohttp
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_level  # what each API level gives a benchmark
+
 from manager import longrun
 from trainer.conformance import harness
 from trainer.conformance.kube import Kube
 
 NAMESPACE = "default"
-RUNTIME = "torch-distributed"
+RUNTIME = bench_level.RUNTIME
 TEMPLATE = "floor-template"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
-JOBSETS = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets"
+JOBSETS = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets"  # at every level
 JOBS = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
 WEBHOOK_CONFIGS = (
     "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
@@ -105,16 +112,10 @@ def renamed(template: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 async def capture(
-    kube: Kube, running: bool, timeout: float = 180.0
+    kube: Kube, running: bool, level: bench_level.BenchLevel, timeout: float = 180.0
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The JobSet and Jobs our manager makes of one TrainJob, as templates."""
-    trainjob = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": TEMPLATE, "namespace": NAMESPACE},
-        "spec": {"runtimeRef": {"name": RUNTIME}, "suspend": not running},
-    }
-    status, body = await kube.create(trainjob, NAMESPACE)
+    status, body = await kube.create(level.trainjob(TEMPLATE, NAMESPACE, not running), NAMESPACE)
     if status != 201:
         raise RuntimeError(f"template TrainJob: {status} {body}")
     deadline = time.monotonic() + timeout
@@ -203,19 +204,20 @@ async def write(kube: Kube, n: int, jobset: dict[str, Any], jobs: list[dict[str,
     }
 
 
-async def run(n: int, running: bool) -> dict[str, Any]:
+async def run(n: int, running: bool, level: bench_level.BenchLevel) -> dict[str, Any]:
     workdir = harness.new_workdir()
-    say(f"floor: starting the control plane and our manager (for the templates) in {workdir}")
+    say(f"floor: the control plane and our manager at level {level.name} (templates) in {workdir}")
     try:
-        side = await harness.start_ours(workdir)
+        side = await harness.start_ours(workdir, level=level.harness_level, runtimes=level.runtimes())
         try:
-            jobset, jobs = await capture(side.kube, running)
+            jobset, jobs = await capture(side.kube, running, level)
             for proc in side.processes:  # from here on, nothing but this client writes
                 proc.stop(timeout=15)
             side.processes.clear()
             await without_webhooks(side.kube, jobset)
             result = await write(side.kube, n, jobset, jobs)
             result["running"] = running
+            result["level"] = level.name
             say(json.dumps(result))
             return result
         finally:
@@ -235,30 +237,37 @@ def table(result: dict[str, Any]) -> str:
     ]
     lines = ["| floor (bare aiohttp client) | |", "|---|---|"]
     lines += [f"| {label} | {'n/a' if v is None else f'{v:g}'} |" for label, v in rows]
+    level = result.get("level", bench_level.UNRECORDED)
     return (
         f"{result['n']} {mode} JobSets of `{RUNTIME}` and their {result['jobs_per_jobset']} Job(s) each, "
-        "written at once by a bare client.\n\n" + "\n".join(lines) + "\n"
+        f"written at once by a bare client (API level {level}).\n\n" + "\n".join(lines) + "\n"
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--n", type=int, default=1000, help="JobSets (default 1000)")
     parser.add_argument("--running", action="store_true", help="unsuspended JobSets and Jobs (pods on KWOK)")
-    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where floor.json/.md go")
-    args = parser.parse_args(argv)
+    bench_level.add_argument(parser)
+    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="where floor-*.json/.md go")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     return longrun.command(PROGRESS, lambda: floor(args))
 
 
 def floor(args: argparse.Namespace) -> int:
-    result = longrun.run_async(run(args.n, args.running))
+    level = bench_level.get(args.level)
+    result = longrun.run_async(run(args.n, args.running, level))
     args.out.mkdir(parents=True, exist_ok=True)
-    suffix = "-running" if args.running else ""
-    (args.out / f"floor{suffix}.json").write_text(json.dumps(result, indent=2) + "\n")
+    stem = "floor-running" if args.running else "floor"
+    (args.out / level.result_name(stem, ".json")).write_text(json.dumps(result, indent=2) + "\n")
     report = table(result)
-    (args.out / f"floor{suffix}.md").write_text(report)
+    (args.out / level.result_name(stem, ".md")).write_text(report)
     print(report)
     return 1 if result["failures_count"] else 0
 

@@ -32,18 +32,22 @@ at S2 also the latency of one suspended TrainJob created into the cluster to its
 Job (watches). RSS per relevant Pod is (S1 - S0) / relevant Pods, per unrelated Pod
 (S2 - S1) / unrelated Pods.
 
-Sides: ``ours`` (``python -m trainer``, shipped defaults, every component: the ElasticQuota
-controller needs every Pod, so our Pod cache runs in its all-Pods mode) and ``theirs`` (the Go
-jobset v0.10.1 and trainer v2.1.0 managers as the conformance harness runs them, plus the
+The cluster, both sides and the TrainJobs are of one API level (``--level``, default v2.3;
+``bench_level.py``): the level's CRDs and shipped runtimes, TrainJobs valid at it. Sides:
+``ours`` (``python -m trainer --api-level=<level>``, shipped defaults, every component: the
+ElasticQuota controller needs every Pod, so our Pod cache runs in its all-Pods mode) and
+``theirs`` (the Go originals of the level, jobset v0.12.0 and trainer v2.3.0 at v2.3, jobset
+v0.10.1 and trainer v2.1.0 at v2.1, as the conformance harness runs them, plus the
 scheduler-plugins v0.34.7 controller when ``--scheduler-plugins`` is given and it builds).
-Each side's admission webhooks are registered while it runs and removed when it stops (a
-stopped manager's webhooks would refuse every write to the shared cluster).
+Each side's admission webhooks (ours: the level's manifests'; theirs: upstream's of the level)
+are registered while it runs and removed when it stops (a stopped manager's webhooks would
+refuse every write to the shared cluster).
 
     python test/bench/scale.py                          # 5,000 nodes, 100,000 Pods
     python test/bench/scale.py --pods 10000 --nodes 500 # the smaller scenario `make bench` runs
     python test/bench/scale.py --pods 2000 --nodes 50 --trainjobs 50 --sides ours  # a quick look
 
-Writes ``scale-<pods>.json`` and ``scale-<pods>.md`` into ``--out``.
+Writes ``scale-<pods>-<level>.json`` and ``.md`` into ``--out``.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ import aiohttp
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_level
 import burst
 
 from manager import longrun
@@ -73,7 +78,7 @@ from manager.envtest.assets import GoMain, ensure_go_main, find_go_main
 from manager.envtest.certs import TinyCA
 from manager.envtest.environment import kwok_node
 from manager.envtest.process import Process, free_port, wait_http
-from trainer.conformance import harness, originals, webhook_probes
+from trainer.conformance import harness, webhook_probes
 from trainer.conformance.kube import Kube
 
 NS = burst.NAMESPACE  # TrainJobs and the relevant Pods (the burst Watcher watches it)
@@ -331,9 +336,17 @@ def pod_group(name: str) -> dict[str, Any]:
 class Run:
     """The manager processes of one side on the shared cluster."""
 
-    def __init__(self, side: str, env: Environment, workdir: Path, scheduler_plugins: bool) -> None:
+    def __init__(
+        self,
+        side: str,
+        env: Environment,
+        workdir: Path,
+        scheduler_plugins: bool,
+        level: bench_level.BenchLevel,
+    ) -> None:
         self.side, self.env, self.kubeconfig, self.workdir = side, env, env.kubeconfig, workdir
-        self.hooks: dict[Path, int] = {}  # webhook file -> port of the process serving it
+        self.level = level
+        self.hooks: list[tuple[dict[str, Any], int]] = []  # webhook configuration, port serving it
         self.scheduler_plugins = scheduler_plugins
         self.processes: list[Process] = []
         self.metrics: list[burst.Manager] = []
@@ -346,18 +359,16 @@ class Run:
         env = {"KUBECONFIG": str(self.kubeconfig)}
         readiness: list[tuple[Process, int]] = []
         if self.side == "ours":
-            ours = harness.our_manager(ca, base, self.kubeconfig)  # every component
+            ours = self.level.our_manager(ca, base, self.kubeconfig)  # every component
             self.processes.append(ours.process)
             self.metrics.append(burst.Manager("trainer-py", 0, f"http://127.0.0.1:{ours.metrics}/metrics"))
             readiness.append((ours.process, ours.health))
-            self.hooks = ours.webhook_ports()
+            self.hooks = self.level.our_hooks(ours)
         else:
             # the Go defaults for client QPS/burst, as the scale figures were measured
-            go = harness.go_managers(
-                originals.build_all(), ca, base, self.kubeconfig, client_connection=False
-            )
+            go = self.level.go_managers(ca, base, self.kubeconfig, client_connection=False)
             self.processes += [go.jobset, go.trainer]
-            token = await burst.metrics_token(kube)
+            token = await burst.metrics_token(harness.Side("theirs", kube, env=self.env))
             self.metrics.append(
                 burst.Manager("jobset-go", 0, f"https://127.0.0.1:{go.jobset_metrics}/metrics", token)
             )
@@ -365,7 +376,7 @@ class Run:
                 burst.Manager("trainer-go", 0, f"http://127.0.0.1:{go.trainer_metrics}/metrics")
             )
             readiness += [(go.jobset, go.jobset_health), (go.trainer, go.trainer_health)]
-            self.hooks = go.webhook_ports()
+            self.hooks = self.level.their_hooks(go)
             if self.scheduler_plugins and (binary := find_go_main(SCHEDULER_PLUGINS)) is not None:
                 sp_metrics, sp_probe = free_port(), free_port()
                 sp = Process(
@@ -386,7 +397,9 @@ class Run:
         # The admission webhooks of this side, as a deployment has them (the JobSet defaults
         # come from its mutating webhook), registered before the processes start so that no
         # object is written without them; removed again when the side stops.
-        for hook_file, port in self.hooks.items():
+        for i, (doc, port) in enumerate(self.hooks):
+            hook_file = base / f"webhook-{i:02d}.yaml"
+            hook_file.write_text(yaml.safe_dump(doc))
             await self.env.install_webhooks([hook_file], host="127.0.0.1", port=port, ca_bundle=ca.cert_pem)
         self.started_at = time.monotonic()
         for proc in self.processes:
@@ -398,12 +411,12 @@ class Run:
             *(wait_http(p, f"http://127.0.0.1:{port}/readyz", timeout=600) for p, port in readiness)
         )
         # ... and in effect: the API server calls these configurations, not the stopped side's
-        hooks = webhook_probes.configurations(self.hooks)
+        hooks = [doc for doc, _port in self.hooks]
         await webhook_probes.wait_webhooks_effective(self.env, hooks, "default", timeout=120)
 
     async def stop(self, kube: Kube) -> None:
-        for doc in yaml.safe_load_all("\n---\n".join(p.read_text() for p in self.hooks)):
-            if isinstance(doc, dict) and doc.get("kind", "").endswith("WebhookConfiguration"):
+        for doc, _port in self.hooks:
+            if doc.get("kind", "").endswith("WebhookConfiguration"):
                 plural = doc["kind"].lower() + "s"
                 await kube.request(
                     "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}"
@@ -507,7 +520,7 @@ async def measure(
             for verb, v in s["requests"].items():
                 requests[verb] = requests.get(verb, 0) + int(v)
         errors = {m.name: int(sum(s["errors"].values())) for m, s in zip(run.metrics, scraped, strict=True)}
-        latency = await probe_latency(kube, probe) if probe else None
+        latency = await probe_latency(kube, probe, run.level) if probe else None
     controllers = run.started_controllers()
     await run.stop(kube)
     pod_started = [v for k, v in controllers.items() if k.endswith("/pod")]
@@ -532,7 +545,7 @@ async def measure(
     }
 
 
-async def probe_latency(kube: Kube, name: str) -> dict[str, Any]:
+async def probe_latency(kube: Kube, name: str, level: bench_level.BenchLevel) -> dict[str, Any]:
     """One suspended TrainJob into the full cluster: seconds to its JobSet and to its Job."""
     watcher = burst.Watcher(kube)
     watcher.start()
@@ -540,7 +553,7 @@ async def probe_latency(kube: Kube, name: str) -> dict[str, Any]:
         await asyncio.sleep(0.1)
     await asyncio.sleep(2)  # the initial ADDED events of what exists
     start = time.monotonic()
-    status, body = await kube.create(burst.trainjob(name, True), NS)
+    status, body = await kube.create(level.trainjob(name, NS, True), NS)
     created = time.monotonic()
     if status != 201:
         await watcher.stop()
@@ -566,8 +579,9 @@ async def probe_latency(kube: Kube, name: str) -> dict[str, Any]:
 async def scenario(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="scale-"))
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    level = bench_level.get(args.level)
     if "theirs" in sides:
-        originals.build_all()
+        level.originals().build()
         if args.scheduler_plugins:
             try:
                 ensure_go_main(SCHEDULER_PLUGINS)
@@ -577,21 +591,25 @@ async def scenario(args: argparse.Namespace) -> dict[str, Any]:
         workdir / "cluster",
         full=True,
         nodes=0,
-        crd_paths=[harness.CRD_DIR],
+        crd_paths=level.crds(),
         kwok_args=KWOK_ARGS,
         controller_manager_args=KCM_ARGS,
     )
-    say(f"starting the control plane in {workdir}")
+    say(f"starting the control plane (level {level.name}) in {workdir}")
     await env.start()
     kube = await Kube.from_kubeconfig(env.kubeconfig)
-    results: dict[str, Any] = {"params": vars(args) | {"out": str(args.out)}, "states": {}}
+    results: dict[str, Any] = {
+        "params": vars(args) | {"out": str(args.out)},
+        "level": level.name,
+        "states": {},
+    }
     try:
         n_rel = int(args.pods * args.relevant)
         n_unrel = args.pods - n_rel
         namespaces = [f"apps-{i}" for i in range(args.namespaces)]
         await ensure_namespaces(kube, [NS, *namespaces])
         await post_all(kube, lambda _o: "/api/v1/nodes", [node(i) for i in range(args.nodes)], "nodes")
-        await env.apply_manifests(harness._runtime_files(), field_manager="scale")
+        await env.apply_manifests(level.runtimes(), field_manager="scale")
         quotas = [elastic_quota(ns) for ns in [NS, *namespaces]]
         await post_all(
             kube,
@@ -601,7 +619,7 @@ async def scenario(args: argparse.Namespace) -> dict[str, Any]:
             quotas,
             "ElasticQuotas",
         )
-        tjs = [burst.trainjob(f"scale-{i:05d}", True) for i in range(args.trainjobs)]
+        tjs = [level.trainjob(f"scale-{i:05d}", NS, True) for i in range(args.trainjobs)]
         await post_all(
             kube,
             lambda _o: f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainjobs",
@@ -609,7 +627,7 @@ async def scenario(args: argparse.Namespace) -> dict[str, Any]:
             "TrainJobs",
         )
         say("warm-up: our manager creates the TrainJobs' JobSets and Jobs")
-        warm = Run("ours", env, workdir, False)
+        warm = Run("ours", env, workdir, False, level)
         results["warmup"] = await measure(warm, kube, args.trainjobs, None, args.quiet, args.timeout)
 
         wanted = (
@@ -622,7 +640,7 @@ async def scenario(args: argparse.Namespace) -> dict[str, Any]:
                 if wanted is not None and (state, side) not in wanted:
                     continue
                 say(f"{state}: measuring {side}")
-                run = Run(side, env, workdir, args.scheduler_plugins)
+                run = Run(side, env, workdir, args.scheduler_plugins, level)
                 r = await measure(
                     run,
                     kube,
@@ -742,15 +760,16 @@ def table(results: dict[str, Any], command: str) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     p = results["params"]
     pods = results["pods"]
+    level = results.get("level", bench_level.UNRECORDED)
     return (
-        f"{p['nodes']} KWOK nodes, {pods['relevant'] + pods['unrelated']} Running Pods "
+        f"API level {level}: {p['nodes']} KWOK nodes, {pods['relevant'] + pods['unrelated']} Running Pods "
         f"({pods['relevant']} of JobSets/PodGroups, {pods['unrelated']} unrelated), "
         f"{p['trainjobs']} suspended TrainJobs with their JobSets and Jobs, {p['namespaces'] + 1} ElasticQuotas.\n"
         f"Command: `{command}`\n\n" + "\n".join(lines) + "\n"
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -772,8 +791,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quiet", type=float, default=8.0, help="seconds of quiet CPU that count as steady")
     parser.add_argument("--timeout", type=float, default=1800.0)
+    bench_level.add_argument(parser)
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     command = "python test/bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     burst.PROGRESS.unit = None  # one cluster, its states measured in turn (the last said names it)
     return longrun.command(burst.PROGRESS, lambda: run_scale(args, command))
@@ -783,10 +807,11 @@ def run_scale(args: argparse.Namespace, command: str) -> int:
     results = longrun.run_async(scenario(args))
     results["per_pod"] = derive(results)
     args.out.mkdir(parents=True, exist_ok=True)
+    level = bench_level.get(args.level)
     stem = f"scale-{args.pods}"
-    (args.out / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / level.result_name(stem, ".json")).write_text(json.dumps(results, indent=2) + "\n")
     report = table(results, command.strip())
-    (args.out / f"{stem}.md").write_text(report)
+    (args.out / level.result_name(stem, ".md")).write_text(report)
     print(report)
     return 0
 

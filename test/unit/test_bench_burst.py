@@ -41,6 +41,8 @@ def test_requests_by_verb_and_errors_by_controller_are_summed_and_differenced() 
         "codes": {"200": 8.0, "201": 10.0, "409": 2.0},
         "errors": {"trainjob_controller": 4.0, "jobset": 0.0},
         "reconciles": {"jobset": 7.0},
+        "served_s": {},
+        "served": {},
     }
     before = {
         "requests": {"GET": 1.0},
@@ -53,6 +55,8 @@ def test_requests_by_verb_and_errors_by_controller_are_summed_and_differenced() 
         "codes": {"200": 7.0, "201": 10.0, "409": 2.0},
         "errors": {"trainjob_controller": 0.0, "jobset": 0.0},
         "reconciles": {"jobset": 5.0},
+        "served_s": {},
+        "served": {},
     }
 
 

@@ -169,6 +169,10 @@ def test_the_deployment_is_hardened_and_runs_the_console_script(
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # SIGTERM only once the deleted Pod has left kube-proxy's rules (docs/divergences.md), well
+    # within the default 30 s grace period
+    assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 10}}}
+    assert "terminationGracePeriodSeconds" not in pod
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from manager.envtest import assets
+from trainer import levels
 from trainer.api.config_v1alpha1 import load as load_configuration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -703,6 +704,93 @@ def test_v2_3_objects_a_user_sees(tmp_path: Path) -> None:
     assert not [o for o in off if o["metadata"]["name"] == "defaulter.trainer.kubeflow.org"]
 
 
+HOOK = "kubeflow-trainer-runtimes-installer"
+
+
+def _selects(selector: str, labels: dict[str, str]) -> bool:
+    """An equality-only label selector (``a=b,c=d``) against ``labels``."""
+    return all(labels.get(k) == v for k, v in (term.split("=", 1) for term in selector.split(",")))
+
+
+@pytest.mark.parametrize("level", ["v2.1", "v2.3"])
+def test_runtimes_bring_upstreams_pre_delete_hook_that_deletes_exactly_them(
+    level: str, tmp_path: Path
+) -> None:
+    """Upstream v2.3.0's charts/kubeflow-trainer/templates/runtimes/cleanup-job.yaml and rbac.yaml:
+    the Job's name, labels, hook annotations and delete policy; here it runs the manager's image
+    and command, hardened as the manager, and its selector picks the release's runtimes."""
+    assert not [o for o in helm_template(level=level) if HOOK in o["metadata"]["name"]]
+    values = {
+        "apiLevel": level,
+        "runtimes": {"defaultEnabled": True},
+        "image": {"pullSecrets": [{"name": "r"}]},
+    }
+    objs = helm_template(values=values, tmp=tmp_path)
+    job = one(objs, "Job", f"{HOOK}-cleanup")
+    assert job["metadata"]["namespace"] == NS
+    assert job["metadata"]["annotations"] == {
+        "helm.sh/hook": "pre-delete",
+        "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded",
+    }
+    assert {
+        "app.kubernetes.io/component": "runtimes-installer",
+        "app.kubernetes.io/part-of": "kubeflow",
+        "app.kubernetes.io/instance": RELEASE,
+    }.items() <= job["metadata"]["labels"].items()
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == HOOK
+    assert pod["imagePullSecrets"] == [{"name": "r"}]
+    (hook,) = pod["containers"]
+    manager = container(objs)
+    assert (hook["name"], hook["image"], hook["command"]) == (
+        "delete-runtimes",
+        manager["image"],
+        ["trainer-controller-manager"],
+    )
+    assert hook["securityContext"] == manager["securityContext"]
+    assert pod["securityContext"] == pod_spec(objs)["securityContext"]
+    assert hook["args"][0] == "delete-runtimes"
+    (selector,) = [a.removeprefix("--selector=") for a in hook["args"] if a.startswith("--selector=")]
+    runtimes = _runtimes(objs)
+    assert runtimes and all(_selects(selector, r["metadata"]["labels"]) for r in runtimes.values())
+    shipped = kustomize(ROOT / "config" / levels.get(level).runtimes)
+    assert not any(_selects(selector, o["metadata"].get("labels") or {}) for o in shipped)
+
+    # Its ServiceAccount may delete runtimes and list TrainJobs, nothing else.
+    assert one(objs, "ServiceAccount", HOOK)["metadata"]["namespace"] == NS
+    rules = one(objs, "ClusterRole", HOOK)["rules"]
+    assert {(r["resources"][0], v) for r in rules for v in r["verbs"]} == {
+        ("clustertrainingruntimes", "get"),
+        ("clustertrainingruntimes", "list"),
+        ("clustertrainingruntimes", "delete"),
+        ("trainjobs", "list"),
+    }
+    binding = one(objs, "ClusterRoleBinding", HOOK)
+    assert binding["roleRef"]["name"] == HOOK
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": HOOK, "namespace": NS}]
+
+    # Upstream's runtimes.installer scheduling and resource values land on the hook's pod.
+    installer = {
+        "nodeSelector": {"disktype": "ssd"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+        "resources": {"requests": {"cpu": "100m"}},
+        "imagePullSecrets": [{"name": "hook"}],
+    }
+    values["runtimes"] = {"torchDistributed": {"enabled": True}, "installer": installer}
+    pod = one(helm_template(values=values, tmp=tmp_path), "Job")["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == installer["nodeSelector"] and pod["tolerations"] == installer["tolerations"]
+    assert pod["affinity"] == installer["affinity"]
+    assert pod["containers"][0]["resources"] == installer["resources"]
+    assert pod["imagePullSecrets"] == [{"name": "r"}, {"name": "hook"}]
+
+
+def test_no_hook_when_the_enabled_runtimes_are_not_the_levels(tmp_path: Path) -> None:
+    # jax and xgboost are v2.3.0's: at v2.1 they render nothing, and so no hook either
+    values = {"runtimes": {"jaxDistributed": {"enabled": True}, "xgboostDistributed": {"enabled": True}}}
+    assert not [o for o in helm_template(values=values, tmp=tmp_path) if HOOK in o["metadata"]["name"]]
+
+
 def test_tls_is_rendered_into_the_configuration_only_when_set(tmp_path: Path) -> None:
     assert "tls" not in _manager_configuration(helm_template())
     tls = {
@@ -749,6 +837,12 @@ def test_tls_is_rendered_into_the_configuration_only_when_set(tmp_path: Path) ->
         ),
         ({"apiLevel": "v2.2"}, "apiLevel", "v2.3"),
         ({"crds": {"enabled": "no"}}, "crds.enabled", "boolean"),
+        ({"runtimes": {"installer": {"image": {"tag": "3.21"}}}}, "runtimes.installer", "additional"),
+        (
+            {"runtimes": {"installer": {"tolerations": {"key": "x"}}}},
+            "runtimes.installer.tolerations",
+            "array",
+        ),
         ({"manager": {"config": {"tls": {"minVersion": "1.4"}}}}, "manager.config.tls.minVersion", "1.3"),
         (
             {"manager": {"config": {"tls": {"nextProtos": ["x" * 33]}}}},

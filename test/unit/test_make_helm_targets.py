@@ -60,4 +60,6 @@ def test_helm_install_without_runtimes_and_uninstall(tmp_path: Path) -> None:
     assert "manager.replicas=2" in install
     (tmp_path / "calls").unlink()
     (uninstall,) = _make(tmp_path, "helm-uninstall")
-    assert uninstall == ["uninstall", "kubeflow-trainer", "--namespace", "kubeflow-system", "--wait"]
+    assert uninstall == [
+        "uninstall", "kubeflow-trainer", "--namespace", "kubeflow-system", "--wait", "--timeout", "300s"
+    ]  # fmt: skip

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from manager import longrun
 from manager.longrun import Progress
 from trainer import features, levels
-from trainer.conformance import harness, migrated, originals
+from trainer.conformance import harness, kueue, migrated, originals
 from trainer.conformance.diff import DIVERGENCES_FILE, classify, load_divergences
 from trainer.conformance.harness import Side
 from trainer.conformance.runner import ScenarioResult, Settings, run_scenario, scenario_files
@@ -39,6 +39,11 @@ from trainer.levels.check import feature_gate_errors
 T = TypeVar("T")
 
 DEFAULT_SCENARIOS = harness.ROOT / "test" / "conformance" / "scenarios"
+KUEUE_SCENARIOS = harness.ROOT / "test" / "conformance" / "kueue"
+"""The scenarios that need Kueue in front of both sides (``--kueue``): queues, quota, preemption."""
+KUEUE_POD_RUN_SECONDS = 300.0
+"""KWOK's pod run time with ``--kueue``: every step of a preemption flow sees the pods Running
+(``settle: running``); the scenarios delete what runs before their final settle."""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -84,6 +89,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "jobset, the others to the Go trainer); TrainJobStatus=true also serves each side's status "
         "server for StatusRequest documents",
     )
+    p.add_argument(
+        "--kueue",
+        action="store_true",
+        help="local clusters: Kueue in front of each side (the level's release, trainer.conformance.kueue); "
+        f"without paths, the scenarios of {KUEUE_SCENARIOS.relative_to(harness.ROOT)}",
+    )
     p.add_argument("--divergences", type=Path, default=DIVERGENCES_FILE, help="listed divergences (YAML)")
     p.add_argument("--quiet-seconds", type=float, default=4.0, help="settled after this long without change")
     p.add_argument("--max-seconds", type=float, default=90.0, help="bound on one settle")
@@ -96,9 +107,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--pod-run-seconds",
         type=float,
-        default=harness.POD_RUN_SECONDS,
+        default=None,
         help="local clusters: how long KWOK keeps a Job's pod Running before it succeeds "
-        f"(default {harness.POD_RUN_SECONDS:g}; a pod annotated "
+        f"(default {harness.POD_RUN_SECONDS:g}, with --kueue {KUEUE_POD_RUN_SECONDS:g}; a pod annotated "
         "envtest.trainer.kubeflow.org/pod-run-seconds runs that long; a settle waits for them)",
     )
     p.add_argument("--keep-namespaces", action="store_true", help="leave the scenario namespaces behind")
@@ -112,6 +123,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--debug", action="store_true", help="print the traceback of an error above its one-line summary"
     )
     args = p.parse_args(argv)
+    if args.pod_run_seconds is None:
+        args.pod_run_seconds = KUEUE_POD_RUN_SECONDS if args.kueue else harness.POD_RUN_SECONDS
     if args.pod_run_seconds < 0:
         p.error("--pod-run-seconds must be at least 0")
     if bool(args.kubeconfig_ours) != bool(args.kubeconfig_theirs):
@@ -124,6 +137,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error("--migrate-from runs on local clusters only (no --kubeconfig-ours/--kubeconfig-theirs)")
         if args.feature_gates:
             p.error("--migrate-from takes no --feature-gates")
+    if args.kueue and args.kubeconfig_ours:
+        p.error("--kueue runs on local clusters only (no --kubeconfig-ours/--kubeconfig-theirs)")
+    if args.kueue and args.migrate_from:
+        p.error("--kueue and --migrate-from do not go together")
     try:
         args.feature_gates = _gates(args.feature_gates)
     except ValueError as err:
@@ -199,7 +216,17 @@ async def _sides(args: argparse.Namespace, workdir: Path | None, progress: Progr
         if len(errors) == 1 or any(isinstance(e, asyncio.CancelledError) for e in errors):
             raise errors[0]
         raise BaseExceptionGroup("neither side started", errors)
-    return results[0], results[1]  # type: ignore[return-value]
+    first, second = started  # ours, theirs: gather keeps the order
+    if args.kueue:
+        try:
+            await asyncio.gather(
+                _in_step(progress, "starting Kueue (ours)", harness.add_kueue(first, level)),
+                _in_step(progress, "starting Kueue (theirs)", harness.add_kueue(second, level)),
+            )
+        except BaseException:
+            await asyncio.gather(first.stop(), second.stop(), return_exceptions=True)
+            raise
+    return first, second
 
 
 def dump(directory: Path | None, result: ScenarioResult) -> None:
@@ -262,7 +289,7 @@ async def run(
     progress = progress or Progress("conformance")
     if args.migrate_from:
         return await run_migrated(args, results, progress)
-    files = scenario_files(args.paths or [DEFAULT_SCENARIOS], args.level)
+    files = scenario_files(args.paths or [KUEUE_SCENARIOS if args.kueue else DEFAULT_SCENARIOS], args.level)
     if not files:
         raise SystemExit(f"error: no manifest files of level {args.level} found")
     workdir = None if args.kubeconfig_ours else harness.new_workdir()
@@ -279,9 +306,10 @@ async def run(
         progress.say(
             f"level {args.level}: ours with --api-level={args.level}, theirs "
             f"{inputs.originals.describe()}; runtimes on both: {inputs.runtimes_source()}"
+            + (f"; Kueue {kueue.version_for(levels.get(args.level))} in front of both" if args.kueue else "")
         )
     progress.say(f"both sides ready in {time.monotonic() - started:.0f}s")
-    settings = Settings(quiet_seconds=args.quiet_seconds, max_seconds=args.max_seconds)
+    settings = Settings(quiet_seconds=args.quiet_seconds, max_seconds=args.max_seconds, kueue=args.kueue)
     run_id = secrets.token_hex(3)
     try:
         for index, path in enumerate(files, 1):

@@ -25,6 +25,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from manager.envtest.errors import EnvtestError
 from manager.envtest.process import Process, free_port, wait_http
 from trainer import features, levels
 from trainer.api import jobset_config_v1alpha1 as jobset_config
-from trainer.conformance import originals
+from trainer.conformance import kueue, originals
 from trainer.conformance.kube import Kube
 from trainer.conformance.webhook_probes import (
     CONFIGURATION_KINDS,
@@ -102,6 +103,15 @@ class Side:
     status_port: int | None = None
     """Where the side's TrainJob status server listens on 127.0.0.1 (None: none; only with the
     run's ``--feature-gates TrainJobStatus=true``)."""
+    stoppers: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
+    """What runs in front of the side's managers and stops first (``add_kueue``: Kueue, whose
+    webhooks must go before the cluster refuses every Pod, Job and JobSet)."""
+
+    @property
+    def collects_garbage(self) -> bool:
+        """Whether a garbage collector runs on the side's cluster: a cluster the user runs has
+        one; a local one only when full (kube-controller-manager, ``--nodes`` > 0)."""
+        return self.env is None or self.env.full
 
     def webhook_ssl(self) -> ssl.SSLContext:
         ctx = (
@@ -112,6 +122,9 @@ class Side:
         return ctx
 
     async def stop(self) -> None:
+        for stop in reversed(self.stoppers):
+            await stop()
+        self.stoppers.clear()
         for proc in reversed(self.processes):
             proc.stop(timeout=15)
         self.processes.clear()
@@ -310,10 +323,13 @@ async def _wait_ready(proc: Process, port: int) -> None:
     await wait_http(proc, f"http://127.0.0.1:{port}/readyz", timeout=READY_TIMEOUT)
 
 
-async def _finish(side: Side, env: Environment, hook_ports: dict[Path, int]) -> None:
-    """``config/webhook`` files and the shipped runtimes (level v2.1, ``originals.UNNAMED_LEVEL``; the benchmarks)."""
+async def _finish(
+    side: Side, env: Environment, hook_ports: dict[Path, int], runtimes: list[Path] | None = None
+) -> None:
+    """``config/webhook`` files and ``runtimes`` (default: the shipped runtimes; level v2.1,
+    ``originals.UNNAMED_LEVEL``; the benchmarks)."""
     hooks = [(doc, port) for path, port in hook_ports.items() for doc in configurations([path])]
-    await _install(side, env, hooks, _runtime_files())
+    await _install(side, env, hooks, _runtime_files() if runtimes is None else runtimes)
 
 
 async def _install(side: Side, env: Environment, hooks: list[tuple[Json, int]], runtimes: list[Path]) -> None:
@@ -461,6 +477,7 @@ async def start_theirs(
     env: Environment | None = None,
     apply_runtimes: bool = True,
     service_accounts: bool = False,
+    runtimes: list[Path] | None = None,
 ) -> Side:
     """The Go jobset and trainer managers of ``level`` (default: ``originals.UNNAMED_LEVEL``, jobset v0.10.1
     and trainer v2.1.0; built on first use) with upstream's CRDs; ``timing``, when given, replaces
@@ -468,7 +485,9 @@ async def start_theirs(
     upstream's webhook configurations of the level and ``LevelInputs.runtimes``. ``env``: a
     running control plane whose CRDs the caller installed (``migrated``: a cluster migrated to
     the level), then ``apply_runtimes`` False keeps the runtimes it holds. ``service_accounts``:
-    the ServiceAccount admission plugin on in the cluster started here (``Environment``)."""
+    the ServiceAccount admission plugin on in the cluster started here (``Environment``).
+    ``runtimes``: the runtime files applied in place of the level's default (the benchmarks give
+    the level's shipped runtimes, ``ApiLevel.runtimes``)."""
     inputs = LevelInputs(level or originals.UNNAMED_LEVEL)
     built = inputs.originals.build()
     for binary, (_path, seconds) in built.items():
@@ -477,7 +496,7 @@ async def start_theirs(
     timing = timing or PodTiming(pod_run_seconds)
     if env is None:
         env = await _start_env(workdir, "theirs", nodes, inputs.their_crds(), timing, service_accounts)
-    runtimes = inputs.runtimes() if apply_runtimes else []
+    runtimes = (inputs.runtimes() if runtimes is None else runtimes) if apply_runtimes else []
     side = Side("theirs", await Kube.from_kubeconfig(env.kubeconfig), env=env, pod_timing=timing)
     try:
         ca = TinyCA("conformance-theirs-webhook-ca")
@@ -501,7 +520,7 @@ async def start_theirs(
             _wait_ready(go.jobset, go.jobset_health), _wait_ready(go.trainer, go.trainer_health)
         )
         if level is None:
-            await _finish(side, env, go.webhook_ports())
+            await _finish(side, env, go.webhook_ports(), runtimes)
         else:
             await _install(side, env, go.level_hooks(inputs), runtimes)
     except BaseException:
@@ -601,20 +620,21 @@ async def start_ours(
     env: Environment | None = None,
     apply_runtimes: bool = True,
     service_accounts: bool = False,
+    runtimes: list[Path] | None = None,
 ) -> Side:
     """This repository's manager (``python -m trainer``); ``timing``, when given, replaces
     ``pod_run_seconds``; ``config_overrides``: top-level Configuration fields added to the
     harness's own (the benchmarks pass the shipped ``controller`` and ``clientConnection``).
     Without ``level``: ``config/crd``, ``config/webhook`` and ``config/runtimes`` (the default
     level, no ``--api-level``); with it: the level's CRDs, the webhook configurations of its
-    manifests, ``--api-level`` and ``LevelInputs.runtimes``. ``env``, ``apply_runtimes`` and
-    ``service_accounts``: as for ``start_theirs``."""
+    manifests, ``--api-level`` and ``LevelInputs.runtimes``. ``env``, ``apply_runtimes``,
+    ``service_accounts`` and ``runtimes``: as for ``start_theirs``."""
     inputs = LevelInputs(level or originals.UNNAMED_LEVEL)
     timing = timing or PodTiming(pod_run_seconds)
     crds = inputs.our_crds() if level is not None else [CRD_DIR]
     if env is None:
         env = await _start_env(workdir, "ours", nodes, crds, timing, service_accounts)
-    runtimes = inputs.runtimes() if apply_runtimes else []
+    runtimes = (inputs.runtimes() if runtimes is None else runtimes) if apply_runtimes else []
     side = Side("ours", await Kube.from_kubeconfig(env.kubeconfig), env=env, pod_timing=timing)
     try:
         ca = TinyCA("conformance-ours-webhook-ca")
@@ -642,13 +662,26 @@ async def start_ours(
         side.processes.append(ours.process)
         await _wait_ready(ours.process, ours.health)
         if level is None:
-            await _finish(side, env, ours.webhook_ports())
+            await _finish(side, env, ours.webhook_ports(), runtimes)
         else:
             await _install(side, env, ours.level_hooks(inputs), runtimes)
     except BaseException:
         await side.stop()
         raise
     return side
+
+
+async def add_kueue(side: Side, level: ApiLevel, **kwargs: Any) -> kueue.KueueProcess:
+    """The Kueue release of ``level`` (``kueue.KUEUE_VERSIONS``) in front of the side's managers,
+    on its local cluster (``kueue.start_kueue``: CRDs, webhooks, the process, called by the API
+    server when this returns); stopped with the side. ``kwargs`` are ``install_kueue``'s.
+    Returns the ``KueueProcess``."""
+    if side.env is None:
+        raise EnvtestError(f"{side.name}: Kueue is started on local clusters only (no --kubeconfig-*)")
+    workdir = side.workdir or side.env.dir.parent
+    process = await kueue.start_kueue(side.env, workdir / f"{side.name}-kueue", level=level, **kwargs)
+    side.stoppers.append(process.stop)
+    return process
 
 
 async def attach(name: str, kubeconfig: str, webhooks: dict[str, str] | None = None) -> Side:

@@ -15,7 +15,8 @@ webhooks and the CRDs' conversion webhooks, ``/convert``) rewritten to
 this repository's webhooks. Its RBAC, Deployment and Services are not used: Kueue runs as a
 process with the admin kubeconfig.
 
-Kueue's Configuration (``config.kueue.x-k8s.io/v1beta2``) here: leader election and internal
+Kueue's Configuration (``config.kueue.x-k8s.io/v1beta2``) here: the release's own
+``controller.groupKindConcurrency`` (``release_controller``), leader election and internal
 certificate management off (the serving certificate comes from ``webhook.certDir``), the
 ``VisibilityOnDemand`` gate off (its API server would need certificates of its own), metrics
 off, probes and webhooks on free loopback ports, ``integrations.frameworks`` =
@@ -176,6 +177,21 @@ def webhook_configurations(docs: Sequence[Json]) -> list[Json]:
     return [yaml.safe_load(yaml.safe_dump(d)) for d in docs if d.get("kind") in CONFIGURATION_KINDS]
 
 
+RELEASE_CONFIGMAP = "kueue-manager-config"
+"""The release's ConfigMap of its Configuration (key ``controller_manager_config.yaml``)."""
+
+
+def release_controller(docs: Sequence[Json]) -> Json:
+    """The ``controller`` section of the release's own Configuration (its
+    ``groupKindConcurrency``: 5 workers for Jobs, Pods and Workloads, 1 for the queues): what a
+    user installing the release runs with. Empty when the release has none."""
+    for doc in docs:
+        if doc.get("kind") == "ConfigMap" and doc["metadata"]["name"] == RELEASE_CONFIGMAP:
+            config = yaml.safe_load((doc.get("data") or {}).get("controller_manager_config.yaml") or "") or {}
+            return dict(config.get("controller") or {})
+    return {}
+
+
 def ensure_metrics_certificate(directory: Path = METRICS_CERT_DIR) -> None:
     """A self-signed pair at ``directory`` (``tls.crt``, ``tls.key``) unless one is there already.
 
@@ -207,8 +223,10 @@ def configuration(
     wait_for_pods_ready: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
     frameworks: Sequence[str] = FRAMEWORKS,
+    controller: Mapping[str, Any] | None = None,
 ) -> Json:
-    """Kueue's Configuration for a process outside the cluster (see the module docstring)."""
+    """Kueue's Configuration for a process outside the cluster (see the module docstring);
+    ``controller``: the release's ``controller`` section (``release_controller``)."""
     config: Json = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -222,10 +240,79 @@ def configuration(
         "featureGates": {"VisibilityOnDemand": False},
         "integrations": {"frameworks": list(frameworks)},
     }
+    if controller:
+        config["controller"] = dict(controller)
     if wait_for_pods_ready is not None:
         config["waitForPodsReady"] = dict(wait_for_pods_ready)
     config.update(overrides or {})
     return config
+
+
+# -- MultiKueue -----------------------------------------------------------------------------------
+
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+"""The AdmissionCheck ``controllerName`` of MultiKueue, and the ``spec.managedBy`` Kueue's webhooks
+give a TrainJob or JobSet queued in a ClusterQueue that has such a check (v0.15 and v0.17)."""
+MULTIKUEUE_SECRET_KEY = "kubeconfig"
+"""The key of a MultiKueueCluster's kubeconfig Secret (``kueue.MultiKueueConfigSecretKey``)."""
+PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
+MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+"""The labels MultiKueue puts on the copy of a job it creates on a worker (v0.15 and v0.17): the
+Workload it created there first, and the management cluster's origin (``multiKueue.origin``,
+``multikueue`` by default)."""
+
+
+def multikueue_objects(
+    workers: Mapping[str, bytes], *, config: str = "multikueue", check: str = "multikueue"
+) -> list[Json]:
+    """What a management cluster needs to run jobs on ``workers`` (name -> kubeconfig), as Kueue's
+    MultiKueue setup guide of v0.15 and v0.17 has it, at ``kueue.x-k8s.io/v1beta2``: per worker a
+    Secret in Kueue's namespace holding its kubeconfig (key ``kubeconfig``; Kueue refuses one with
+    a token or CA file path, insecure TLS, basic auth or an exec plugin unless the
+    ``MultiKueueAllowInsecureKubeconfigs`` gate is on: certificate data inline, as the harness's
+    kubeconfigs have) and a MultiKueueCluster naming it; a MultiKueueConfig listing them; an
+    AdmissionCheck of controller ``kueue.x-k8s.io/multikueue`` whose parameters name that config.
+    A ClusterQueue whose ``admissionChecksStrategy`` names ``check`` dispatches to the workers,
+    which need a LocalQueue of the same name in a namespace of the same name."""
+    objects: list[Json] = []
+    for name, kubeconfig in workers.items():
+        secret = f"multikueue-{name}"
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": secret, "namespace": NAMESPACE},
+                "data": {MULTIKUEUE_SECRET_KEY: base64.b64encode(kubeconfig).decode()},
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": API_VERSION,
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": name},
+                "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": secret}}},
+            }
+        )
+    objects.append(
+        {
+            "apiVersion": API_VERSION,
+            "kind": "MultiKueueConfig",
+            "metadata": {"name": config},
+            "spec": {"clusters": list(workers)},
+        }
+    )
+    objects.append(
+        {
+            "apiVersion": API_VERSION,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": check},
+            "spec": {
+                "controllerName": MULTIKUEUE_CONTROLLER,
+                "parameters": {"apiGroup": API_GROUP, "kind": "MultiKueueConfig", "name": config},
+            },
+        }
+    )
+    return objects
 
 
 # -- probes: the API server calls Kueue's webhooks -----------------------------------------------
@@ -411,6 +498,7 @@ async def install_kueue(
         wait_for_pods_ready=wait_for_pods_ready,
         overrides=config_overrides,
         frameworks=frameworks_for(level),
+        controller=release_controller(docs),
     )
     config_file = workdir / "kueue-config.yaml"
     config_file.write_text(yaml.safe_dump(config))

@@ -20,6 +20,19 @@ UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 GENERATED = re.compile(r"^(?P<base>.+)-[bcdfghjklmnpqrstvwxz2456789]{5}$")
 IPV4 = re.compile(r"^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$")
+WORKLOAD_NAME = re.compile(r"^(?P<base>.+)-[0-9a-f]{5}$")
+"""Kueue's Workload names: ``<kind>-<owner>-`` and 5 hex digits of a hash over the owner's uid."""
+KUEUE_CACHE_RACE = re.compile(
+    r'admission webhook "m(?:jobset|job)\.kb\.io" denied the request: '
+    r'(?:TrainJob\.trainer\.kubeflow\.org|JobSet\.jobset\.x-k8s\.io) "[^"]+" not found'
+)
+"""Kueue's JobSet and Job webhooks (v0.15, v0.17) look the object's owner up in their informer
+cache (``FindAncestorJobManagedByKueue``) and refuse the create while the owner (a TrainJob, a
+JobSet) is not there yet: a manager's ``TrainJobResourcesCreationFailed`` or a JobSet
+controller's ``JobCreationFailed`` (jobset v0.12.0, and level v2.3) Warning, then a retry."""
+KUEUE_CACHE_RACE_REASONS = ("TrainJobResourcesCreationFailed", "JobCreationFailed")
+KUEUE_WAIT = re.compile(r"(wait time since (?:queued|reservation) was )\d+s")
+"""The seconds in Kueue's ``QuotaReserved`` and ``Admitted`` event messages."""
 
 #: (apiVersion, kind) collected in each scenario namespace.
 COLLECTED: tuple[tuple[str, str], ...] = (
@@ -34,8 +47,12 @@ COLLECTED: tuple[tuple[str, str], ...] = (
     ("scheduling.volcano.sh/v1beta1", "PodGroup"),
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
     ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
+    ("kueue.x-k8s.io/v1beta2", "Workload"),  # with Kueue in front of both sides (``--kueue``)
     ("v1", "Event"),
 )
+NAMED_FIRST = ("Pod", "Workload")
+"""Kinds collected before the others: the names generated for them are learned (``renames``) so
+that every object and event naming one reads the same on both sides."""
 
 METADATA_DROP = {
     "uid",
@@ -87,10 +104,18 @@ def _strings(value: Any, fn: Any) -> Any:
 class Normaliser:
     """Per side and scenario: learns the generated names it saw so references to them match."""
 
-    def __init__(self, namespace: str, nodes: Iterable[str] = ()) -> None:
+    def __init__(self, namespace: str, nodes: Iterable[str] = (), *, kueue: bool = False) -> None:
         self.namespace = namespace
         self.renames: dict[str, str] = {}
         self.nodes = set(nodes)
+        self.kueue = kueue
+        """Kueue runs in front of the managers: three things its timing decides are left out
+        (``KUEUE_TIMING``): ``metadata.generation`` (how many spec writes an object got depends on
+        how Kueue's writes and the manager's interleave), the scheduler's ``Pending`` events on
+        Workloads (each retry's message says how far a preemption had got), and a manager's
+        ``TrainJobResourcesCreationFailed`` or ``JobCreationFailed`` event for Kueue's JobSet or
+        Job webhook refusing a JobSet or Job because Kueue's cache has not seen its owner yet
+        (``KUEUE_CACHE_RACE``: retried at once; whichever side is faster meets it more often)."""
 
     def scalar(self, text: str) -> str:
         if text in self.nodes:  # a node assignment (e.g. a follower pinned to its leader's node)
@@ -101,6 +126,7 @@ class Normaliser:
         text = UUID.sub("<uid>", text)
         text = TIME.sub("<time>", text)
         text = STATUS_SERVER_PORT.sub(r"\1<status-port>\2", text)
+        text = KUEUE_WAIT.sub(r"\1<seconds>", text)
         return text.replace(self.namespace, "<ns>") if self.namespace else text
 
     def strings(self, value: Any) -> Any:
@@ -136,6 +162,16 @@ class Normaliser:
             ]
         status = pod.get("status") or {}
         return {"metadata": pod["metadata"], "spec": spec, "status": {"phase": status.get("phase")}}
+
+    @staticmethod
+    def _workload(workload: dict[str, Any]) -> dict[str, Any]:
+        """Kueue's Workload: how long it ran before an eviction is counted in whole seconds
+        (``accumulatedPastExecutionTimeSeconds``), which differs by the sides' pace alone."""
+        status = workload.get("status") or {}
+        if "accumulatedPastExecutionTimeSeconds" in status:
+            status = {**status, "accumulatedPastExecutionTimeSeconds": "<seconds>"}
+            return {**workload, "status": status}
+        return workload
 
     def _service(self, svc: dict[str, Any]) -> dict[str, Any]:
         spec = dict(svc.get("spec") or {})
@@ -190,6 +226,10 @@ class Normaliser:
                 name = pod["metadata"]["name"]
                 if pod["metadata"].get("generateName") and (m := GENERATED.match(name)):
                     self.renames[name] = m["base"] + "-<gen>"
+        elif kind == "Workload":
+            for workload in items:
+                if m := WORKLOAD_NAME.match(workload["metadata"]["name"]):
+                    self.renames[workload["metadata"]["name"]] = m["base"] + "-<hash>"
         out: dict[str, dict[str, Any]] = {}
         ordered = sorted(
             items, key=lambda o: (o["metadata"]["name"], o["metadata"].get("creationTimestamp", ""))
@@ -200,6 +240,8 @@ class Normaliser:
             if kind == "Secret" and obj.get("type") == "kubernetes.io/service-account-token":
                 continue
             obj = {**obj, "metadata": self._metadata(obj.get("metadata", {}))}
+            if self.kueue:
+                obj["metadata"].pop("generation", None)
             if kind == "Pod":
                 obj = self._pod(obj)
             elif kind == "Service":
@@ -208,6 +250,8 @@ class Normaliser:
                 obj = self._secret(obj)
             elif kind == "ConfigMap":
                 obj = self._configmap(obj)
+            elif kind == "Workload":
+                obj = self._workload(obj)
             obj = self.strings(obj)
             base = f"{kind}/{obj['metadata']['name']}"
             key, n = base, 1
@@ -216,6 +260,16 @@ class Normaliser:
                 key = f"{base}#{n}"
             out[key] = obj
         return out
+
+    @staticmethod
+    def _kueue_timing(event: dict[str, Any], involved: dict[str, Any]) -> bool:
+        """An event whose existence or text Kueue's timing decides (``kueue``)."""
+        reason = event.get("reason")
+        if involved.get("kind") == "Workload" and reason == "Pending":
+            return True
+        return reason in KUEUE_CACHE_RACE_REASONS and bool(
+            KUEUE_CACHE_RACE.search(str(event.get("message") or ""))
+        )
 
     def events(self, items: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The managers' events, keyed by object and reason (counts and repeats ignored): a
@@ -226,6 +280,8 @@ class Normaliser:
             if component in KUBE_COMPONENTS:
                 continue
             involved = event.get("involvedObject") or {}
+            if self.kueue and self._kueue_timing(event, involved):
+                continue
             entry = {
                 "involvedObject": f"{involved.get('kind')}/{self.scalar(involved.get('name', ''))}",
                 "type": event.get("type"),

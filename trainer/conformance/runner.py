@@ -10,7 +10,10 @@ fresh namespace, the same name on both sides. Two extra document kinds (apiVersi
                     ``patch: {apiVersion, kind, name, patch, type: merge|json|strategic}``,
                     ``update: {apiVersion, kind, name, merge}`` (read the object, apply the JSON
                     merge patch ``merge`` to it, PUT it whole: an update, retried on conflict),
-                    ``delete: {apiVersion, kind, name}``, ``sleep: SECONDS``; documents after a
+                    ``delete: {apiVersion, kind, name}``, ``sleep: SECONDS``,
+                    ``wait: {apiVersion, kind, name, condition, timeout}`` (until the object,
+                    namespaced or cluster-scoped, has condition ``condition`` True: a queue that
+                    must be active before what is queued in it); documents after a
                     step are applied after it, so a file is a sequence of steps: create, settle,
                     change, settle, change, ..., each answer and each settled state compared.
 ``WebhookRequest``  an AdmissionReview POSTed straight to both sides' webhook servers (direct
@@ -60,10 +63,12 @@ from manager.longrun import Progress
 from trainer import levels
 from trainer.conformance.diff import Difference, compare
 from trainer.conformance.harness import Side
-from trainer.conformance.normalize import COLLECTED, Normaliser
+from trainer.conformance.normalize import COLLECTED, NAMED_FIRST, Normaliser
 
 CONFORMANCE_API = "conformance.trainer.kubeflow.org/v1alpha1"
-STEP_FIELDS = ("settle", "sleep", "patch", "update", "delete")
+STEP_FIELDS = ("settle", "sleep", "wait", "patch", "update", "delete")
+WAIT_SECONDS = 60.0
+"""The bound of a ``wait`` step without its own ``timeout``."""
 T = TypeVar("T")
 LEVELS_HEADER = re.compile(r"^#\s*levels:\s*(?P<levels>.+?)\s*$")
 UPDATE_ATTEMPTS = 5
@@ -77,6 +82,9 @@ class Settings:
     quiet_seconds: float = 4.0  # settled: no change in the compared objects for this long
     max_seconds: float = 90.0  # bound on one settle
     poll_seconds: float = 1.0
+    kueue: bool = False
+    """Kueue runs in front of both sides (``--kueue``): what its timing decides is normalised
+    away (``Normaliser.kueue``)."""
 
 
 @dataclass
@@ -218,6 +226,23 @@ def _epoch(stamp: str) -> float | None:
         return None
 
 
+def orphans_due(listed: dict[str, list[dict[str, Any]]]) -> int:
+    """How many of the listed objects (per kind, one namespace) name an owner of a listed kind
+    that is no longer there: the garbage collector deletes them (or drops the reference) soon,
+    so a snapshot holding them is not a settled state. Owners of kinds not listed (a Node, a
+    cluster-scoped runtime) are not judged."""
+    uids = {
+        str(meta.get("uid")) for items in listed.values() for meta in (o.get("metadata") or {} for o in items)
+    }
+    count = 0
+    for items in listed.values():
+        for obj in items:
+            refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+            if any(ref.get("kind") in listed and str(ref.get("uid")) not in uids for ref in refs):
+                count += 1
+    return count
+
+
 def running_pods_due(side: Side, pods: list[dict[str, Any]]) -> list[float]:
     """When (``time.time()``) each Running, not deleting, Job-owned pod of ``pods`` is due to
     succeed: its ``status.startTime`` plus its run time (``kwokstages.pod_run_seconds``: its
@@ -275,7 +300,7 @@ class Scenario:
         out = Outcome()
         with self.step(side, "list nodes"):
             nodes = await side.kube.list("v1", "Node", None) or []
-        norm = Normaliser(self.namespace, [n["metadata"]["name"] for n in nodes])
+        norm = Normaliser(self.namespace, [n["metadata"]["name"] for n in nodes], kueue=self.settings.kueue)
         with self.step(side, f"create namespace {self.namespace}"):
             code, body = await side.kube.create(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}, None
@@ -313,6 +338,10 @@ class Scenario:
                 await self._settle(side, norm, out, f"settle-{snapshot}", running=settle == "running")
             if "sleep" in doc:
                 await asyncio.sleep(float(doc["sleep"]))
+            if (wait := doc.get("wait")) and not await self._wait_condition(side, wait):
+                out.records[f"wait/{i}/{wait['kind']}/{wait['name']}"] = {
+                    "timedOut": f"{wait.get('condition', 'Ready')} never True"
+                }
             if patch := doc.get("patch"):
                 code, body = await side.kube.patch(
                     patch["apiVersion"],
@@ -369,6 +398,24 @@ class Scenario:
                 break
         return code, body
 
+    async def _wait_condition(self, side: Side, wait: dict[str, Any]) -> bool:
+        """Poll the object ``wait`` names until its condition ``wait['condition']`` is True (within
+        ``wait['timeout']`` seconds, default ``WAIT_SECONDS``); False when it never was."""
+        resource = await side.kube.resource(wait["apiVersion"], wait["kind"])
+        namespace = self.namespace if (resource[1] if resource else True) else None
+        deadline = time.monotonic() + float(wait.get("timeout", WAIT_SECONDS))
+        wanted = wait.get("condition", "Ready")
+        while True:
+            code, body = await side.kube.get(wait["apiVersion"], wait["kind"], wait["name"], namespace)
+            if code == 200 and any(
+                c.get("type") == wanted and c.get("status") == "True"
+                for c in (body.get("status") or {}).get("conditions") or []
+            ):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.2)
+
     async def _await_runtime_admitted(self, side: Side, trainjob: dict[str, Any]) -> None:
         """Hold a TrainJob back until this side's webhook finds the runtime it names.
 
@@ -397,13 +444,16 @@ class Scenario:
             if resource and not resource[1]:
                 await side.kube.delete(doc["apiVersion"], doc["kind"], doc["metadata"]["name"], None)
 
-    async def _collect(self, side: Side, norm: Normaliser) -> tuple[dict[str, Any], list[float]]:
-        """The normalised snapshot, and when (``time.time()``) each Job pod still Running on a
-        local cluster of the harness is due to succeed (``running_pods_due``)."""
+    async def _collect(self, side: Side, norm: Normaliser) -> tuple[dict[str, Any], list[float], int]:
+        """The normalised snapshot, when (``time.time()``) each Job pod still Running on a local
+        cluster of the harness is due to succeed (``running_pods_due``), and how many collected
+        objects wait for the garbage collector (``orphans_due``; 0 without one)."""
         snapshot: dict[str, Any] = {}
         events: list[dict[str, Any]] = []
         due: list[float] = []
-        ordered = sorted(COLLECTED, key=lambda ak: ak[1] != "Pod")  # pods first: their names
+        listed: dict[str, list[dict[str, Any]]] = {}
+        # Pods and Kueue's Workloads first: their generated names are learned for what mentions them.
+        ordered = sorted(COLLECTED, key=lambda ak: ak[1] not in NAMED_FIRST)
         for api_version, kind in ordered:
             items = await side.kube.list(api_version, kind, self.namespace)
             if items is None:
@@ -413,30 +463,33 @@ class Scenario:
                 continue
             if kind == "Pod":
                 due = running_pods_due(side, items)
+            listed.setdefault(kind, []).extend(items)
             group = api_version.split("/")[0] if "/" in api_version else ""
             label = f"{kind}.{group}" if kind == "PodGroup" else kind
             snapshot.update(norm.objects(label, items))
         snapshot.update(norm.events(events))
-        return snapshot, due
+        return snapshot, due, orphans_due(listed) if side.collects_garbage else 0
 
     async def _settle(
         self, side: Side, norm: Normaliser, out: Outcome, label: str, *, running: bool = False
     ) -> None:
         """Poll until the normalised snapshot stays unchanged for quiet_seconds (bounded by
-        max_seconds). Unless ``running``, a Job pod still Running on a local cluster is waited
+        max_seconds) with no collected object waiting for the garbage collector (its owner, of a
+        collected kind, gone: a state the cluster leaves by itself, however loaded the garbage
+        collector). Unless ``running``, a Job pod still Running on a local cluster is waited
         for too: KWOK will complete it (``running_pods_due``), however long it runs, so the
         state is not taken as settled in between; the bound then covers its due time."""
         started = time.monotonic()
         last_digest, stable_since = "", time.monotonic()
         snapshot: dict[str, Any] = {}
         while True:
-            snapshot, due = await self._collect(side, norm)
+            snapshot, due, orphans = await self._collect(side, norm)
             digest = hashlib.sha256(json.dumps(snapshot, sort_keys=True).encode()).hexdigest()
             now = time.monotonic()
             pending = [] if running else due
             if digest != last_digest:
                 last_digest, stable_since = digest, now
-            elif now - stable_since >= self.settings.quiet_seconds and not pending:
+            elif now - stable_since >= self.settings.quiet_seconds and not pending and not orphans:
                 break
             bound = started + self.settings.max_seconds
             if pending:

@@ -4,10 +4,11 @@ The image is built by ``make docker-build`` from a clean copy of the repository 
 ``git ls-files`` lists, tracked and new, nothing ignored: a module or data file the wheel lacks
 fails here), on these machines with podman as ``make container-tools`` sets it up (installed from
 Debian's packages when missing; ``DOCKER_HOST`` points nowhere so a Docker daemon is never
-picked). The build runs while the control plane starts.
+picked): ``test/image_build.py``, one build per session, shared with the real-node suite. The
+build runs while the control plane starts.
 
-``config/overlays/v2.1`` is applied server-side to a control plane of the test's own (its webhook
-configurations are cluster-wide). The container then gets what the kubelet would give the Pod:
+``config/default`` (the default level, v2.3) is applied server-side to a control plane of the
+test's own (its webhook configurations are cluster-wide). The container then gets what the kubelet would give the Pod:
 the Deployment's command, args and env (``POD_NAMESPACE`` resolved), ``--read-only`` with a
 ``/tmp`` tmpfs (the emptyDir), UID 65532, all capabilities dropped, no new privileges, the
 in-cluster env (``KUBERNETES_SERVICE_HOST``/``PORT``: the API server on loopback, hence
@@ -19,26 +20,24 @@ copies the Secret's data there whenever the rotator writes it).
 
 With no kube-proxy, the webhooks reach the container as in ``test_in_cluster.py``: the Service
 becomes ``ExternalName: localhost``; and since UID 65532 cannot bind the Service port 443 on the
-host network, the three webhook configurations call the container's webhook port instead (the
-only other change). Then: ``/readyz`` answers 200, the manager holds the leader-election Lease, a
-TrainJob on a shipped runtime gets its JobSet (through the JobSet webhooks), no request was
-forbidden, and ``podman stop`` (SIGTERM, then SIGKILL after the grace period) ends it with exit
+host network, the four webhook configurations call the container's webhook port instead (the
+only other change). Then: ``/readyz`` answers 200, the manager holds the leader-election Lease,
+the API server calls every configuration (the TrainJob defaulter stamps a runtime patch's time),
+a TrainJob on a shipped runtime of Trainer v2.3.0 gets its JobSet (through the JobSet webhooks),
+no request was forbidden, and ``podman stop`` (SIGTERM, then SIGKILL after the grace period) ends it with exit
 code 0 well within the 30 s grace period.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import shutil
-import signal
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -48,12 +47,13 @@ import pytest
 import yaml
 from deploy_e2e import (
     ROOT,
-    WEBHOOK_CONFIGURATIONS,
     kubectl,
     wait_until_ready,
     wait_webhooks_answer,
+    webhook_configurations,
     write_service_account_volume,
 )
+from image_build import TAG, ImageBuild, Podman
 from test_in_cluster import (
     CONFIGMAP_GVK,
     DEPLOYMENT_GVK,
@@ -75,13 +75,12 @@ from manager.envtest import Environment
 from manager.envtest.process import free_port
 from manager.scheme import GroupVersionKind
 from manager.testing import eventually
+from trainer import levels
 
 LEASE_GVK = GroupVersionKind("coordination.k8s.io", "v1", "Lease")
 GRACE_SECONDS = 30  # the Pod's terminationGracePeriodSeconds (Kubernetes' default)
 SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 CERT_MOUNT = "/tmp/k8s-webhook-server/serving-certs"
-TAG = "localhost/trainer-controller-manager-py:e2e"
-BUILD_TIMEOUT = 1800  # a fresh machine installs podman and makes the base image first
 Json = dict[str, Any]
 
 
@@ -91,117 +90,8 @@ def _run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-@dataclass
-class Podman:
-    """podman with the containers.conf of ``make container-tools``."""
-
-    env: dict[str, str]
-
-    def __call__(
-        self, *args: str, check: bool = True, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            ["podman", *args], capture_output=True, text=True, check=False, env=self.env, timeout=timeout
-        )
-        if check:
-            assert proc.returncode == 0, (
-                f"podman {' '.join(args)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-            )
-        return proc
-
-
-@dataclass
-class ImageBuild:
-    """``make docker-build`` of a clean copy, running in the background."""
-
-    iidfile: Path
-    proc: subprocess.Popen[bytes]
-    log: Path
-    started: float
-    seconds: float | None = field(default=None)
-
-    def wait(self) -> str:
-        try:
-            code = self.proc.wait(timeout=max(1.0, BUILD_TIMEOUT - (time.monotonic() - self.started)))
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise AssertionError(f"make docker-build took over {BUILD_TIMEOUT} s") from None
-        if self.seconds is None:
-            self.seconds = time.monotonic() - self.started
-            print(f"make docker-build (clean copy): {self.seconds:.1f} s")
-        assert code == 0, f"make docker-build failed:\n{self.log.read_text()[-5000:]}"
-        return self.iidfile.read_text().strip()
-
-
-def _clean_copy(dest: Path) -> Path:
-    files = _run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT).stdout.split("\0")
-    for name in filter(None, files):
-        if (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
-    return dest
-
-
-def _no_docker_env() -> dict[str, str]:
-    # A Docker daemon, if any, must not be picked: this test runs the image with podman.
-    return {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
-
-
 @pytest.fixture(scope="module")
-def podman() -> Podman:
-    """``make container-tools``: installs podman and makes the base image when missing."""
-    started = time.monotonic()
-    out = _run(
-        ["make", "-s", "container-tools"], cwd=ROOT, env=_no_docker_env(), timeout=BUILD_TIMEOUT
-    ).stdout
-    exported = dict(
-        line.removeprefix("export ").split("=", 1) for line in out.splitlines() if line.startswith("export ")
-    )
-    assert "CONTAINERS_CONF" in exported, out
-    print(f"make container-tools: {time.monotonic() - started:.1f} s")
-    return Podman({**os.environ, **exported})
-
-
-@pytest.fixture(scope="module")
-def image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImageBuild]:
-    """The image of a clean copy. Its tag stays (the next run builds on its layers and the
-    build's clean-up removes it once re-tagged); the test runs the image by the ID this build
-    wrote, so a concurrent run re-tagging it changes nothing here."""
-    base = tmp_path_factory.mktemp("image")
-    source = _clean_copy(base / "source")
-    log = base / "build.log"
-    iidfile = base / "image-id"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                "make",
-                "-C",
-                str(source),
-                "docker-build",
-                f"IMG={TAG}",
-                f"CONTAINER_BUILD_ARGS=--iidfile={iidfile}",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=_no_docker_env(),
-            start_new_session=True,
-        )
-    build = ImageBuild(iidfile, proc, log, time.monotonic())
-    try:
-        yield build
-    finally:
-        if proc.poll() is None:  # interrupted as by Ctrl-C: podman removes its build containers
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-
-
-@pytest.fixture(scope="module")
-def cluster(image: ImageBuild, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
+def cluster(controller_image: ImageBuild, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
     """etcd and kube-apiserver of the test's own (no Pods are needed: the container is the Pod),
     started while the image builds."""
     env = Environment(tmp_path_factory.mktemp("image-cluster") / "env")
@@ -224,10 +114,12 @@ def _shared_dir(path: Path) -> Path:
     return path
 
 
-async def _webhooks_to(client: Client, port: int) -> None:
-    """Every webhook of the three configurations calls ``port`` of the Service (ExternalName
+async def _webhooks_to(
+    client: Client, configurations: tuple[tuple[GroupVersionKind, str], ...], port: int
+) -> None:
+    """Every webhook of the configurations calls ``port`` of the Service (ExternalName
     localhost: the container's webhook server on the host network); the rest is as shipped."""
-    for gvk, name in WEBHOOK_CONFIGURATIONS:
+    for gvk, name in configurations:
         configuration = await client.get(gvk, name)
         webhooks = [
             {
@@ -316,9 +208,13 @@ async def _start_container(
 
 
 async def test_the_image_runs_as_the_pod_ready_leading_and_reconciling_then_stops_cleanly(
-    podman: Podman, image: ImageBuild, cluster: Environment, tmp_path: Path
+    podman: Podman, controller_image: ImageBuild, cluster: Environment, tmp_path: Path
 ) -> None:
-    _kubectl(cluster, "apply", "--server-side", "-k", str(ROOT / "config" / "overlays" / "v2.1"))
+    default = ROOT / "config" / "default"
+    _kubectl(cluster, "apply", "--server-side", "-k", str(default))
+    rendered = [d for d in yaml.safe_load_all(_kubectl(cluster, "kustomize", str(default))) if d]
+    configurations = webhook_configurations(rendered)
+    assert len(configurations) == 4, configurations  # v2.3: Trainer's, JobSet's two, the TrainJob defaulter's
     work = tmp_path / "pod"
     work.mkdir()
     cert_dir = _shared_dir(work / "serving-certs")
@@ -326,9 +222,9 @@ async def test_the_image_runs_as_the_pod_ready_leading_and_reconciling_then_stop
     async with Cluster(await load_kubeconfig(cluster.kubeconfig), field_owner="e2e") as admin:
         client = Client(admin.transport, admin.mapper, field_owner="e2e")
         await service_to_localhost(client, await client.get(SERVICE_GVK, NAME, NS))
-        await _webhooks_to(client, webhook_port)
+        await _webhooks_to(client, configurations, webhook_port)
 
-        tag = await asyncio.to_thread(image.wait)
+        tag = await asyncio.to_thread(controller_image.wait)
         size = podman("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip()
         print(f"image {TAG} ({tag[:12]}): {int(size) / 1e6:.0f} MB")
 
@@ -347,7 +243,10 @@ async def test_the_image_runs_as_the_pod_ready_leading_and_reconciling_then_stop
             await eventually(leading, timeout=60, message="the container never acquired the Lease")
 
             await wait_webhooks_answer(cluster, NS)
-            _kubectl(cluster, "apply", "--server-side", "-k", str(ROOT / "config" / "runtimes"))
+            # the default level's shipped runtimes (Trainer v2.3.0's), as `make deploy` applies
+            # them; then the TrainJob defaulter, whose probe names one of them
+            _kubectl(cluster, "apply", "--server-side", "-k", str(ROOT / "config" / levels.DEFAULT.runtimes))
+            await wait_webhooks_answer(cluster, NS, configurations)
             _kubectl(cluster, "create", "namespace", "team-a")
             await client.create(_trainjob("mnist", "torch-distributed"))
 

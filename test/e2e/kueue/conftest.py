@@ -9,11 +9,16 @@ other e2e tests should not depend on. Two KWOK nodes form the pool Kueue's flavo
 (labelled and tainted, see ``kueuee2e.POOL_LABEL``), one untainted node takes everything else.
 Pods of Jobs run ``ENVTEST_POD_RUN_SECONDS`` (default here 600 s: long enough to watch them
 run, be preempted and resume) before they succeed.
+
+The MultiKueue tests add a second stack per level (``multikueue_stack``): a management cluster
+with its own manager and Kueue, whose MultiKueue admission check runs its TrainJobs and JobSets
+on the Kueue stack above, its one worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import sys
@@ -33,7 +38,10 @@ from kueuee2e import (
     ROOT,
     WRITES,
     Api,
+    MultiKueue,
+    MultiKueueApi,
     Stack,
+    connect_worker,
 )
 
 from manager.envtest import Environment
@@ -202,12 +210,23 @@ async def _go_managers(env: Environment, workdir: Path, level: ApiLevel) -> list
     return processes
 
 
-async def _start(workdir: Path, level: ApiLevel) -> tuple[Environment, list[Process], kq.KueueProcess]:
+async def _start(
+    workdir: Path,
+    level: ApiLevel,
+    *,
+    role: str = "worker",
+    pool: bool = True,
+    nodes: int = 1,
+    wait_for_pods_ready: Json | None = WAIT_FOR_PODS_READY,
+) -> tuple[Environment, list[Process], kq.KueueProcess]:
+    """A full local cluster with this manager (or the Go managers) and Kueue in front of it.
+    ``role`` names it in the log; ``pool``: the two pool nodes (``kueuee2e.POOL_LABEL``) besides
+    ``nodes`` untainted ones; ``wait_for_pods_ready``: Kueue's setting (None: off)."""
     go = GO_MANAGERS
     env = Environment(
         workdir / "cluster",
         full=True,
-        nodes=1,
+        nodes=nodes,
         crd_paths=harness.LevelInputs(level).their_crds() if go else LEVEL_STACKS[level.name].our_crds(),
         pod_run_seconds=None if os.environ.get(POD_RUN_SECONDS_ENV) else POD_RUN_SECONDS,
     )
@@ -216,11 +235,12 @@ async def _start(workdir: Path, level: ApiLevel) -> tuple[Environment, list[Proc
     cluster_ready = time.monotonic()
     managers: list[Process] = []
     try:
-        await _pool_nodes(env)
+        if pool:
+            await _pool_nodes(env)
         # Kueue's CRDs take the API server a while (the Workload CRD is 1.6 MB): meanwhile
         # this manager starts.
         installing = asyncio.create_task(
-            kq.install_kueue(env, workdir / "kueue", level=level, wait_for_pods_ready=WAIT_FOR_PODS_READY)
+            kq.install_kueue(env, workdir / "kueue", level=level, wait_for_pods_ready=wait_for_pods_ready)
         )
         try:
             managers = (
@@ -235,12 +255,20 @@ async def _start(workdir: Path, level: ApiLevel) -> tuple[Environment, list[Proc
         await env.stop()
         raise
     print(
-        f"kueue-e2e: level {level.name}, Kueue {kq.version_for(level)}: stack ready in {time.monotonic() - started:.1f}s: cluster {cluster_ready - started:.1f}s, "
+        f"kueue-e2e: level {level.name}, Kueue {kq.version_for(level)}: {role} stack ready in "
+        f"{time.monotonic() - started:.1f}s: cluster {cluster_ready - started:.1f}s, "
         f"Kueue's CRDs {kueue.install_seconds:.1f}s (this manager meanwhile), Kueue {kueue.start_seconds:.1f}s"
         + (f" (built in {kueue.build_seconds:.0f}s first)" if kueue.build_seconds else ""),
         file=sys.stderr,
     )
     return env, managers, kueue
+
+
+def _stop(env: Environment, managers: list[Process], kueue: kq.KueueProcess) -> None:
+    asyncio.run(kueue.stop())
+    for process in managers:
+        process.stop()
+    asyncio.run(env.stop())
 
 
 def _level_id(name: str) -> str:
@@ -260,25 +288,62 @@ def kueue_stack(kueue_level: ApiLevel, tmp_path_factory: pytest.TempPathFactory)
     try:
         yield Stack(env, managers[0], kueue, kueue_level, WRITES[kueue_level.name])
     finally:
-        asyncio.run(kueue.stop())
-        for process in managers:
-            process.stop()
-        asyncio.run(env.stop())
+        _stop(env, managers, kueue)
 
 
-@pytest.fixture
-async def api(kueue_stack: Stack, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
-    """A fresh namespace on the Kueue stack, deleted (while Kueue still converts) after the test."""
+@pytest.fixture(scope="package")
+def multikueue_stack(kueue_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiKueue]:
+    """MultiKueue: a management cluster of its own (this manager, or the Go managers, and Kueue
+    with the MultiKueue admission check) in front of ``kueue_stack`` as its one worker
+    (``kueuee2e.WORKER``): started only for the tests that ask for it."""
+    level = kueue_stack.level
+    workdir = tmp_path_factory.mktemp(f"multikueue-e2e-{_level_id(level.name)}")
+    # No nodes: nothing may run there (a pod made there would stay Pending, and be seen).
+    env, managers, kueue = asyncio.run(
+        _start(workdir, level, role="management", pool=False, nodes=0, wait_for_pods_ready=None)
+    )
+    try:
+        asyncio.run(connect_worker(env, kueue_stack.env))
+        yield MultiKueue(Stack(env, managers[0], kueue, level, WRITES[level.name]), kueue_stack)
+    finally:
+        _stop(env, managers, kueue)
+
+
+def _namespace_name(request: pytest.FixtureRequest, level: ApiLevel) -> str:
     base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.removeprefix("test_").lower().replace("_", "-"))
-    level = _level_id(kueue_stack.level.name).replace("_", "-")
-    name = "kq-" + base.removesuffix("-").removesuffix(f"-{level}")[:36].strip("-") + f"-{level}"
-    env = kueue_stack.env
+    suffix = _level_id(level.name).replace("_", "-")
+    return "kq-" + base.removesuffix("-").removesuffix(f"-{suffix}")[:36].strip("-") + f"-{suffix}"
+
+
+@contextlib.asynccontextmanager
+async def _namespace(stack: Stack, name: str) -> AsyncIterator[Api]:
+    """``name`` on the stack's cluster, deleted (while Kueue still converts) after the block."""
+    env = stack.env
     status, body = await env.request(
         "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     )
     assert status == 201, body
     try:
-        yield Api(env, name, kueue_stack.writes)
+        yield Api(env, name, stack.writes)
     finally:
         if not os.environ.get("KEEP_TEST_NAMESPACES"):
             await env.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture
+async def api(kueue_stack: Stack, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
+    """A fresh namespace on the Kueue stack, deleted (while Kueue still converts) after the test."""
+    async with _namespace(kueue_stack, _namespace_name(request, kueue_stack.level)) as api:
+        yield api
+
+
+@pytest.fixture
+async def mk(multikueue_stack: MultiKueue, request: pytest.FixtureRequest) -> AsyncIterator[MultiKueueApi]:
+    """The same fresh namespace on the management and the worker cluster (MultiKueue creates its
+    copies in the namespace of the same name)."""
+    name = _namespace_name(request, multikueue_stack.worker.level)
+    async with (
+        _namespace(multikueue_stack.management, name) as management,
+        _namespace(multikueue_stack.worker, name) as worker,
+    ):
+        yield MultiKueueApi(management, worker)

@@ -85,10 +85,23 @@ class KueueWrites(Protocol):
         ...
 
     def user_entry(
-        self, *, labels: dict[str, str] | None = None, node_selector: dict[str, str] | None = None
+        self,
+        *,
+        labels: dict[str, str] | None = None,
+        node_selector: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> Json:
-        """A user's entry for the ``node`` job: pod labels and/or a node selector."""
+        """A user's entry for the ``node`` job: pod labels, annotations and/or a node selector."""
         ...
+
+
+def _pod_metadata(labels: dict[str, str] | None, annotations: dict[str, str] | None) -> Json:
+    metadata: Json = {}
+    if labels:
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    return metadata
 
 
 class PodTemplateOverrides:
@@ -109,11 +122,15 @@ class PodTemplateOverrides:
         return self.kueue_templates(tj)
 
     def user_entry(
-        self, *, labels: dict[str, str] | None = None, node_selector: dict[str, str] | None = None
+        self,
+        *,
+        labels: dict[str, str] | None = None,
+        node_selector: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> Json:
         entry: Json = {"targetJobs": [{"name": "node"}]}
-        if labels:
-            entry["metadata"] = {"labels": labels}
+        if metadata := _pod_metadata(labels, annotations):
+            entry["metadata"] = metadata
         if node_selector:
             entry["spec"] = {"nodeSelector": node_selector}
         return entry
@@ -143,11 +160,15 @@ class RuntimePatches:
         return out
 
     def user_entry(
-        self, *, labels: dict[str, str] | None = None, node_selector: dict[str, str] | None = None
+        self,
+        *,
+        labels: dict[str, str] | None = None,
+        node_selector: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> Json:
         template: Json = {}
-        if labels:
-            template["metadata"] = {"labels": labels}
+        if metadata := _pod_metadata(labels, annotations):
+            template["metadata"] = metadata
         if node_selector:
             template["spec"] = {"nodeSelector": node_selector}
         node = {"name": "node", "template": {"spec": {"template": template}}}
@@ -168,6 +189,14 @@ class Stack:
     kueue: kq.KueueProcess
     level: ApiLevel
     writes: KueueWrites
+
+
+@dataclass
+class MultiKueue:
+    """A management stack whose MultiKueue admission check dispatches to ``worker``."""
+
+    management: Stack
+    worker: Stack
 
 
 class Api:
@@ -237,6 +266,109 @@ class Api:
 
     async def jobset_pods(self, jobset: str) -> list[Json]:
         return await self.items(self.pods(), f"jobset.sigs.k8s.io/jobset-name={jobset}")
+
+
+@dataclass
+class MultiKueueApi:
+    """The same namespace on the management and the worker cluster."""
+
+    management: Api
+    worker: Api
+
+
+WORKER = "worker"
+"""The worker's MultiKueueCluster name: the Workload's ``status.clusterName`` once it runs there."""
+MULTIKUEUE_CHECK = "multikueue"
+"""The AdmissionCheck of controller ``kueue.x-k8s.io/multikueue`` on the management cluster."""
+
+
+async def connect_worker(management: Environment, worker: Environment) -> None:
+    """The MultiKueue objects on ``management`` (``kueue.multikueue_objects``: the worker's admin
+    kubeconfig in a Secret, its MultiKueueCluster, a MultiKueueConfig, the AdmissionCheck), until
+    Kueue reports the cluster connected and the check active."""
+    for obj in kq.multikueue_objects({WORKER: worker.kubeconfig.read_bytes()}, check=MULTIKUEUE_CHECK):
+        if obj["kind"] == "Secret":
+            path = f"/api/v1/namespaces/{kq.NAMESPACE}/secrets"
+        else:
+            path = f"{KQ_API}/{obj['kind'].lower()}s"
+        status, body = await management.request("POST", path, obj)
+        assert status == 201, f"create {obj['kind']} answered {status}: {body}"
+
+    async def active() -> None:
+        for path in (f"{KQ_API}/multikueueclusters/{WORKER}", f"{KQ_API}/admissionchecks/{MULTIKUEUE_CHECK}"):
+            status, obj = await management.request("GET", path)
+            assert status == 200 and is_true(obj, "Active"), (path, status, obj.get("status"))
+
+    await eventually(active, timeout=WAIT, message="MultiKueue never connected the worker cluster")
+
+
+async def management_queue_objects(api: Api, name: str, *, quota_cpu: str = "4") -> dict[str, str]:
+    """On the management cluster: a ResourceFlavor of no node labels, a ClusterQueue of
+    ``quota_cpu`` CPUs whose admission check is MultiKueue's and a LocalQueue ``lq`` (the name of
+    the worker's, ``queue_objects``). Returns the names (``delete_queue_objects`` removes them)."""
+    names = {"flavor": f"mk-rf-{name}", "cq": f"mk-cq-{name}", "lq": "lq"}
+    await api.create(
+        f"{KQ_API}/resourceflavors",
+        {"apiVersion": kq.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": names["flavor"]}},
+    )
+    await api.create(
+        f"{KQ_API}/clusterqueues",
+        {
+            "apiVersion": kq.API_VERSION,
+            "kind": "ClusterQueue",
+            "metadata": {"name": names["cq"]},
+            "spec": {
+                "namespaceSelector": {},
+                "admissionChecksStrategy": {"admissionChecks": [{"name": MULTIKUEUE_CHECK}]},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [
+                            {
+                                "name": names["flavor"],
+                                "resources": [{"name": "cpu", "nominalQuota": quota_cpu}],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+    )
+    await api.create(
+        f"{KQ_API}/namespaces/{api.ns}/localqueues",
+        {
+            "apiVersion": kq.API_VERSION,
+            "kind": "LocalQueue",
+            "metadata": {"name": names["lq"], "namespace": api.ns},
+            "spec": {"clusterQueue": names["cq"]},
+        },
+    )
+
+    async def queue_active() -> None:
+        cq = await api.must_get(f"{KQ_API}/clusterqueues/{names['cq']}")
+        lq = await api.must_get(f"{KQ_API}/namespaces/{api.ns}/localqueues/{names['lq']}")
+        assert is_true(cq, "Active") and is_true(lq, "Active"), (cq.get("status"), lq.get("status"))
+
+    await eventually(
+        queue_active, timeout=WAIT, message="the management ClusterQueue and LocalQueue never became Active"
+    )
+    return names
+
+
+def node_pod_spec(js: Json) -> Json:
+    """The pod spec of a TrainJob's JobSet's replicated job ``node``."""
+    for rjob in js["spec"]["replicatedJobs"]:
+        if rjob["name"] == "node":
+            spec: Json = rjob["template"]["spec"]["template"]["spec"]
+            return spec
+    raise AssertionError(f"JobSet {js['metadata']['name']} has no replicated job 'node'")
+
+
+def has_pool_placement(pod_spec: Json) -> bool:
+    """The pool flavor's node selector and toleration (``queue_objects``) are in ``pod_spec``."""
+    return (pod_spec.get("nodeSelector") or {}).get(POOL_LABEL) == POOL and POOL_TOLERATION in (
+        pod_spec.get("tolerations") or []
+    )
 
 
 def condition(obj: Json, kind: str) -> Json | None:
@@ -321,7 +453,8 @@ async def queue_objects(api: Api, name: str, *, quota_cpu: str = "4") -> dict[st
 async def delete_queue_objects(api: Api, names: dict[str, str]) -> None:
     await api.delete(f"{KQ_API}/clusterqueues/{names['cq']}")
     await api.delete(f"{KQ_API}/resourceflavors/{names['flavor']}")
-    await api.delete(f"{KQ_API}/workloadpriorityclasses/{names['high']}")
+    if "high" in names:
+        await api.delete(f"{KQ_API}/workloadpriorityclasses/{names['high']}")
 
 
 def trainjob(name: str, namespace: str, *, nodes: int, cpu: str, priority: str | None = None) -> Json:

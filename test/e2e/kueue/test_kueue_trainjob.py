@@ -23,7 +23,6 @@ from kueuee2e import (
     PODSET_LABEL,
     POOL,
     POOL_LABEL,
-    POOL_TOLERATION,
     WAIT,
     Api,
     Json,
@@ -33,8 +32,10 @@ from kueuee2e import (
     condition,
     delete_queue_objects,
     full_only,
+    has_pool_placement,
     is_true,
     log_size,
+    node_pod_spec,
     queue_objects,
     server_clock_past,
     timed,
@@ -60,20 +61,6 @@ def _xfail_t13_on_go(request: pytest.FixtureRequest, stack: Stack, what: str) ->
         )
 
 
-def _node_pod_spec(js: Json) -> Json:
-    for rjob in js["spec"]["replicatedJobs"]:
-        if rjob["name"] == "node":
-            spec: Json = rjob["template"]["spec"]["template"]["spec"]
-            return spec
-    raise AssertionError(f"JobSet {js['metadata']['name']} has no replicated job 'node'")
-
-
-def _has_pool_placement(pod_spec: Json) -> bool:
-    return (pod_spec.get("nodeSelector") or {}).get(POOL_LABEL) == POOL and POOL_TOLERATION in (
-        pod_spec.get("tolerations") or []
-    )
-
-
 async def assert_admitted(api: Api, name: str, nodes: int, flavor: str) -> None:
     """Admitted by Kueue and running: the override, the unsuspended JobSet with the flavor's
     placement in its template, ``nodes`` Running pods on pool nodes, PodsReady on the Workload."""
@@ -81,7 +68,7 @@ async def assert_admitted(api: Api, name: str, nodes: int, flavor: str) -> None:
     assert tj["spec"].get("suspend") is False, f"{name} still suspended: {tj['spec']}"
     overrides = api.writes.kueue_templates(tj)
     assert len(overrides) == 1, f"{name}: Kueue's pod template changes {overrides}"
-    assert _has_pool_placement(overrides[0]["spec"]), overrides[0]
+    assert has_pool_placement(overrides[0]["spec"]), overrides[0]
     assert overrides[0]["metadata"]["labels"].get(PODSET_LABEL) == "node", overrides[0]
     wl = await api.workload_of("TrainJob", name)
     assert is_true(wl, "Admitted"), wl.get("status")
@@ -89,11 +76,11 @@ async def assert_admitted(api: Api, name: str, nodes: int, flavor: str) -> None:
     assert [a["flavors"] for a in assignments] == [{"cpu": flavor}], assignments
     js = await api.must_get(api.jobset(name))
     assert js["spec"].get("suspend") is False, js["spec"].get("suspend")
-    assert _has_pool_placement(_node_pod_spec(js)), _node_pod_spec(js)
+    assert has_pool_placement(node_pod_spec(js)), node_pod_spec(js)
     pods = [p for p in await api.jobset_pods(name) if not p["metadata"].get("deletionTimestamp")]
     assert len(pods) == nodes, [p["metadata"]["name"] for p in pods]
     for pod in pods:
-        assert _has_pool_placement(pod["spec"]), pod["spec"]
+        assert has_pool_placement(pod["spec"]), pod["spec"]
         assert pod["metadata"]["labels"].get(PODSET_LABEL) == "node", pod["metadata"]["labels"]
         assert (pod["spec"].get("nodeName") or "").startswith("pool-node-"), pod["spec"].get("nodeName")
         assert pod["status"].get("phase") == "Running", pod["status"].get("phase")
@@ -128,7 +115,7 @@ async def assert_preempted(api: Api, name: str) -> None:
     assert not is_true(wl, "Admitted"), wl.get("status")
     js = await api.must_get(api.jobset(name))
     assert js["spec"].get("suspend") is True, js["spec"].get("suspend")
-    assert POOL_LABEL not in (_node_pod_spec(js).get("nodeSelector") or {}), _node_pod_spec(js)
+    assert POOL_LABEL not in (node_pod_spec(js).get("nodeSelector") or {}), node_pod_spec(js)
     # a pod template whose only label was Kueue's may carry no metadata at all (no null is left)
     template_labels = (
         js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"].get("metadata") or {}
@@ -327,7 +314,7 @@ async def test_pods_never_ready_evicted_requeued_then_deactivated(
         assert is_true(wl, "Admitted") and not is_true(wl, "PodsReady"), wl.get("status")
         js = await api.must_get(api.jobset("p"))
         assert js["spec"].get("suspend") is False, js["spec"].get("suspend")
-        selector = _node_pod_spec(js).get("nodeSelector") or {}
+        selector = node_pod_spec(js).get("nodeSelector") or {}
         assert selector.get(NEVER_LABEL) == "true" and selector.get(POOL_LABEL) == POOL, selector
         pods = [p for p in await api.jobset_pods("p") if not p["metadata"].get("deletionTimestamp")]
         assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
@@ -350,7 +337,7 @@ async def test_pods_never_ready_evicted_requeued_then_deactivated(
         assert api.writes.kueue_templates(tj) == [], entries
         js = await api.must_get(api.jobset("p"))
         assert js["spec"].get("suspend") is True, js["spec"].get("suspend")
-        assert POOL_LABEL not in (_node_pod_spec(js).get("nodeSelector") or {}), _node_pod_spec(js)
+        assert POOL_LABEL not in (node_pod_spec(js).get("nodeSelector") or {}), node_pod_spec(js)
         pods = await api.jobset_pods("p")
         assert pods == [], [(p["metadata"]["name"], p["status"].get("phase")) for p in pods]
 
@@ -380,7 +367,7 @@ async def test_pods_never_ready_evicted_requeued_then_deactivated(
         assert len(runs) == 2, suspends
         for kind, obj in jobsets.events:
             if kind in ("ADDED", "MODIFIED") and obj["spec"].get("suspend") is False:
-                assert _has_pool_placement(_node_pod_spec(obj)), _node_pod_spec(obj)
+                assert has_pool_placement(node_pod_spec(obj)), node_pod_spec(obj)
         assert_no_reconciler_errors(kueue_stack, api.ns, since)
     finally:
         await api.delete(api.trainjob("p"))

@@ -6,7 +6,8 @@ MutatingWebhookConfiguration, ConfigMap kubeflow-trainer-public readable by ever
 user, the v2.3 ClusterRole and Service ports and a manager started with --api-level=v2.3.
 There is no kubelet, so the Deployment never runs: the runtimes, labelled
 `trainer.kubeflow.org/webhook-validation: disabled`, are admitted without a manager (the runtime
-webhooks skip them; at v2.1 the same upgrade is refused). Uninstall keeps the CRDs.
+webhooks skip them; at v2.1 the same upgrade is refused), with their pre-delete hook. Uninstall
+keeps the CRDs.
 """
 
 from __future__ import annotations
@@ -129,8 +130,15 @@ def test_helm_install_at_v2_3_creates_the_levels_objects_and_admits_its_runtimes
     )
     assert {"jax-distributed", "xgboost-distributed", "torch-distributed"} <= set(names)
 
+    # The runtimes bring their pre-delete hook (upstream v2.3.0's): a Job, which no kubelet runs
+    # here (test_helm_uninstall_hook.py runs its command as its pod would; the real node runs
+    # the Job: test/e2e/realnode), so the uninstall skips it.
+    hooks = [d for d in yaml.safe_load_all(tools.ok("helm", "get", "hooks", RELEASE, "-n", NS)) if d]
+    assert [
+        (h["kind"], h["metadata"]["name"], h["metadata"]["annotations"]["helm.sh/hook"]) for h in hooks
+    ] == [("Job", f"{RELEASE}-runtimes-installer-cleanup", "pre-delete")]
     # Uninstall removes the release's objects and the runtimes; the CRDs stay (resource-policy keep).
-    tools.ok("helm", "uninstall", RELEASE, "-n", NS, "--wait")
+    tools.ok("helm", "uninstall", RELEASE, "-n", NS, "--wait", "--no-hooks")
     for obj in objects:
         meta = obj["metadata"]
         live = tools.get(_kind_arg(obj), meta["name"], meta.get("namespace", ""))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from manager.envtest.kwokstages import RUN_SECONDS_ANNOTATION
-from trainer.conformance.cli import DEFAULT_SCENARIOS, report
+from trainer.conformance.cli import DEFAULT_SCENARIOS, KUEUE_SCENARIOS, report
 from trainer.conformance.diff import (
     MISSING,
     Difference,
@@ -29,6 +30,7 @@ from trainer.conformance.runner import (
     _apply_json_patch,
     load_scenario,
     merge_patch,
+    orphans_due,
     running_pods_due,
     scenario_files,
     scenario_levels,
@@ -107,6 +109,84 @@ def test_volatile_values_are_normalised_and_pod_names_renamed() -> None:
             "message": "pod js-rj-0-0-<gen> at <time>",
         }
     ]
+
+
+def _workload(name: str, owner: str) -> dict[str, object]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "generation": 3,
+            "ownerReferences": [{"kind": "TrainJob", "name": owner, "uid": "u"}],
+        },
+        "status": {"accumulatedPastExecutionTimeSeconds": 22, "conditions": []},
+    }
+
+
+def _event(kind: str, name: str, reason: str, message: str) -> dict[str, object]:
+    return {
+        "involvedObject": {"kind": kind, "name": name},
+        "reason": reason,
+        "type": "Warning" if reason in ("Pending", "TrainJobResourcesCreationFailed") else "Normal",
+        "message": message,
+        "source": {"component": "kueue-admission"},
+    }
+
+
+def test_kueue_workload_names_seconds_and_timing_are_normalised() -> None:
+    norm = Normaliser("c-k-1", kueue=True)
+    workloads = norm.objects("Workload", [_workload("trainjob-a-1f2e3", "a")])
+    wl = workloads["Workload/trainjob-a-<hash>"]
+    assert wl["status"]["accumulatedPastExecutionTimeSeconds"] == "<seconds>"
+    assert "generation" not in wl["metadata"]  # how often two writers wrote it: timing
+    race = 'admission webhook "mjobset.kb.io" denied the request: TrainJob.trainer.kubeflow.org "c" not found'
+    events = norm.events(
+        [
+            _event(
+                "Workload",
+                "trainjob-a-1f2e3",
+                "QuotaReserved",
+                "Quota reserved in ClusterQueue cq, wait time since queued was 3s",
+            ),
+            _event("Workload", "trainjob-a-1f2e3", "Pending", "couldn't assign flavors ... 2 more needed"),
+            _event(
+                "TrainJob",
+                "c",
+                "TrainJobResourcesCreationFailed",
+                f"TrainJob resources reconciliation failed: {race}",
+            ),
+            _event(
+                "TrainJob",
+                "c",
+                "TrainJobResourcesCreationFailed",
+                "TrainJob resources reconciliation failed: other",
+            ),
+            _event(
+                "JobSet",
+                "b",
+                "JobCreationFailed",
+                'job "b-node-0" creation failed with error: admission webhook "mjob.kb.io" denied the '
+                'request: JobSet.jobset.x-k8s.io "b" not found',
+            ),
+        ]
+    )
+    assert sorted(events) == [
+        "Event/TrainJob/c/TrainJobResourcesCreationFailed",
+        "Event/Workload/trainjob-a-<hash>/QuotaReserved",
+    ]
+    assert events["Event/Workload/trainjob-a-<hash>/QuotaReserved"]["message"] == (
+        "Quota reserved in ClusterQueue cq, wait time since queued was <seconds>"
+    )
+    # without Kueue in front, generations and every event are compared as they are
+    plain = Normaliser("c-k-1")
+    assert (
+        plain.objects("Workload", [_workload("trainjob-a-1f2e3", "a")])["Workload/trainjob-a-<hash>"][
+            "metadata"
+        ]["generation"]
+        == 3
+    )
+    assert len(plain.events([_event("Workload", "w", "Pending", "x")])) == 1
 
 
 def test_ssh_key_material_and_cluster_ips_are_masked() -> None:
@@ -205,6 +285,7 @@ def test_json_patch_as_webhooks_answer() -> None:
 def test_every_scenario_parses_and_uses_known_step_fields() -> None:
     files = sorted(DEFAULT_SCENARIOS.rglob("*.yaml"))
     assert len(files) >= 30
+    files += sorted(KUEUE_SCENARIOS.glob("*.yaml"))  # conformance --kueue
     for file in files:
         docs = load_scenario(file)
         assert docs, file
@@ -218,6 +299,8 @@ def test_every_scenario_parses_and_uses_known_step_fields() -> None:
                     assert doc.get("settle") in (None, True, "running"), file
                     if "update" in doc:
                         assert {"apiVersion", "kind", "name", "merge"} <= set(doc["update"]), file
+                    if "wait" in doc:
+                        assert {"apiVersion", "kind", "name", "condition"} <= set(doc["wait"]), file
                 elif doc["kind"] == "StatusRequest":
                     fields = {"name", "trainJob", "token", "body", "rawBody", "padTo", "path", "scheme"}
                     assert "trainJob" in doc and set(doc) - {"apiVersion", "kind"} <= fields, file
@@ -229,7 +312,7 @@ def test_every_scenario_parses_and_uses_known_step_fields() -> None:
 
 def test_scenario_names_are_unique_across_levels() -> None:
     # The namespace and the divergence patterns go by the file's stem.
-    stems = [f.stem for f in DEFAULT_SCENARIOS.rglob("*.yaml")]
+    stems = [f.stem for f in [*DEFAULT_SCENARIOS.rglob("*.yaml"), *KUEUE_SCENARIOS.glob("*.yaml")]]
     assert len(stems) == len(set(stems))
 
 
@@ -274,7 +357,7 @@ def test_merge_patch_is_rfc_7386() -> None:
 
 def _pod(phase: str, start: str | None, **meta: object) -> dict[str, object]:
     return {
-        "metadata": {"name": "p", "ownerReferences": [{"kind": "Job", "name": "j"}], **meta},
+        "metadata": {"name": "p", "ownerReferences": [{"kind": "Job", "name": "j", "uid": "j-uid"}], **meta},
         "status": {"phase": phase, **({"startTime": start} if start else {})},
     }
 
@@ -303,6 +386,8 @@ class _PodsKube:
         self.requests: list[tuple[str, object]] = []
 
     async def list(self, api_version: str, kind: str, namespace: str | None) -> list[dict[str, object]]:
+        if kind == "Job":
+            return [{"metadata": {"name": "j", "uid": "j-uid"}}]
         if kind != "Pod":
             return []
         self.polls -= 1
@@ -344,6 +429,50 @@ async def test_a_settle_waits_for_running_pods_unless_it_settles_running(tmp_pat
     assert out.records["settle-2/Pod/p"]["status"]["phase"] == "Running"
 
 
+class _CollectedLateKube(_PodsKube):
+    """A cluster where the JobSet ``high`` is gone and the garbage collector deletes its Workload
+    only after ``polls`` lists of Workloads (a loaded kube-controller-manager)."""
+
+    async def list(self, api_version: str, kind: str, namespace: str | None) -> list[dict[str, object]]:
+        if kind != "Workload":
+            return []
+        self.polls -= 1
+        if self.polls <= 0:
+            return []
+        owner = {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": "high",
+            "uid": "high-uid",
+        }
+        return [{"metadata": {"name": "jobset-high-1a2b3", "uid": "w", "ownerReferences": [owner]}}]
+
+
+def test_objects_whose_owner_is_gone_are_counted_as_due_for_the_garbage_collector() -> None:
+    owned = {"metadata": {"uid": "p", "ownerReferences": [{"kind": "Job", "uid": "j"}]}}
+    by_node = {"metadata": {"uid": "q", "ownerReferences": [{"kind": "Node", "uid": "n"}]}}
+    assert orphans_due({"Pod": [owned, by_node], "Job": [{"metadata": {"uid": "j"}}]}) == 0
+    assert orphans_due({"Pod": [owned, by_node], "Job": []}) == 1  # the Job deleted, its pod not yet
+    assert orphans_due({"Pod": [owned, by_node]}) == 0  # Jobs not listed here: not judged
+
+
+async def test_a_settle_waits_for_the_garbage_collector_where_one_runs(tmp_path: Path) -> None:
+    """conformance --kueue at v2.1: the Go side's Workload of a deleted JobSet still there when
+    its 4 quiet seconds ended (the garbage collector behind on a loaded machine), compared as a
+    difference. A snapshot with an object whose owner is gone is not a settled state."""
+    scenario = _scenario(tmp_path, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
+    norm = Normaliser("c-ns")
+    out = Outcome()
+    side = Side("theirs", _CollectedLateKube(polls=30))  # type: ignore[arg-type]
+    await scenario._settle(side, norm, out, "settle-1", running=True)
+    assert not [k for k in out.records if k.startswith("settle-1/Workload/")]  # waited for the collector
+    assert not out.unsettled
+    # a local cluster without kube-controller-manager (--nodes 0) has no collector: nothing to wait for
+    without = Side("theirs", _CollectedLateKube(polls=30), env=SimpleNamespace(full=False))  # type: ignore[arg-type]
+    await scenario._settle(without, norm, out, "settle-2", running=True)
+    assert [k for k in out.records if k.startswith("settle-2/Workload/")]
+
+
 async def test_an_update_step_puts_the_merged_object_and_retries_a_conflict(tmp_path: Path) -> None:
     kube = _PodsKube(polls=0)
     scenario = _scenario(
@@ -356,6 +485,38 @@ async def test_an_update_step_puts_the_merged_object_and_retries_a_conflict(tmp_
     assert len(puts) == 2 and [what for what, _ in kube.requests].count("get") == 2
     assert puts[-1]["metadata"]["labels"] == {"a": "1", "b": "2"}  # type: ignore[index]
     assert out.records["answer/0/update ConfigMap/c"] == {"allowed": True, "code": 200, "message": ""}
+
+
+class _QueueKube(_PodsKube):
+    """A cluster whose ClusterQueue turns Active on the ``active_after``-th read."""
+
+    def __init__(self, active_after: int) -> None:
+        super().__init__(polls=0)
+        self.active_after = active_after
+        self.reads = 0
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None) -> tuple[int, object]:
+        self.reads += 1
+        status = "True" if self.reads >= self.active_after else "False"
+        return 200, {
+            "metadata": {"name": name},
+            "status": {"conditions": [{"type": "Active", "status": status}]},
+        }
+
+
+_WAIT = (
+    "apiVersion: conformance.trainer.kubeflow.org/v1alpha1\nkind: Step\n"
+    "wait: {apiVersion: kueue.x-k8s.io/v1beta2, kind: ClusterQueue, name: cq, condition: Active, timeout: 0.5}\n"
+)
+
+
+async def test_a_wait_step_polls_until_the_condition_and_records_only_a_timeout(tmp_path: Path) -> None:
+    kube = _QueueKube(active_after=3)
+    out = await _scenario(tmp_path, _WAIT).run(Side("ours", kube))  # type: ignore[arg-type]
+    assert kube.reads == 3 and not [k for k in out.records if k.startswith("wait/")]
+    never = _QueueKube(active_after=10**9)
+    out = await _scenario(tmp_path, _WAIT).run(Side("ours", never))  # type: ignore[arg-type]
+    assert out.records["wait/0/ClusterQueue/cq"] == {"timedOut": "Active never True"}
 
 
 class _LaggingKube:

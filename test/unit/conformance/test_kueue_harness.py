@@ -126,3 +126,46 @@ def test_kueue_v0_17_runs_the_job_integration_too(tmp_path: Path) -> None:
         config = kq.configuration(webhook_port=1, health_port=2, cert_dir=tmp_path, frameworks=frameworks)
         expected = ["trainer.kubeflow.org/trainjob", "jobset.x-k8s.io/jobset", *extra]
         assert config["integrations"]["frameworks"] == expected
+
+
+def test_multikueue_objects_name_the_worker_kubeconfig_secret_and_the_check() -> None:
+    objects = kq.multikueue_objects({"worker": b"kubeconfig-bytes"}, check="mk")
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Secret", "multikueue-worker"),
+        ("MultiKueueCluster", "worker"),
+        ("MultiKueueConfig", "multikueue"),
+        ("AdmissionCheck", "mk"),
+    ]
+    secret, cluster, config, check = objects
+    assert secret["metadata"]["namespace"] == kq.NAMESPACE
+    assert base64.b64decode(secret["data"]["kubeconfig"]) == b"kubeconfig-bytes"
+    assert cluster["spec"] == {
+        "clusterSource": {"kubeConfig": {"locationType": "Secret", "location": "multikueue-worker"}}
+    }
+    assert config["spec"] == {"clusters": ["worker"]}
+    assert check["spec"] == {
+        "controllerName": "kueue.x-k8s.io/multikueue",
+        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "multikueue"},
+    }
+    assert all(o["apiVersion"] == kq.API_VERSION for o in objects[1:])
+
+
+def test_the_release_controller_concurrency_is_kept() -> None:
+    release = [
+        *RELEASE,
+        {
+            "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+            "data": {
+                "controller_manager_config.yaml": yaml.safe_dump(
+                    {"controller": {"groupKindConcurrency": {"Workload.kueue.x-k8s.io": 5}}, "qps": 50}
+                )
+            },
+        },
+    ]
+    controller = kq.release_controller(release)
+    assert controller == {"groupKindConcurrency": {"Workload.kueue.x-k8s.io": 5}}
+    config = kq.configuration(webhook_port=1, health_port=2, cert_dir=Path("/c"), controller=controller)
+    assert config["controller"] == controller
+    assert kq.release_controller(RELEASE) == {}
+    assert "controller" not in kq.configuration(webhook_port=1, health_port=2, cert_dir=Path("/c"))

@@ -6,7 +6,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import socket
 import ssl
+import subprocess
+import sys
+import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +33,7 @@ from manager.webhook import (
 )
 from manager.webhook import metrics as webhook_metrics
 from manager.webhook.jsonpatch import apply
+from manager.webhook.server import GIL_SWITCH_INTERVAL
 
 
 class Defaulter:
@@ -440,3 +447,113 @@ def test_json_copy_copies_documents_deeper_than_orjson_accepts() -> None:
         assert copied == doc and copied is not doc
     finally:
         sys.setrecursionlimit(limit)
+
+
+def test_the_default_certificate_directory_is_gos_temp_dir_found_without_writing(tmp_path: Path) -> None:
+    """controller-runtime's default under Go's os.TempDir(): $TMPDIR as given, else /tmp, found
+    without touching the disk. The console script imports it; the Helm chart's hook pod runs it
+    on a read-only root with no /tmp volume, where tempfile.gettempdir() (which writes a probe
+    file into each candidate) raised "No usable temporary directory" at import."""
+    code = "from manager.webhook.server import DEFAULT_CERT_DIR; print(DEFAULT_CERT_DIR)"
+    missing = tmp_path / "no-such-directory"
+    environ = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+    for tmpdir, expected in ((str(missing), missing), (None, Path("/tmp"))):
+        env = environ if tmpdir is None else {**environ, "TMPDIR": tmpdir}
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == str(expected / "k8s-webhook-server" / "serving-certs")
+    assert not missing.exists()
+
+
+def _post_blocking(served: Served, path: str, body: Any) -> tuple[float, dict[str, Any]]:
+    """One AdmissionReview sent from a plain thread: when its answer arrived, and the answer."""
+    import http.client
+
+    conn = http.client.HTTPSConnection(
+        "127.0.0.1", served.server.bound_port, context=served.client_context(), timeout=30
+    )
+    try:
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        answer = json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+    return time.monotonic(), answer
+
+
+async def test_answers_while_the_managers_loop_is_busy(served: Served) -> None:
+    # design rule (docs/behaviour/framework.md D.5): an admission answer never waits behind the
+    # loop that runs the reconcilers. The host loop is held by a long synchronous step here.
+    answered: list[tuple[float, dict[str, Any]]] = []
+    arrived = threading.Event()
+    body = review("CREATE", obj(size=9))
+
+    def send() -> None:
+        answered.append(_post_blocking(served, "/validate", body))
+        arrived.set()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    # blocks the host loop on purpose (nothing else runs on it) until the answer is in
+    in_time = arrived.wait(timeout=20)
+    released = time.monotonic()
+    await asyncio.to_thread(sender.join)
+    assert in_time, "no answer within 20 s while the host loop was blocked"
+    at, answer = answered[0]
+    assert at <= released
+    resp = answer["response"]
+    assert resp["uid"] == body["request"]["uid"]
+    assert (resp["allowed"], resp["status"]["code"]) == (False, 403)
+    assert resp["status"]["message"] == "spec.size: must be at most 5"
+
+
+async def test_stopping_ends_the_server_thread_and_frees_the_port(tmp_path: Path) -> None:
+    ca = TinyCA("webhook-test-ca")
+    ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+        tmp_path / "tls.crt", tmp_path / "tls.key"
+    )
+    server = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path)
+    server.register("/validate", validating_handler(Validator()))
+    before = set(threading.enumerate())
+    interval = sys.getswitchinterval()
+    started = asyncio.Event()
+    task = asyncio.create_task(server.start(started))
+    await asyncio.wait_for(started.wait(), 10)
+    assert server.started_checker()()
+    # the server's thread waits for the GIL at most 1 ms while it serves (Python's default: 5 ms)
+    assert sys.getswitchinterval() == pytest.approx(min(interval, GIL_SWITCH_INTERVAL))
+    port = server.bound_port
+    assert port is not None
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert not server.started_checker()()
+    assert sys.getswitchinterval() == pytest.approx(interval)
+    assert set(threading.enumerate()) <= before
+    with socket.socket() as sock:  # nothing listens there any more
+        assert sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+async def test_own_thread_false_serves_on_the_callers_loop(tmp_path: Path) -> None:
+    ca = TinyCA("webhook-test-ca")
+    ca.issue_server("localhost", ips=["127.0.0.1"], dns=["localhost"]).write(
+        tmp_path / "tls.crt", tmp_path / "tls.key"
+    )
+    seen: list[int] = []
+
+    async def handler(req: AdmissionRequest) -> AdmissionResponse:
+        seen.append(threading.get_ident())
+        return AdmissionResponse(True)
+
+    server = WebhookServer(host="127.0.0.1", port=0, cert_dir=tmp_path, own_thread=False)
+    server.register("/validate", handler)
+    started = asyncio.Event()
+    task = asyncio.create_task(server.start(started))
+    await asyncio.wait_for(started.wait(), 10)
+    try:
+        status, answer = await Served(server, ca, tmp_path).post("/validate", review("CREATE", obj()))
+        assert status == 200 and answer["response"]["allowed"] is True
+        assert seen == [threading.get_ident()]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -22,7 +22,7 @@ from jsfixtures import (
 from prometheus_client import CollectorRegistry
 
 from manager import Request
-from manager.client.errors import Conflict, Forbidden, InternalError, Invalid
+from manager.client.errors import Conflict, Forbidden, InternalError, Invalid, NotFound
 from manager.meta.gvk import JOB as JOB_GVK
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.metrics import JobSetMetrics
@@ -307,6 +307,18 @@ async def test_status_conflict_drops_events_and_waits_for_the_newer_jobset() -> 
     assert events.items == [("Normal", "AllJobsCompleted", "jobset completed successfully")]
 
 
+async def test_a_jobset_deleted_before_its_status_write_is_no_error() -> None:
+    # docs/divergences.md J-1: the garbage collector deleted it (its TrainJob went) while the
+    # pass ran; upstream returns the NotFound as a reconcile error, the delete event follows.
+    client = RecordingClient(two_rjobs())
+    client.inject_error(
+        "status.update", NotFound('jobsets.jobset.x-k8s.io "test-jobset" not found', code=404)
+    )
+    rec, events, _ = reconciler(client)
+    assert await rec.reconcile(REQ) is None
+    assert events.items == []
+
+
 async def test_suspended_first_reconcile_counts_the_jobs_it_created_in_its_one_status_write() -> None:
     # Upstream writes suspended 0 here and 1 on the pass the Jobs' watch events cause; we write
     # what that pass would, once (docs/divergences.md, "Hot paths").
@@ -435,6 +447,35 @@ async def test_resume_clears_start_time_merges_template_and_unsuspends() -> None
     assert client.requests["status.update"] == 2  # the Job's startTime, then the JobSet
     assert events.items == [("Normal", "ResumeJobs", "jobset is resumed")]
     assert (await get_jobset(client))["status"]["conditions"][0]["status"] == "False"
+
+
+@pytest.mark.parametrize("verb", ["update", "status.update"])
+async def test_a_stale_child_job_ends_the_pass_without_error_and_the_next_resumes_it(verb: str) -> None:
+    # docs/divergences.md J-1: the job controller wrote the Job (its status) after the cache saw
+    # it, so resuming it is refused with a Conflict. Upstream returns the error (a logged
+    # "Reconciler error" and a back-off); the Job's newer version reconciles again anyway.
+    js = jobset(rjob("a", 1))
+    js["status"] = {"conditions": [cond("Suspended", reason="SuspendedJobs", message="jobset is suspended")]}
+    client = RecordingClient(js, job("test-jobset-a-0", "a", suspend=True, status={"startTime": ts(NOW)}))
+    client.inject_error(verb, Conflict("the object has been modified", code=409))
+    rec, events, _ = reconciler(client)
+    assert await rec.reconcile(REQ) is None  # no error: no back-off, no "Reconciler error"
+    assert events.items == []  # the pass ended before its status write, its events dropped
+    assert (await get_jobset(client))["status"]["conditions"][0]["status"] == "True"
+    await rec.reconcile(REQ)  # the Job's watch event
+    assert client.stored("Job", "test-jobset-a-0")["spec"]["suspend"] is False  # type: ignore[index]
+    assert events.items == [("Normal", "ResumeJobs", "jobset is resumed")]
+
+
+async def test_a_stale_child_job_while_suspending_ends_the_pass_without_error() -> None:
+    client = RecordingClient(two_rjobs(suspend=True), job("test-jobset-a-0", "a", suspend=False))
+    client.inject_error("update", Conflict("the object has been modified", code=409))
+    rec, events, _ = reconciler(client)
+    assert await rec.reconcile(REQ) is None
+    assert events.items == [] and client.requests["status.update"] == 0
+    await rec.reconcile(REQ)
+    assert client.stored("Job", "test-jobset-a-0")["spec"]["suspend"] is True  # type: ignore[index]
+    assert ("Normal", "SuspendedJobs", "jobset is suspended") in events.items
 
 
 async def test_never_suspended_jobset_gets_no_suspended_condition() -> None:

@@ -274,3 +274,25 @@ async def test_v2_3_the_first_build_is_the_one_every_later_build_from_the_snapsh
     assert first == later
     (policy,) = first["spec"]["volumeClaimPolicies"]
     assert policy["templates"][0]["status"] == {}
+
+
+async def test_v2_3_a_snapshot_text_is_parsed_once_and_each_build_gets_its_own_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trainer.runtime.levels import v2_3_snapshot
+
+    reader = FakeReader([runtime()])
+    writer = RecordingWriter(reader)
+    jobs = [stored_trainjob(name, "torch-distributed", trainer={"numNodes": 1}) for name in ("a", "b")]
+    v2_3_snapshot._parse_snapshot.cache_clear()
+    parses: list[str] = []
+    real = yaml.safe_load
+    monkeypatch.setattr(v2_3_snapshot.yaml, "safe_load", lambda text: parses.append(text) or real(text))
+    for tj in jobs * 3:  # the first build of each writes its snapshot, the later ones read it
+        await build(V2_3, reader, writer, tj)
+    assert len(parses) == 1  # one runtime version: one text, parsed once for both TrainJobs
+    cm = snapshot_configmap(TrainJob.from_dict(jobs[0]), runtime())
+    first = v2_3_snapshot.decode_snapshot(TrainJob.from_dict(jobs[0]), cm)
+    first["spec"]["mlPolicy"]["numNodes"] = 99  # a build that changed what it was given
+    again = v2_3_snapshot.decode_snapshot(TrainJob.from_dict(jobs[0]), cm)
+    assert again["spec"]["mlPolicy"]["numNodes"] != 99

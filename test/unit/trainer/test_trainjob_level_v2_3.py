@@ -1,7 +1,7 @@
 """The TrainJob reconciler at API level v2.3 (Trainer v2.3.0's trainjob_controller.go) on a fake
 API: the managedBy early return, spec.activeDeadlineSeconds, the status merge patch and the
-events.k8s.io recorder (docs/behaviour/trainer.md §12); v2.1 keeps reconciling every TrainJob,
-has no deadline, PUTs the status and writes core/v1 Events."""
+events.k8s.io recorder (docs/behaviour/trainer.md §12); v2.1 has the managedBy early return too
+(divergence T-18), no deadline, PUTs the status and writes core/v1 Events."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def test_managed_by_external_controller_unless_unset_or_the_trainers_own(
     spec = {} if managed_by is None else {"managedBy": managed_by}
     assert is_managed_by_external_controller({"spec": spec}) is external
     assert V2_3.reconciles({"spec": spec}) is not external
-    assert V2_1.reconciles({"spec": spec}) is True
+    # level v2.1 too, though v2.1.0 reconciled every TrainJob (divergence T-18)
+    assert V2_1.reconciles({"spec": spec}) is not external
 
 
 async def test_v2_3_skips_a_trainjob_managed_by_multikueue_without_any_write() -> None:
@@ -69,10 +70,15 @@ async def test_v2_3_reconciles_a_trainjob_of_its_own_controller() -> None:
     assert [c["type"] for c in tj["status"]["conditions"]] == ["Suspended"]
 
 
-async def test_v2_1_reconciles_a_trainjob_whatever_its_managed_by() -> None:
+async def test_v2_1_leaves_a_trainjob_managed_by_multikueue_alone_as_v2_3_does() -> None:
+    """Divergence T-18: trainer v2.1.0 built (and ran) the JobSet of a MultiKueue TrainJob on the
+    management cluster; level v2.1 here writes nothing, as v2.3.0."""
     reconciler, client = await setup(V2_1, node_runtime(), trainjob(suspend=True, managedBy=MULTIKUEUE))
-    await reconciler.reconcile(REQ)
-    await client.get(JOBSET_GVK, "test-job", "default")
+    assert await reconciler.reconcile(REQ) is None
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    assert "status" not in await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert client.requests.get("apply", 0) == 0
 
 
 # -- spec.activeDeadlineSeconds ------------------------------------------------------------------

@@ -136,7 +136,14 @@ class JobSetReconciler:
         cache_behind = self.status_writes.cache_is_behind(js)
         opts = S.ReconcileOpts(steps=self.steps)
         # An error aborts before the status write: the status is not written and events are dropped.
-        result = await self.reconcile_jobset(js, opts)
+        try:
+            result = await self.reconcile_jobset(js, opts)
+        except StaleChildJob as stale:
+            # Expected cache lag (docs/divergences.md J-1): the Job's newer version is on its way
+            # through the watch of owned Jobs, which reconciles this JobSet again. Like an error,
+            # the pass ends before its status write; unlike one, without back-off or a log line.
+            log.debug("JobSet %s: %s", name_of(js), stale)
+            return None
         if opts.should_update:
             if cache_behind:
                 # Our last status write is newer than this JobSet: its PUT would be refused
@@ -153,7 +160,8 @@ class JobSetReconciler:
         watch event is on its way and reconciles the JobSet again from fresh state, so the
         conflict is expected cache lag -- no error, no back-off (upstream returns
         ``Requeue: true``, a rate-limited retry; docs/divergences.md). The events of this pass
-        are dropped, as upstream; the next pass computes them again.
+        are dropped, as upstream; the next pass computes them again. A NotFound means the JobSet
+        was deleted meanwhile: nothing is left to write (upstream returns the error).
 
         The events are recorded in the background (``emit``), as Go's recorder queues them: the
         worker goes on to the next JobSet instead of waiting for each Event's POST.
@@ -169,6 +177,12 @@ class JobSetReconciler:
             self.status_writes.wrote(await self.client.status.update(_JOBSET_CODEC.encode(js)))
         except Conflict:
             log.debug("status conflict on JobSet %s: waiting for its newer version", name_of(js))
+            return
+        except NotFound:
+            # Deleted since the cache saw it (its owner's deletion, the garbage collector): the
+            # delete event is on its way and there is nothing left to write (J-1).
+            log.debug("JobSet %s was deleted before its status write", name_of(js))
+            self.status_writes.forget(meta_of(js).get("namespace") or "", name_of(js))
             return
         for event in opts.events:
             self.recorder.emit(js, event.type, event.reason, event.message)
@@ -501,11 +515,24 @@ class JobSetReconciler:
 
     # -- suspend and resume (2.12) ---------------------------------------------------------------------
 
+    async def update_job(self, job: Object, *, status: bool = False) -> Object:
+        """One Job update (its status subresource with ``status``); a Conflict means the cache held
+        an older Job than the server (the job controller writes its status all the time), which
+        ends the pass as ``StaleChildJob``."""
+        try:
+            if status:
+                updated: Object = await self.client.status.update(job)
+            else:
+                updated = await self.client.update(job)
+        except Conflict as err:
+            raise StaleChildJob(f"Job {name_of(job)} changed since the cache saw it; waiting for it") from err
+        return updated
+
     async def suspend_jobs(self, js: Object, active: list[Object], opts: S.ReconcileOpts) -> None:
         for job in active:
             if not J.job_suspended(job):
                 job.setdefault("spec", {})["suspend"] = True
-                await self.client.update(job)
+                await self.update_job(job)
         S.set_condition(js, S.suspended_condition(), opts, self.now())
         S.set_restart_ended(js, S.RestartEnd.SUSPENDED, opts, self.now())
 
@@ -538,14 +565,19 @@ class JobSetReconciler:
         """Clear startTime (status UPDATE), merge the rjob's current pod template, unsuspend (UPDATE)."""
         if (job.get("status") or {}).get("startTime"):
             job["status"].pop("startTime")
-            job = await self.client.status.update(job)
+            job = await self.update_job(job, status=True)
         rjob_name = labels_of(job).get(c.ReplicatedJobNameKey)
         if rjob_name:
             merge_pod_template(job, templates.get(rjob_name) or {})
         else:
             log.error("job %s is missing the %s label", name_of(job), c.ReplicatedJobNameKey)
         job.setdefault("spec", {})["suspend"] = False
-        await self.client.update(job)
+        await self.update_job(job)
+
+
+class StaleChildJob(Exception):
+    """A child Job's update was refused with a Conflict: the reconcile ends without its status
+    write and without an error (``update_job``)."""
 
 
 def _ref(obj: Object) -> str:

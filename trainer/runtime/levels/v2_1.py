@@ -2,13 +2,13 @@
 steps 1 and 2): ``spec.labels``/``spec.annotations`` over the runtime template's, and the
 ``podTemplateOverrides`` strategic-merged into the targeted replicated jobs' pod templates.
 
-Its reconciler and admission steps are Trainer v2.1.0's (docs/behaviour/trainer.md §3, §5):
-every TrainJob is reconciled whatever its ``managedBy``, there is no active deadline, a changed
-status is PUT (resourceVersion-checked), events are core/v1 Events and no TrainJob defaulting
-webhook is served. The plugins' rules of this level (§2.7-§2.10): ``podTemplateOverrides`` name
-existing jobs and containers and change only while suspended; ``numProcPerNode`` is an integer
-or ``auto``/``cpu``/``gpu`` for torch (and the torch rules are skipped without it), an integer
-for MPI.
+Its reconciler and admission steps are Trainer v2.1.0's (docs/behaviour/trainer.md §3, §5) but
+for ``managedBy``: a TrainJob of another controller is left alone, as v2.3.0 does (divergence
+T-18); there is no active deadline, a changed status is PUT (resourceVersion-checked), events
+are core/v1 Events and no TrainJob defaulting webhook is served. The plugins' rules of this
+level (§2.7-§2.10): ``podTemplateOverrides`` name existing jobs and containers and change only
+while suspended; ``numProcPerNode`` is an integer or ``auto``/``cpu``/``gpu`` for torch (and
+the torch rules are skipped without it), an integer for MPI.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, PodTemplateOverride
 from trainer.runtime.info import Info
 from trainer.runtime.levels import MPISSHAuthModes, Recorders, TorchTuneRules
 from trainer.runtime.levels.active_jobs import refuse_while_jobs_are_active
+from trainer.runtime.levels.managed_by import is_managed_by_external_controller
 from trainer.runtime.levels.v2_1_build import REPLACE_IN_BUILDER
 from trainer.runtime.levels.v2_1_finalizer import KEEP_WHILE_REFERENCED
 
@@ -264,8 +265,10 @@ class V2_1Runtime:
     """The SSH key files get the kubelet's default mode."""
 
     def reconciles(self, trainjob: Json) -> bool:
-        """Every TrainJob: v2.1.0's reconciler does not look at ``managedBy``."""
-        return True
+        """Only TrainJobs the Trainer's own controller manages, as v2.3.0 (``managed_by.py``):
+        v2.1.0's reconciler did not look at ``managedBy`` and ran a MultiKueue TrainJob on the
+        management cluster too (divergence T-18)."""
+        return not is_managed_by_external_controller(trainjob)
 
     def trainjob_event_recorder(self, recorders: Recorders, component: str) -> Recorder:
         return recorders.event_recorder(component)

@@ -20,11 +20,11 @@ from manager.meta.field import FieldError
 from manager.meta.object import Json
 from manager.meta.strategicmerge import JOB_TEMPLATE_SPEC, Schema, strategic_merge
 from trainer.api import gocodec
-from trainer.api import trainer_constants as tc
 from trainer.api.trainer_v1alpha1 import JobSetTemplateSpec, Trainer, TrainJob
 from trainer.api.v2_3 import trainer_constants as c23
 from trainer.runtime.info import Info
 from trainer.runtime.levels import MPISSHAuthModes, Recorders, TorchTuneRules
+from trainer.runtime.levels.managed_by import is_managed_by_external_controller
 from trainer.runtime.levels.v2_3_admission import (
     INITIALIZER_VOLUME,
     validate_env_injection_targets,
@@ -112,15 +112,6 @@ TRAINJOB_EVENT_ACTION = "Reconciling"
 """The ``action`` of the TrainJob controller's events (``Eventf(..., reason, "Reconciling", ...)``)."""
 
 
-def is_managed_by_external_controller(trainjob: Json) -> bool:
-    """Upstream's ``trainjob.IsManagedByExternalController``: ``spec.managedBy`` (unset reads as
-    the Trainer's own ``trainer.kubeflow.org/trainjob-controller``) names another controller."""
-    managed_by = (trainjob.get("spec") or {}).get("managedBy")
-    if managed_by is None:
-        managed_by = tc.TrainJobControllerName
-    return bool(managed_by != tc.TrainJobControllerName)
-
-
 class V2_3Runtime:
     """``RuntimeLevel`` of v2.3."""
 
@@ -149,9 +140,9 @@ class V2_3Runtime:
     and env)."""
 
     def reconciles(self, trainjob: Json) -> bool:
-        """Only TrainJobs the Trainer's own controller manages (v2.3.0's early return; v2.1.0
-        reconciled every TrainJob). Kueue's MultiKueue (``kueue.x-k8s.io/multikueue``) runs
-        the TrainJob elsewhere and mirrors its status here itself."""
+        """Only TrainJobs the Trainer's own controller manages (v2.3.0's early return,
+        ``managed_by.py``). Kueue's MultiKueue (``kueue.x-k8s.io/multikueue``) runs the TrainJob
+        elsewhere and mirrors its status here itself."""
         return not is_managed_by_external_controller(trainjob)
 
     def trainjob_event_recorder(self, recorders: Recorders, component: str) -> Recorder:
