@@ -63,7 +63,7 @@ GO_T16_LEVELS = {"v2.1"}
 (trainer v2.1.0; divergence T-18): its JobSet is built, and runs, on the management cluster."""
 
 
-def _xfail_t16_on_go(request: pytest.FixtureRequest, stack: MultiKueue) -> None:
+def _xfail_t18_on_go(request: pytest.FixtureRequest, stack: MultiKueue) -> None:
     if GO_MANAGERS and stack.management.level.name in GO_T16_LEVELS:
         request.applymarker(
             pytest.mark.xfail(
@@ -241,7 +241,7 @@ async def test_trainjob_runs_on_the_worker_and_its_status_comes_back(
     the worker, where this manager runs it on the pool flavor's nodes; its status while running and
     its completion come back to the management copy, then MultiKueue removes the worker's copy.
     The management cluster never has a JobSet, Job or pod of it."""
-    _xfail_t16_on_go(request, multikueue_stack)
+    _xfail_t18_on_go(request, multikueue_stack)
     stacks = (multikueue_stack.management, multikueue_stack.worker)
     since = [log_size(s.manager.log) for s in stacks]
     management, worker = await _queues(mk)
@@ -362,7 +362,7 @@ async def test_deleting_on_the_management_cluster_removes_the_worker_copies(
     """A TrainJob and a JobSet running on the worker (pods that would run for minutes), deleted on
     the management cluster: MultiKueue deletes the worker's copies and Workloads, and the worker's
     managers and garbage collector take the JobSets, Jobs and pods with them."""
-    _xfail_t16_on_go(request, multikueue_stack)
+    _xfail_t18_on_go(request, multikueue_stack)
     stacks = (multikueue_stack.management, multikueue_stack.worker)
     since = [log_size(s.manager.log) for s in stacks]
     management, worker = await _queues(mk)
