@@ -69,9 +69,11 @@ test-repeat: $(STAMP)
 	@test -n "$(TESTS)" || { echo 'make test-repeat: name the tests, e.g. TESTS="test/unit/test_x.py::test_y" N=20' >&2; exit 2; }
 	$(PY) test/repeat.py --runs $(N) -- $(TESTS) $(PYTEST_ARGS)
 
-# The full chaos run (docs/reliability.md): 500 TrainJobs under kube-apiserver kills,
-# etcd compaction, leader SIGKILLs and proxy faults; figures to $(CHAOS_OUT). CHAOS_<PARAM>
-# overrides a parameter of test/chaos/harness.py Params (e.g. CHAOS_TRAINJOBS=200, CHAOS_SEED=7).
+# The full chaos run (docs/reliability.md), once per API level (one cluster each): 500 TrainJobs
+# under kube-apiserver kills, etcd compaction, leader SIGKILLs and proxy faults; figures to
+# $(CHAOS_OUT) with the level before the suffix (chaos-v2_1.json, chaos-v2_3.json). CHAOS_<PARAM>
+# overrides a parameter of test/chaos/harness.py Params (e.g. CHAOS_TRAINJOBS=200, CHAOS_SEED=7);
+# CHAOS_LEVELS=v2.3 runs one level.
 CHAOS_OUT ?= chaos-results/chaos.json
 test-chaos: $(STAMP) build-assets
 	CHAOS_OUT=$(CHAOS_OUT) $(PY) -m pytest test/chaos -m chaos -s $(PYTEST_ARGS)

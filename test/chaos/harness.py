@@ -2,6 +2,10 @@
 proxy, a mixed workload in flight, and faults at random points; then the end-state checks and
 the figures.
 
+It runs at one API level (``Params.level``, ``LEVELS``): the cluster holds that level's CRDs, the
+managers run ``--api-level=<level>`` behind the level's webhook configurations, and the workload
+is the level's (``workload_v2_1.py``, ``workload_v2_3.py``) on the level's shipped runtimes.
+
 Faults (in a shuffled order with random gaps, while the workload is still being created and
 running): kube-apiserver SIGKILLed and restarted on the same port and etcd; etcd compacted and
 every open watch ended with 410 Gone (each informer must relist); the leader manager
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import datetime
 import itertools
 import json
@@ -26,6 +31,7 @@ import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,24 +39,28 @@ from typing import Any
 import aiohttp
 import yaml
 from faultproxy import FaultPlan, FaultProxy, TcpForwarder
-from trainer_process import webhook_configurations
 from workload import (
     Item,
     JobHistory,
+    LevelWorkload,
     Snapshot,
     build,
     events_per_object,
     finished_path_absent,
+    history_problems,
     jobset_state,
-    namespaced_runtimes,
     problems,
-    shipped_runtimes,
+    settled_problems,
 )
+from workload_v2_1 import V2_1
+from workload_v2_3 import V2_3
 
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.envtest.process import free_port
-from trainer.conformance.webhook_probes import wait_webhooks_effective
+from trainer import levels
+from trainer.conformance import harness as conformance
+from trainer.conformance.webhook_probes import configurations, wait_webhooks_effective
 
 ROOT = Path(__file__).resolve().parents[2]
 Json = dict[str, Any]
@@ -63,10 +73,52 @@ OURS = frozenset({"trainer-trainjob-controller", "jobset", "PodGroupController",
 # created or deleted and every reconcile (`CHAOS_LOG_LEVEL=info` for the leaner product default).
 LOG_LEVEL = os.environ.get("CHAOS_LOG_LEVEL", "debug")
 JOB_POLL_SECONDS = 1.0
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class ChaosLevel:
+    """What a run at one API level installs and creates (one stack per level, as test/e2e/kueue)."""
+
+    workload: LevelWorkload
+    crds: Callable[[], list[Path]]
+    """The CRDs the cluster serves (the scheduler-plugins kinds included)."""
+    webhooks: Callable[[], list[Json]]
+    """The level's webhook configurations (before they are limited to the run's namespace)."""
+
+
+def _v2_1_webhooks() -> list[Json]:
+    return configurations(sorted((ROOT / "config" / "webhook").glob("*.yaml")))
+
+
+LEVELS: dict[str, ChaosLevel] = {
+    # config/crd, config/webhook and config/runtimes, as the suite ran before levels
+    "v2.1": ChaosLevel(V2_1, lambda: [ROOT / "config" / "crd"], _v2_1_webhooks),
+    # config/overlays/v2.3's CRDs (+ PodGroup/ElasticQuota) and webhook configurations, the TrainJob
+    # defaulter included (what the conformance harness installs at the level)
+    "v2.3": ChaosLevel(
+        V2_3,
+        lambda: conformance.LevelInputs(levels.get("v2.3")).our_crds(),
+        lambda: conformance.LevelInputs(levels.get("v2.3")).our_webhooks(),
+    ),
+}
+
+
+def for_namespace(docs: list[Json], namespace: str) -> list[Json]:
+    """The webhook configurations with every namespaced webhook limited to ``namespace`` (the
+    ClusterTrainingRuntime webhook keeps its cluster scope)."""
+    out = copy.deepcopy(docs)
+    for doc in out:
+        for hook in doc.get("webhooks", []):
+            if hook["name"] != "validator.clustertrainingruntime.trainer.kubeflow.org":
+                hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+    return out
 
 
 @dataclass
 class Params:
+    level: str = "v2.1"
+    """The API level of the cluster, the managers and the workload (``LEVELS``)."""
     trainjobs: int = 500
     jobsets: int = 50
     podgroups: int = 25
@@ -83,6 +135,12 @@ class Params:
     converge_timeout: float = 1200.0
     max_events_per_object: int = 20
     gap_seconds: tuple[float, float] = (3.0, 10.0)
+    deadline_seconds: float = 60.0
+    """``activeDeadlineSeconds`` of the TrainJobs that must expire (level v2.3), counted from
+    their creation: shorter than the faults last, so most expire while they run."""
+    update_gap_seconds: tuple[float, float] = (3.0, 10.0)
+    """Before each of an item's updates (level v2.3: a runtime patch changed while suspended,
+    then the resume)."""
     seed: int = field(default_factory=lambda: int(os.environ.get("CHAOS_SEED", random.randrange(1 << 30))))
 
 
@@ -112,7 +170,6 @@ class Replica:
             "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}", "secureServing": False},
             "webhook": {"port": self.webhook_port, "host": "127.0.0.1"},
             "certManagement": {"enable": False},
-            "apiLevel": "v2.1",  # the suite's cluster serves config/crd (the shipped Deployment names its level by flag)
             "leaderElection": {
                 "leaderElect": True,
                 "resourceName": LEASE,
@@ -123,6 +180,7 @@ class Replica:
             },
         }
         (self.dir / "config.yaml").write_text(yaml.safe_dump(config))
+        self.level = params.level
         self.proc: asyncio.subprocess.Process | None = None
         self.incarnation = 0
         self.killed = False
@@ -148,6 +206,8 @@ class Replica:
                 f"--config={self.dir / 'config.yaml'}",
                 f"--kubeconfig={self.kubeconfig}",
                 f"--webhook-cert-dir={self.dir}",
+                # as the shipped Deployments of both levels name theirs
+                f"--api-level={self.level}",
                 "--log-format=json",
                 f"--zap-log-level={LOG_LEVEL}",
                 cwd=ROOT,
@@ -252,6 +312,7 @@ def metric_sum(texts: list[str], name: str, **match: str) -> dict[str, float]:
 
 @dataclass
 class Figures:
+    level: str = ""
     seed: int = 0
     params: Json = field(default_factory=dict)
     objects_created: Json = field(default_factory=dict)
@@ -281,11 +342,15 @@ class Figures:
     # Jobs a Completed JobSet lacks by design (workload.finished_path_absent), by what the polls saw
     finished_path_jobs: Json = field(default_factory=dict)
     finished_path_details: list[str] = field(default_factory=list)
+    # level v2.3: when the TrainJobs with a short activeDeadlineSeconds failed, against the faults
+    deadlines_expired: Json = field(default_factory=dict)
+    updates_applied: int = 0
+    pvcs_created: int = 0
 
     def table(self) -> str:
         faults = ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items()))
         lines = [
-            f"chaos run (seed {self.seed}): {self.objects_created}",
+            f"chaos run at level {self.level} (seed {self.seed}): {self.objects_created}",
             f"  faults injected: {faults}",
             f"  kube-apiserver down (s): {[round(x, 1) for x in self.apiserver_down_seconds]}",
             f"  leader failover (s): {[round(x, 1) for x in self.failover_seconds]} "
@@ -301,6 +366,8 @@ class Figures:
             f"  proxy requests: {self.proxy_requests}",
             f"  Jobs absent by JobSet's finished path (an MPI node outlived by its launcher): "
             f"{self.finished_path_jobs}",
+            f"  deadlines expired (DeadlineExceeded): {self.deadlines_expired}; updates applied "
+            f"(runtime patch while suspended, resume): {self.updates_applied}; PVCs created: {self.pvcs_created}",
             f"  events: {self.events_total} by the manager, at most {self.max_events_per_object} "
             f"per object ({self.max_events_object}); {self.events_all_components} by every component, "
             f"at most {self.max_events_any_component} per object",
@@ -313,13 +380,29 @@ class ChaosRun:
         self.p = params
         self.work = work
         self.rng = random.Random(params.seed)
+        # the updates' own draws: the faults' order and gaps stay those of the seed
+        self.update_rng = random.Random(params.seed + 1)
+        self.level = LEVELS[params.level]
         self.fig = Figures(
-            seed=params.seed, params=asdict(params), failover_target_seconds=params.lease_duration + 5
+            level=params.level,
+            seed=params.seed,
+            params=asdict(params),
+            failover_target_seconds=params.lease_duration + 5,
         )
-        self.items = build(NS, params.trainjobs, params.jobsets, params.podgroups)
+        self.items = build(
+            NS,
+            params.trainjobs,
+            params.jobsets,
+            params.podgroups,
+            self.level.workload,
+            deadline_seconds=params.deadline_seconds,
+        )
         self.replicas: list[Replica] = []
         self.t0 = time.monotonic()
         self.job_history = JobHistory()
+        self.jobset_history = JobHistory()
+        self.pvc_history = JobHistory()
+        self.faults_wall: tuple[float, float] = (0.0, 0.0)
 
     def note(self, text: str) -> None:
         line = f"[{time.monotonic() - self.t0:7.1f}s] {text}"
@@ -329,12 +412,18 @@ class ChaosRun:
     # -- admin requests (directly to the API server, retried through its restarts) ------------
 
     async def admin(
-        self, method: str, path: str, body: Any = None, *, ok: tuple[int, ...] = ()
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        ok: tuple[int, ...] = (),
+        content_type: str = "application/json",
     ) -> tuple[int, Any]:
         deadline = time.monotonic() + 300
         while True:
             try:
-                status, data = await self.env.request(method, path, body)
+                status, data = await self.env.request(method, path, body, content_type=content_type)
             except (aiohttp.ClientError, TimeoutError, OSError):
                 status, data = 0, None
             if (status < 300 and status != 0) or status in ok:
@@ -345,13 +434,36 @@ class ChaosRun:
                 raise AssertionError(f"{method} {path} kept failing: {status} {data}")
             await asyncio.sleep(0.5)
 
-    async def create(self, obj: Json) -> None:
+    @staticmethod
+    def collection(obj: Json) -> str:
         api = obj["apiVersion"]
         base = f"/apis/{api}" if "/" in api else f"/api/{api}"
-        plural = {"TrainJob": "trainjobs", "JobSet": "jobsets", "PodGroup": "podgroups", "Job": "jobs"}[
-            obj["kind"]
-        ]
-        await self.admin("POST", f"{base}/namespaces/{obj['metadata']['namespace']}/{plural}", obj, ok=(409,))
+        plural = {
+            "TrainJob": "trainjobs",
+            "JobSet": "jobsets",
+            "PodGroup": "podgroups",
+            "Job": "jobs",
+            "PersistentVolume": "persistentvolumes",
+        }[obj["kind"]]
+        namespace = obj["metadata"].get("namespace")
+        return f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+
+    async def create(self, obj: Json) -> None:
+        path = self.collection(obj)
+        status, body = await self.admin("POST", path, obj, ok=(409, 422))
+        if status == 422:
+            # a create retried after kube-apiserver died answering it: the JobSet webhook refuses a
+            # JobSet whose claims already exist (its controller made them meanwhile); it was created
+            got, _ = await self.admin("GET", f"{path}/{obj['metadata']['name']}", ok=(404,))
+            assert got == 200, f"POST {path}: 422 {body}"
+
+    async def apply_updates(self, item: Item) -> None:
+        """The item's merge patches, each a few seconds after the previous step."""
+        path = f"{self.collection(item.objects[-1])}/{item.name}"
+        for patch in item.updates:
+            await asyncio.sleep(self.update_rng.uniform(*self.p.update_gap_seconds))
+            await self.admin("PATCH", path, patch, content_type=MERGE_PATCH)
+            self.fig.updates_applied += 1
 
     async def list(self, path: str) -> list[Json]:
         _, body = await self.admin("GET", path)
@@ -372,6 +484,7 @@ class ChaosRun:
             secrets=await self.list(f"/api/v1{ns}/secrets"),
             configmaps=await self.list(f"/api/v1{ns}/configmaps"),
             events=await self.list(f"/api/v1{ns}/events"),
+            pvcs=await self.list(f"/api/v1{ns}/persistentvolumeclaims"),
         )
 
     # -- lease ---------------------------------------------------------------------------------
@@ -498,16 +611,20 @@ class ChaosRun:
             await asyncio.sleep(0.3)
 
     async def job_history_loop(self) -> None:
-        """Poll the namespace's Jobs straight from the API server (a failed poll is skipped: the
-        API server restarts during the run). ``resourceVersion=0`` is served from the watch
-        cache, so a thousand Jobs a second cost the API server no etcd read."""
+        """Poll the namespace's Jobs, JobSets and PVCs straight from the API server (a failed poll
+        is skipped: the API server restarts during the run). ``resourceVersion=0`` is served from
+        the watch cache, so a thousand Jobs a second cost the API server no etcd read."""
+        polled = (
+            (f"/apis/batch/v1/namespaces/{NS}/jobs", self.job_history),
+            (f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NS}/jobsets", self.jobset_history),
+            (f"/api/v1/namespaces/{NS}/persistentvolumeclaims", self.pvc_history),
+        )
         while True:
-            with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
-                status, body = await self.env.request(
-                    "GET", f"/apis/batch/v1/namespaces/{NS}/jobs?resourceVersion=0"
-                )
-                if status == 200:
-                    self.job_history.observe(list(body["items"]), time.monotonic() - self.t0)
+            for path, history in polled:
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
+                    status, body = await self.env.request("GET", f"{path}?resourceVersion=0")
+                    if status == 200:
+                        history.observe(list(body["items"]), time.monotonic() - self.t0)
             await asyncio.sleep(JOB_POLL_SECONDS)
 
     def diagnose(self, found: list[str], snap: Snapshot) -> list[str]:
@@ -556,12 +673,12 @@ class ChaosRun:
 
     async def run(self) -> Figures:
         p = self.p
-        self.note(f"seed {p.seed}: {len(self.items)} objects, {p.nodes} KWOK nodes")
+        self.note(f"level {p.level}, seed {p.seed}: {len(self.items)} objects, {p.nodes} KWOK nodes")
         env = Environment(
             self.work / "env",
             full=True,
             nodes=p.nodes,
-            crd_paths=[ROOT / "config" / "crd"],
+            crd_paths=self.level.crds(),
             pod_run_seconds=p.pod_run_seconds,
             pod_run_jitter_seconds=p.pod_jitter_seconds,
         )
@@ -628,21 +745,28 @@ class ChaosRun:
             await asyncio.gather(*tasks, return_exceptions=True)
             codes = {r.name: await r.terminate() for r in self.replicas}
             await forwarder.stop()
-            (self.work / "jobs-history.json").write_text(json.dumps(self.job_history.to_json(), indent=1))
+            for name, history in (
+                ("jobs", self.job_history),
+                ("jobsets", self.jobset_history),
+                ("pvcs", self.pvc_history),
+            ):
+                (self.work / f"{name}-history.json").write_text(json.dumps(history.to_json(), indent=1))
         self.fig.run_seconds = time.monotonic() - self.t0
         self._metrics()
         assert all(c == 0 for c in codes.values()), f"managers did not stop cleanly: {codes}"
         return self.fig
 
     async def _install(self, env: Environment, webhook_port: int, ca: TinyCA) -> None:
-        await env.apply_manifests(shipped_runtimes(), field_manager="chaos")
-        docs = webhook_configurations(NS)
+        workload = self.level.workload
+        # the shipped runtimes first: the TrainJob defaulter's probe (level v2.3) names one
+        await env.apply_manifests(list(workload.shipped_runtimes), field_manager="chaos")
+        docs = for_namespace(self.level.webhooks(), NS)
         path = self.work / "webhooks.yaml"
         path.write_text(yaml.safe_dump_all(docs))
         await env.install_webhooks([path], host="127.0.0.1", port=webhook_port, ca_bundle=ca.cert_pem)
         # the workload relies on the webhooks (JobSet defaults): create nothing before they answer
         await wait_webhooks_effective(env, docs, NS, timeout=120)
-        for rt in namespaced_runtimes(NS):
+        for rt in workload.namespaced_runtimes(NS):
             await self.admin(
                 "POST", f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainingruntimes", rt, ok=(409,)
             )
@@ -654,14 +778,23 @@ class ChaosRun:
         for item in self.items:
             queue.put_nowait(item)
 
+        updates: list[asyncio.Task[None]] = []
+
         async def worker() -> None:
             while not queue.empty():
                 item = queue.get_nowait()
                 for obj in item.objects:
                     await self.create(obj)
                 self.created += 1
+                if item.updates:
+                    updates.append(asyncio.create_task(self.apply_updates(item)))
 
-        await asyncio.gather(*(worker() for _ in range(8)))
+        try:
+            await asyncio.gather(*(worker() for _ in range(8)))
+            await asyncio.gather(*updates)
+        finally:
+            for task in updates:
+                task.cancel()
         kinds = Counter(i.flavour for i in self.items)
         self.fig.objects_created = dict(kinds)
         self.note(f"all {len(self.items)} objects created")
@@ -681,9 +814,12 @@ class ChaosRun:
             "kill": self.kill_leader,
             "window": self.fault_window,
         }
-        for name in plan:
+        start = 0.0
+        for i, name in enumerate(plan):
             await asyncio.sleep(self.rng.uniform(*p.gap_seconds))
+            start = start if i else time.time()
             await actions[name]()
+        self.faults_wall = (start, time.time())
         self.fig.faults = {
             "kube-apiserver restarts": p.apiserver_restarts,
             "etcd compactions": p.compactions,
@@ -699,9 +835,10 @@ class ChaosRun:
     async def _converge(self, t_last: float) -> None:
         deadline = t_last + self.p.converge_timeout
         last: list[str] = []
+        snapshots = self.level.workload.runtime_snapshots
         while True:
             snap = await self.snapshot()
-            last = problems(self.items, snap)
+            last = problems(self.items, snap, runtime_snapshots=snapshots)
             if not last:
                 break
             if time.monotonic() > deadline:
@@ -718,10 +855,17 @@ class ChaosRun:
         self.fig.converge_seconds_after_last_fault = time.monotonic() - t_last
         self.note(f"converged {self.fig.converge_seconds_after_last_fault:.1f} s after the last fault")
         # level-triggered and settled: nothing changes any more (no duplicate appears later)
+        converged = snap
         await asyncio.sleep(10)
         snap = await self.snapshot()
-        self.fig.problems = problems(self.items, snap)
+        self.fig.problems = (
+            problems(self.items, snap, runtime_snapshots=snapshots)
+            + settled_problems(self.items, converged, snap)
+            + history_problems(self.items, self.jobset_history, self.pvc_history)
+        )
         self.fig.diagnosis = self.diagnose(self.fig.problems, snap)
+        self.fig.deadlines_expired = self.deadlines_expired(snap)
+        self.fig.pvcs_created = len(self.pvc_history.jobs)
         absent = finished_path_absent(snap)
         self.fig.finished_path_jobs = {
             "deleted while active": sum(1 for name in absent if self.job_history.jobs.get(name)),
@@ -745,6 +889,30 @@ class ChaosRun:
         if everyone:
             obj, n = everyone.most_common(1)[0]
             self.fig.max_events_any_component = f"{n} ({obj})"
+
+    def deadlines_expired(self, snap: Snapshot) -> Json:
+        """How many TrainJobs failed on their own ``activeDeadlineSeconds`` before, during and
+        after the faults (by the Failed condition's transition time, whole seconds)."""
+        start, end = self.faults_wall
+        out: Counter[str] = Counter()
+        for item in self.items:
+            tj = snap.trainjobs.get(item.name)
+            if item.spec.reason != "DeadlineExceeded" or tj is None:
+                continue
+            cond = next(
+                (c for c in tj.get("status", {}).get("conditions", []) if c["type"] == "Failed"), None
+            )
+            if cond is None:
+                continue
+            at = _epoch(cond["lastTransitionTime"])
+            out[
+                "before the faults"
+                if at < int(start)
+                else "after the faults"
+                if at > end
+                else "during the faults"
+            ] += 1
+        return dict(out)
 
     def _metrics(self) -> None:
         texts = [t for r in self.replicas for t in r.metrics.values()]
@@ -785,4 +953,34 @@ def write(fig: Figures, path: Path) -> None:
     path.write_text(json.dumps(asdict(fig), indent=2, default=str))
 
 
-__all__ = ["ChaosRun", "Figures", "Params", "check", "write"]
+LEVELS_ENV = "CHAOS_LEVELS"
+"""The API levels the chaos tests run at, comma-separated (default: every level of ``LEVELS``);
+``-k v2_3`` selects one as well."""
+CHAOS_LEVELS = [n for n in os.environ.get(LEVELS_ENV, ",".join(LEVELS)).split(",") if n]
+
+
+def level_id(name: str) -> str:
+    return name.replace(".", "_")
+
+
+async def run_and_check(params: Params, work: Path, out: Path) -> Figures:
+    """One run: the figures written to ``out`` and printed, then checked."""
+    fig = await ChaosRun(params, work).run()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write(fig, out)
+    print(fig.table())
+    check(fig, params)
+    return fig
+
+
+__all__ = [
+    "CHAOS_LEVELS",
+    "LEVELS",
+    "ChaosRun",
+    "Figures",
+    "Params",
+    "check",
+    "level_id",
+    "run_and_check",
+    "write",
+]

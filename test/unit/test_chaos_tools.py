@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
 from faultproxy import FaultPlan, FaultProxy
 from local_http import serving
 from workload import Snapshot, build, problems
+from workload_v2_1 import V2_1
 
 from manager.cache.backoff import ReflectorBackoff
 from manager.cache.reflector import ListWatchOptions, Reflector
@@ -236,7 +237,7 @@ def _converged(items: list[Any]) -> Snapshot:
 
 
 def test_end_state_check_catches_lost_duplicate_and_orphan() -> None:
-    items = [i for i in build("ns", 20, 0, 0) if i.flavour in ("torch", "suspended", "deadline")]
+    items = [i for i in build("ns", 20, 0, 0, V2_1) if i.flavour in ("torch", "suspended", "deadline")]
     snap = _converged(items)
     assert problems(items, snap) == []
 
@@ -292,7 +293,7 @@ def test_job_history_tells_a_job_never_created_from_one_deleted_while_active() -
 def _mpi_converged(node: str) -> tuple[list[Any], Snapshot]:
     """One MPI TrainJob, Complete; its JobSet Completed by the launcher; the node Job ``node``
     (``absent``, ``complete``, ``active`` or ``terminating``)."""
-    items = [i for i in build("ns", 20, 0, 0) if i.flavour == "mpi"][:1]
+    items = [i for i in build("ns", 20, 0, 0, V2_1) if i.flavour == "mpi"][:1]
     name = items[0].name
     tjs = {name: {"metadata": {"name": name, "uid": "t"}, "status": {"conditions": [_true("Complete")]}}}
     jobsets = {

@@ -164,6 +164,9 @@ class TrainJobReconciler:
         errors: list[str] = []
 
         finished = is_finished(status)
+        # past its deadline the TrainJob fails in this pass (enforce, below): nothing is built for
+        # it, not even a JobSet to delete at once (docs/divergences.md T-17)
+        expiring = not finished and self.level.deadline.passed(trainjob, status, self.clock)
         previous_failed = find_condition(status, tc.TrainJobFailed)
         if not finished:
             remove_failed_condition(status)
@@ -172,12 +175,15 @@ class TrainJobReconciler:
         applied: list[Json] = []
         if runtime is None:
             errors.append(self.mark_unsupported_runtime(trainjob, status, previous_failed))
-        elif not finished and (err := await self.reconcile_objects(runtime, trainjob, applied)) is not None:
+        elif (
+            not (finished or expiring)
+            and (err := await self.reconcile_objects(runtime, trainjob, applied)) is not None
+        ):
             errors.append(err)
         set_suspended_condition(trainjob, status, self.now)
         if runtime is not None:
             before = status
-            status, err = await self.trainjob_status(runtime, trainjob, status, applied)
+            status, err = await self.trainjob_status(runtime, trainjob, status, applied, expiring=expiring)
             status = self.level.deadline.keep(before, status)
             if err is not None:
                 errors.append(err)
@@ -185,6 +191,11 @@ class TrainJobReconciler:
         requeue_after = await self.level.deadline.enforce(
             self.client, trainjob, original_status, status, self.clock, self.now
         )
+        # a TrainJob failed by its deadline keeps no JobSet: a failed delete is retried (T-19)
+        if (
+            err := await self.level.deadline.remove_jobset(self.client, trainjob, original_status, status)
+        ) is not None:
+            errors.append(err)
         set_state(trainjob, status)
         if (err := await self.update_status_if_changed(trainjob, original_status, status)) is not None:
             errors.append(err)
@@ -287,7 +298,13 @@ class TrainJobReconciler:
         return cached if _contained(body, cached) else None
 
     async def trainjob_status(
-        self, runtime: Runtime, trainjob: Json, status: Json, applied: Sequence[Json] = ()
+        self,
+        runtime: Runtime,
+        trainjob: Json,
+        status: Json,
+        applied: Sequence[Json] = (),
+        *,
+        expiring: bool = False,
     ) -> tuple[Json, str | None]:
         """Step 6: the status plugin's view (terminal conditions and jobsStatus from the JobSet).
 
@@ -296,6 +313,8 @@ class TrainJobReconciler:
         not an error: the status is kept, and the object's own watch event (it is owned by the
         TrainJob) brings the TrainJob back with the object in the cache -- no error, no back-off
         (upstream returns the NotFound and is retried with back-off; docs/divergences.md).
+        Nor is a JobSet that is not there for a TrainJob ``expiring`` in this pass (never built,
+        or deleted by a pass whose status write failed): it fails on its deadline now.
         """
         try:
             computed = await runtime.trainjob_status(trainjob)
@@ -303,6 +322,8 @@ class TrainJobReconciler:
             missing = err if isinstance(err, NotFound) else err.__cause__
             if isinstance(missing, NotFound) and _just_applied(missing, applied):
                 log.debug("applied object not in the cache yet; waiting for its watch event")
+                return status, None
+            if isinstance(missing, NotFound) and expiring:
                 return status, None
             return status, str(err)
         return (computed if computed is not None else status), None

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from manager.cache.cache import ResourceNotCached
-from manager.client.errors import ApiError, NotFound
+from manager.client.errors import ApiError, InternalError, NotFound, TransportError
 from manager.client.restmapper import NoKindMatch
 from manager.scheme import GroupVersionKind
 from trainer.runtime.readers import CacheReader
@@ -117,3 +117,38 @@ async def test_an_empty_name_is_not_found_without_a_live_read() -> None:
     with pytest.raises(NotFound):
         await reader.get(PRIORITY_CLASS, "", "")  # an uncached kind: no live read either
     assert live.gets == 0
+
+
+class _FailingLive(_Live):
+    """The API server answering the live confirmation with ``error`` (a 5xx, a dropped connection)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__({})
+        self.error = error
+
+    async def get(self, gvk: GroupVersionKind, name: str, namespace: str = "") -> dict[str, Any]:
+        self.gets += 1
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        InternalError("an error on the server (chaos) has prevented the request"),
+        TransportError("Server disconnected"),
+    ],
+)
+async def test_a_failed_live_confirmation_leaves_the_caches_answer(error: Exception) -> None:
+    # found by the chaos suite at level v2.3: a runtime patch changed while the TrainJob was
+    # suspended was refused (403 "spec.runtimePatches: Internal error: an error on the server ...")
+    # because the webhook's check of the JobSet's active jobs missed it in the cache (the JobSet
+    # was not made yet) and its live confirmation met a 500. Upstream reads the cache only and
+    # allows it: a confirmation we add must not turn an API fault into a refusal.
+    cache = _Cache({RUNTIME: {"cached": {"spec": {"cached": True}}}})
+    live = _FailingLive(error)
+    reader = CacheReader(cache, live, confirm_misses=True)
+    with pytest.raises(NotFound) as missing:
+        await reader.get(RUNTIME, "absent", "ns")
+    assert str(missing.value) == 'TrainingRuntime.trainer.kubeflow.org "absent" not found'
+    assert live.gets == 1
+    assert await reader.get(RUNTIME, "cached", "ns") == {"spec": {"cached": True}}

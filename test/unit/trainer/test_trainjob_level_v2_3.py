@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from trainer_unit_fixtures import NOW, ClientReader, FakeRecorder, fake_client, rjob, runtime, trainjob
 
-from manager.client.errors import Conflict, NotFound
-from manager.controller.reconcile import Request
+from manager.client.errors import Conflict, InternalError, NotFound
+from manager.controller.reconcile import ReconcileError, Request
 from manager.testing.fake import FakeClient
 from trainer.controllers.trainjob import TrainJobReconciler
 from trainer.runtime.levels import RuntimeLevel
@@ -176,6 +176,98 @@ async def test_v2_3_a_stale_pass_after_the_deadline_keeps_the_jobset_deleted_and
     tj = await client.get(TRAINJOB_GVK, "test-job", "default")
     assert conditions(tj) == [DEADLINE_FAILED]
     assert tj["status"]["jobsStatus"] == jobs
+
+
+async def test_v2_3_a_first_pass_past_the_deadline_builds_nothing_and_fails_the_trainjob() -> None:
+    # found by the chaos suite: a TrainJob whose first pass came after its deadline (its reconcile
+    # delayed by the faults) got its JobSet applied only to have it deleted at once; upstream does
+    # that (objects first, deadline after). Here nothing is built: no snapshot, no JobSet.
+    reconciler, client = await deadline_setup(V2_3, 90, deadline_job(60))
+    assert await reconciler.reconcile(REQ) is None
+    assert client.requests.get("apply", 0) == 0
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    assert conditions(await client.get(TRAINJOB_GVK, "test-job", "default")) == [DEADLINE_FAILED]
+
+
+async def test_v2_3_the_retry_of_a_failed_deadline_status_write_does_not_make_the_jobset_again() -> None:
+    # found by the chaos suite (the JobSet of an expiring TrainJob made twice): the pass past the
+    # deadline deleted the JobSet, its status write failed (a 500 of the API server), and the retry,
+    # still reading a running TrainJob, applied the JobSet again before deleting it once more.
+    reconciler, client = await deadline_setup(V2_3, 10, deadline_job(60))
+    await reconciler.reconcile(REQ)
+    await client.get(JOBSET_GVK, "test-job", "default")
+    reconciler.clock = lambda: at(60.5)
+    client.inject_error("status.patch", InternalError("an error on the server has prevented the request"))
+    with pytest.raises(ReconcileError):
+        await reconciler.reconcile(REQ)
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    applies = client.requests.get("apply", 0)
+    assert await reconciler.reconcile(REQ) is None
+    assert client.requests.get("apply", 0) == applies  # the retry built nothing
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    assert conditions(await client.get(TRAINJOB_GVK, "test-job", "default")) == [DEADLINE_FAILED]
+
+
+async def test_v2_3_a_resume_past_the_old_deadline_builds_the_jobset() -> None:
+    # the clock restarts at the resume: a pass that resumes a TrainJob created long ago builds it
+    job = deadline_job(60, status={"conditions": [SUSPENDED_TRUE]})
+    reconciler, client = await deadline_setup(V2_3, 3600, job)
+    result = await reconciler.reconcile(REQ)
+    assert result is not None and result.requeue_after == pytest.approx(60)
+    await client.get(JOBSET_GVK, "test-job", "default")
+
+
+async def test_v2_3_a_failed_delete_of_the_jobset_at_the_deadline_is_retried_until_it_is_gone() -> None:
+    # the chaos suite at level v2.3: an expiring TrainJob ended Failed/DeadlineExceeded with its
+    # JobSet still there 300 s later. Upstream deletes the JobSet once and only logs a failure; the
+    # TrainJob, now finished, is never looked at again and its JobSet's pods run on.
+    reconciler, client = await deadline_setup(V2_3, 10, deadline_job(60))
+    await reconciler.reconcile(REQ)
+    reconciler.clock = lambda: at(60.5)
+    client.inject_error("delete", InternalError("an error on the server has prevented the request"))
+    with pytest.raises(ReconcileError, match="an error on the server"):
+        await reconciler.reconcile(REQ)
+    assert conditions(await client.get(TRAINJOB_GVK, "test-job", "default")) == [DEADLINE_FAILED]
+    await client.get(JOBSET_GVK, "test-job", "default")  # still there
+    # the retry: a finished TrainJob failed by its deadline keeps no JobSet
+    assert await reconciler.reconcile(REQ) is None
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    assert conditions(await client.get(TRAINJOB_GVK, "test-job", "default")) == [DEADLINE_FAILED]
+
+
+async def test_v2_3_a_jobset_made_after_the_deadline_failure_is_deleted_by_the_next_pass() -> None:
+    # a write of the JobSet that lands after the TrainJob failed on its deadline (an apply in
+    # flight when its leader died): the JobSet's create event brings the finished TrainJob back
+    reconciler, client = await deadline_setup(V2_3, 90, deadline_job(60))
+    await reconciler.reconcile(REQ)
+    tj = await client.get(TRAINJOB_GVK, "test-job", "default")
+    assert conditions(tj) == [DEADLINE_FAILED]
+    owner = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "test-job"}
+    late = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": "test-job",
+            "namespace": "default",
+            "ownerReferences": [owner | {"uid": tj["metadata"]["uid"], "controller": True}],
+        },
+        "spec": {"replicatedJobs": []},
+    }
+    await client.create(late)
+    client.requests.clear()
+    assert await reconciler.reconcile(REQ) is None
+    with pytest.raises(NotFound):
+        await client.get(JOBSET_GVK, "test-job", "default")
+    assert client.requests.get("delete") == 1
+    assert client.requests.get("status.patch", 0) == 0  # the status stays as it was
+    # a JobSet of that name the TrainJob does not control is not its to delete
+    await client.create({**late, "metadata": {"name": "test-job", "namespace": "default"}})
+    assert await reconciler.reconcile(REQ) is None
+    await client.get(JOBSET_GVK, "test-job", "default")
 
 
 async def test_v2_3_deadline_due_but_not_past_requeues_after_one_second() -> None:

@@ -50,6 +50,11 @@ class TrainJobDeadline(Protocol):
         before it (``before``) the level keeps over it."""
         ...
 
+    def passed(self, trainjob: Json, status: Json, clock: Callable[[], datetime.datetime]) -> bool:
+        """Whether the deadline has already passed as the pass starts (``status``: the status
+        it read): the pass then builds nothing and ``enforce`` fails the TrainJob."""
+        ...
+
     async def enforce(
         self,
         client: Any,
@@ -59,10 +64,16 @@ class TrainJobDeadline(Protocol):
         clock: Callable[[], datetime.datetime],
         now: Callable[[], str],
     ) -> float | None:
-        """Fail ``status`` (in place) and delete the JobSet once the deadline has passed; else
-        the seconds until it passes (the reconciler requeues then), or None: nothing to wait for.
+        """Fail ``status`` (in place) once the deadline has passed (``remove_jobset`` then deletes
+        the JobSet); else the seconds until it passes (the reconciler requeues then), or None:
+        nothing to wait for.
         ``original`` is the status the reconcile started from, ``clock`` the precise time,
         ``now`` the condition stamp."""
+        ...
+
+    async def remove_jobset(self, client: Any, trainjob: Json, original: Json, status: Json) -> str | None:
+        """Delete the JobSet of a TrainJob the deadline failed (``status``; ``original``: the
+        status the reconcile started from); the error text when the delete fails, else None."""
         ...
 
 

@@ -114,6 +114,9 @@ class NoDeadline:
     def keep(self, before: Json, computed: Json) -> Json:
         return computed
 
+    def passed(self, trainjob: Json, status: Json, clock: Callable[[], datetime.datetime]) -> bool:
+        return False
+
     async def enforce(
         self,
         client: Any,
@@ -123,6 +126,9 @@ class NoDeadline:
         clock: Callable[[], datetime.datetime],
         now: Callable[[], str],
     ) -> float | None:
+        return None
+
+    async def remove_jobset(self, client: Any, trainjob: Json, original: Json, status: Json) -> str | None:
         return None
 
 
