@@ -182,12 +182,14 @@ class Environment:
         await self.stop()
 
     async def start(self) -> None:
-        binaries = assets.ensure(assets.FULL if self.full else assets.PLAIN)
+        # off the loop: a first build takes minutes, and whatever else runs on the loop (another
+        # cluster starting, a manager's readiness wait) must not stand still meanwhile
+        binaries = await asyncio.to_thread(assets.ensure, assets.FULL if self.full else assets.PLAIN)
         if self.real_node:
             if os.geteuid() != 0:
                 raise EnvtestError("a real node needs root (containerd, iptables, network namespaces)")
-            realnode.ensure_packages()
-            assets.ensure(assets.NODE)
+            await asyncio.to_thread(realnode.ensure_packages)
+            await asyncio.to_thread(assets.ensure, assets.NODE)
             self.node_ip = realnode.host_ip()
         self.dir.mkdir(parents=True, exist_ok=True)
         if not self.detached and not self._atexit_registered:

@@ -3,8 +3,10 @@ its files and process arguments."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +201,34 @@ def test_at_v2_3_theirs_are_upstreams_and_ours_the_overlays() -> None:
     assert "v2.3.0" in inputs.runtimes_source()
     shipped = {p.name for p in inputs.originals.runtimes().rglob("*.yaml")}
     assert {"jax_distributed.yaml", "xgboost_distributed.yaml", "torch_distributed.yaml"} <= shipped
+
+
+async def test_starting_the_go_side_builds_the_originals_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The migrated run starts both sides at once: a Go build of minutes on the event loop froze
+    ours' readiness wait, which then found its 180 s gone (the cold CI of 4 December)."""
+
+    class Built(Exception):
+        pass
+
+    def build(self: originals.Originals, *, quiet: bool = False) -> dict[str, tuple[Path, float]]:
+        time.sleep(0.3)  # a build: blocking, as go build is
+        raise Built
+
+    monkeypatch.setattr(originals.Originals, "build", build)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    try:
+        with pytest.raises(Built):
+            await harness.start_theirs(tmp_path, 0, None, level=levels.get("v2.3"))
+    finally:
+        task.cancel()
+    assert ticks >= 10  # the loop ran on while the build blocked its thread
