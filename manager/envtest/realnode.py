@@ -156,6 +156,8 @@ class NodeState:
     sandboxes: list[str] = field(default_factory=list)
     """Container ids seen at cleanup (their ``cni-loopback-<id>`` results are removed)."""
     absent_dirs: list[str] = field(default_factory=list)
+    kubelet_root: str = ""
+    """The kubelet's ``--root-dir`` (``kubelet_root_path``); empty: ``<dir>/kubelet/root``."""
 
     @property
     def gateway(self) -> str:
@@ -421,6 +423,20 @@ def _socket_path(preferred: Path, suffix: str) -> str:
     return f"/run/envtest-{suffix}-containerd.sock"
 
 
+_KUBELET_ROOT_MAX = 64
+"""The longest kubelet root directory: the kubelet listens on unix sockets inside it (the longest,
+``pod-resources/<9 digits>`` while it binds, ``device-plugins/kubelet.sock``) and a socket path
+over 107 bytes fails to bind (``Failed to create listener for podResources endpoint``, exit 1)."""
+
+
+def kubelet_root_path(preferred: Path, suffix: str) -> str:
+    """The kubelet's root directory in the node's directory, or in /run when that path is too long
+    for the sockets the kubelet makes in it (a deep pytest ``tmp_path``); removed by cleanup."""
+    if len(str(preferred)) <= _KUBELET_ROOT_MAX:
+        return str(preferred)
+    return f"/run/envtest-{suffix}-kubelet"
+
+
 Spawn = Callable[[str, list[str]], Process]
 
 
@@ -439,6 +455,7 @@ class RealNode:
             network=f"envtest-{suffix}",
             socket=_socket_path(directory / "containerd" / "containerd.sock", suffix),
             pause_image="",
+            kubelet_root=kubelet_root_path(directory / "kubelet" / "root", suffix),
         )
         self.processes: list[Process] = []
 
@@ -510,7 +527,7 @@ class RealNode:
                     f"--kubeconfig={kubeconfig}",
                     f"--hostname-override={state.name}",
                     f"--node-ip={state.node_ip}",
-                    f"--root-dir={self.dir / 'kubelet' / 'root'}",
+                    f"--root-dir={self.state.kubelet_root}",
                     f"--cert-dir={self.dir / 'kubelet' / 'pki'}",
                     f"--node-labels={','.join(f'{k}={v}' for k, v in LABEL.items())}",
                     "--v=1",
@@ -745,16 +762,28 @@ def cleanup(state: NodeState, *, timeout: float = 20.0) -> list[str]:
             step(f"restoring {name}", lambda n=name, v=value: _write_sysctl(n, v))  # type: ignore[misc]
 
     def unmount() -> None:
-        for point in mounts_under(state.dir, Path("/proc/self/mountinfo").read_text()):
+        for point in _node_mounts(state):
             subprocess.run(["umount", point], capture_output=True, check=False)
-        for point in mounts_under(state.dir, Path("/proc/self/mountinfo").read_text()):
+        for point in _node_mounts(state):
             subprocess.run(["umount", "-l", point], capture_output=True, check=False)
-        left = mounts_under(state.dir, Path("/proc/self/mountinfo").read_text())
+        left = _node_mounts(state)
         if left:
             raise EnvtestError(f"still mounted: {left}")
 
     step(f"unmounting everything under {state.dir}", unmount)
+    if state.kubelet_root and not state.kubelet_root.startswith(state.dir + "/"):
+        # the kubelet's root moved to /run for its sockets' sake: nothing of it stays there
+        step(f"removing {state.kubelet_root}", lambda: shutil.rmtree(state.kubelet_root, ignore_errors=True))
     return problems
+
+
+def _node_mounts(state: NodeState) -> list[str]:
+    """Mount points under the node's directory and under its kubelet root, wherever that is."""
+    mountinfo = Path("/proc/self/mountinfo").read_text()
+    found = mounts_under(state.dir, mountinfo)
+    if state.kubelet_root and not state.kubelet_root.startswith(state.dir + "/"):
+        found += mounts_under(state.kubelet_root, mountinfo)
+    return found
 
 
 def _cni_results(state: NodeState) -> list[Path]:
@@ -789,8 +818,14 @@ def leaks(state: NodeState) -> list[str]:
             _run([f"{family}-save"], check=False), state.network
         ):
             found.append(f"{family} KUBE-*/CNI-* chains")
-    if mounts := mounts_under(state.dir, Path("/proc/self/mountinfo").read_text()):
+    if mounts := _node_mounts(state):
         found.append(f"mounts {mounts}")
+    if (
+        state.kubelet_root
+        and not state.kubelet_root.startswith(state.dir + "/")
+        and Path(state.kubelet_root).exists()
+    ):
+        found.append(f"kubelet root {state.kubelet_root}")
     if results := _cni_results(state):
         found.append(f"CNI results {[p.name for p in results]}")
     if CONTAINER_LOGS.is_dir() and any(

@@ -196,3 +196,39 @@ def test_containerd_socket_moves_to_run_when_the_directory_is_too_deep() -> None
     assert short.state.socket == "/work/env/real-node/containerd/containerd.sock"
     deep = realnode.RealNode(Path("/work/" + "d" * 90), "n", "192.0.2.2")
     assert deep.state.socket.startswith("/run/envtest-") and len(deep.state.socket) < 100
+
+
+def test_the_kubelet_root_moves_to_run_when_its_sockets_would_not_fit() -> None:
+    """The kubelet binds unix sockets in its root (``pod-resources/<9 digits>``); under a deep
+    pytest tmp_path (``/tmp/pytest-of-root/pytest-178/test_make_deploy_runs_the_mana0/env/...``)
+    that path passed 107 bytes and the kubelet exited 1 ("Failed to create listener for
+    podResources endpoint")."""
+    short = Path("/work/env/real-node")
+    node = realnode.RealNode(short, "real-node", "192.0.2.2")
+    assert node.state.kubelet_root == "/work/env/real-node/kubelet/root"
+    deep = Path("/tmp/pytest-of-root/pytest-178/test_make_deploy_runs_the_mana0/env/real-node")
+    node = realnode.RealNode(deep, "real-node", "192.0.2.2")
+    root = node.state.kubelet_root
+    assert root.startswith("/run/envtest-") and root.endswith("-kubelet")
+    assert len(root + "/pod-resources/807898898") < 108
+    assert len(root + "/device-plugins/kubelet.sock") < 108
+
+
+def test_leaks_and_cleanup_look_at_a_kubelet_root_outside_the_node_dir(tmp_path: Path) -> None:
+    state = NodeState(
+        dir=str(tmp_path / "node"),
+        name="n",
+        node_ip="192.0.2.2",
+        subnet="",
+        bridge="envtestx",
+        network="envtest-x",
+        socket=str(tmp_path / "c.sock"),
+        pause_image="",
+        kubelet_root=str(tmp_path / "kroot"),
+    )
+    mountinfo = f"30 22 0:5 / {tmp_path}/kroot/pods/u/volumes/kubernetes.io~secret/m rw - tmpfs tmpfs rw\n"
+    assert realnode.mounts_under(state.kubelet_root, mountinfo) == [
+        f"{tmp_path}/kroot/pods/u/volumes/kubernetes.io~secret/m"
+    ]
+    (tmp_path / "kroot").mkdir()
+    assert f"kubelet root {tmp_path / 'kroot'}" in realnode.leaks(state)
