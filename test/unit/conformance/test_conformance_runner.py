@@ -267,6 +267,17 @@ def test_the_listed_torchtune_race_excuses_only_an_event_ours_lacks() -> None:
     assert unlisted == [ours_only, elsewhere]
 
 
+def test_the_listed_headless_service_race_excuses_only_an_event_ours_lacks() -> None:
+    """J-1 as divergences.yaml lists it: the Go jobset's Warning when its cache lags behind its own
+    Service create (seen in the reduced v2.1 set, jobset-failure-rules), never one of ours."""
+    where = "final/Event/JobSet/fail-on-deadline/HeadlessServiceCreationFailed"
+    theirs_only = Difference("jobset-failure-rules", where, "", MISSING, "<present>")
+    ours_only = Difference("jobset-failure-rules", where, "", "<present>", MISSING)
+    unlisted, excused = classify([theirs_only, ours_only], load_divergences())
+    assert [(d, i) for d, i in excused] == [(theirs_only, "J-1")]
+    assert unlisted == [ours_only]
+
+
 def test_json_patch_as_webhooks_answer() -> None:
     obj = {"spec": {"a": [1, 2], "b": {"c": 1}}}
     patched = _apply_json_patch(
