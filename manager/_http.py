@@ -13,6 +13,8 @@ import ssl
 import structlog
 from aiohttp import web
 
+from manager.tlsserving import serve
+
 log = structlog.get_logger("manager.http")
 
 
@@ -45,14 +47,9 @@ class HTTPServer:
 
     async def start(self, started: asyncio.Event) -> None:
         host, port = parse_bind_address(self.bind_address)
-        runner = web.AppRunner(self.app, handle_signals=False, access_log=None)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, host, port, ssl_context=self.ssl_context)
-            await site.start()
-            addresses = runner.addresses
-            if addresses:
-                self.port = int(addresses[0][1])
+
+        def listening(bound: int) -> None:
+            self.port = bound
             # controller-runtime: "Serving metrics server" bindAddress=... secure=...
             log.info(
                 f"Serving {self.name} server",
@@ -61,9 +58,8 @@ class HTTPServer:
                 secure=self.ssl_context is not None,
             )
             started.set()
-            await asyncio.Event().wait()
-        finally:
-            await runner.cleanup()
+
+        await serve(self.app, host, port, ssl_context=self.ssl_context, listening=listening)
 
     def __repr__(self) -> str:
         return f"HTTPServer({self.name!r}, {self.bind_address!r})"

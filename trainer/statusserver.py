@@ -34,13 +34,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import ssl
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import structlog
 from aiohttp import web
@@ -51,8 +50,9 @@ from manager.meta.gvk import POD
 from manager.meta.object import Json
 from manager.meta.times import format_time
 from manager.metrics.filters import DelegatingAuth, ReviewError
+from manager.tlsserving import Serving, TLSServer
 from manager.tokenbucket import TokenBucket
-from manager.webhook.certwatcher import CertWatcher, TLSOption
+from manager.webhook.certwatcher import TLSOption
 from trainer.api import jobset_constants as jc
 from trainer.api.trainjob_progress_v1alpha1 import METRIC_FIELD_MAX_LENGTH, METRICS_MAX_ITEMS
 from trainer.runtime.plugins.trainjobstatus import status_path, token_audience
@@ -331,45 +331,21 @@ class ProgressHandler:
         return 200, {"trainerStatus": trainer_status}
 
 
-class StatusServer:
+class StatusServer(TLSServer):
     """The HTTPS listener (a Runnable on every replica)."""
 
-    needs_leader_election = False
-
-    def __init__(
-        self,
-        handler: ProgressHandler,
-        *,
-        host: str = "",
-        port: int = 10443,
-        cert_dir: Path | str,
-        cert_name: str = "tls.crt",
-        key_name: str = "tls.key",
-        cert_poll_interval: float = 10.0,
-        ssl_context: ssl.SSLContext | None = None,
-        tls_opts: tuple[TLSOption, ...] = (),
-    ) -> None:
+    def __init__(self, handler: ProgressHandler, *, port: int = 10443, **serving: Unpack[Serving]) -> None:
+        super().__init__(port=port, **serving)
         self.handler = handler
-        self.host = host
-        self.port = port
-        self.cert_dir = Path(cert_dir)
-        self.cert_name = cert_name
-        self.key_name = key_name
-        self.cert_poll_interval = cert_poll_interval
-        self.bound_port: int | None = None
-        self._ssl_context = ssl_context
-        self.tls_opts = tls_opts
-        self._certwatcher: CertWatcher | None = None
-        self._started = False
-
-    def started_checker(self) -> Callable[[], bool]:
-        return lambda: self._started
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_post(ROUTE, self._serve)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         return app
+
+    def listening(self, port: int) -> None:
+        log.info("Starting runtime status server with TLS", port=port)
 
     async def _not_found(self, _request: web.Request) -> web.Response:
         return web.json_response(status_body(404, "NotFound", "Not found"), status=404)
@@ -388,37 +364,6 @@ class StatusServer:
         )
         headers = {"Retry-After": str(payload["retryAfterSeconds"])} if code == 429 else None
         return web.json_response(payload, status=code, headers=headers)
-
-    def _context(self) -> ssl.SSLContext:
-        if self._ssl_context is not None:
-            return self._ssl_context
-        self._certwatcher = CertWatcher(
-            self.cert_dir / self.cert_name,
-            self.cert_dir / self.key_name,
-            interval=self.cert_poll_interval,
-            tls_opts=self.tls_opts,
-        )
-        self._certwatcher.load()
-        return self._certwatcher.context
-
-    async def start(self, started: asyncio.Event) -> None:
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=5)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, self.host or None, self.port, ssl_context=self._context())
-            await site.start()
-            sockets = getattr(site._server, "sockets", None) or []
-            self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
-            self._started = True
-            started.set()
-            log.info("Starting runtime status server with TLS", port=self.bound_port)
-            if self._certwatcher is not None:
-                await self._certwatcher.watch()
-            else:
-                await asyncio.Event().wait()
-        finally:
-            self._started = False
-            await runner.cleanup()
 
 
 def pod_getter(cached: Any, live: Any) -> PodGetter:

@@ -34,12 +34,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 from urllib.parse import unquote
 
 import structlog
@@ -49,7 +48,8 @@ from manager.client.errors import ApiError, NotFound
 from manager.config import service_account_dir
 from manager.meta.object import Json
 from manager.oidc import Fetch, Provider, TokenInvalid
-from manager.webhook.certwatcher import CertWatcher, TLSOption
+from manager.tlsserving import Serving, TLSServer
+from manager.webhook.certwatcher import TLSOption
 from trainer.runtime.plugins.trainjobstatus import status_path, token_audience
 
 __all__ = [
@@ -454,42 +454,14 @@ def _response(code: int, payload: Json) -> web.Response:
     return web.Response(status=code, body=encode_go_json(payload), content_type="application/json")
 
 
-class StatusServer:
+class StatusServer(TLSServer):
     """The HTTPS listener (a Runnable on every replica); the authorizer is initialised first, and
     a failure there stops the manager, as v2.3.0's ``Start`` returning the error does."""
 
-    needs_leader_election = False
-
-    def __init__(
-        self,
-        handler: StatusHandler,
-        *,
-        host: str = "",
-        port: int = 10443,
-        cert_dir: Path | str = "",
-        cert_name: str = "tls.crt",
-        key_name: str = "tls.key",
-        cert_poll_interval: float = 10.0,
-        ssl_context: ssl.SSLContext | None = None,
-        tls_opts: tuple[TLSOption, ...] = (),
-    ) -> None:
+    def __init__(self, handler: StatusHandler, *, port: int = 10443, **serving: Unpack[Serving]) -> None:
+        super().__init__(port=port, **serving)
         self.handler = handler
-        self.tls_opts = tls_opts
-        """The Configuration's ``tls`` (v2.3.0's ``cert.SetupTLSConfig``), as the webhook server's."""
-        self.host = host
-        self.port = port
-        self.cert_dir = Path(cert_dir)
-        self.cert_name = cert_name
-        self.key_name = key_name
-        self.cert_poll_interval = cert_poll_interval
-        self.bound_port: int | None = None
-        self._ssl_context = ssl_context
-        self._certwatcher: CertWatcher | None = None
-        self._started = False
         self.closers: list[Callable[[], Awaitable[None]]] = []
-
-    def started_checker(self) -> Callable[[], bool]:
-        return lambda: self._started
 
     def app(self) -> web.Application:
         # the body is read here, at most MAX_BODY bytes (a larger announced one is refused first)
@@ -516,17 +488,8 @@ class StatusServer:
         )
         return _response(code, payload)
 
-    def _context(self) -> ssl.SSLContext:
-        if self._ssl_context is not None:
-            return self._ssl_context
-        self._certwatcher = CertWatcher(
-            self.cert_dir / self.cert_name,
-            self.cert_dir / self.key_name,
-            interval=self.cert_poll_interval,
-            tls_opts=self.tls_opts,
-        )
-        self._certwatcher.load()
-        return self._certwatcher.context
+    def listening(self, port: int) -> None:
+        log.info("Starting runtime status server with TLS", port=port)
 
     async def start(self, started: asyncio.Event) -> None:
         try:
@@ -535,23 +498,7 @@ class StatusServer:
                 await self.handler.authorizer.init()
             except Exception as err:
                 raise RuntimeError(f"token authorizer initialization failed: {err}") from err
-            runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=5)
-            await runner.setup()
-            try:
-                site = web.TCPSite(runner, self.host or None, self.port, ssl_context=self._context())
-                await site.start()
-                sockets = getattr(site._server, "sockets", None) or []
-                self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
-                self._started = True
-                started.set()
-                log.info("Starting runtime status server with TLS", port=self.bound_port)
-                if self._certwatcher is not None:
-                    await self._certwatcher.watch()
-                else:
-                    await asyncio.Event().wait()
-            finally:
-                self._started = False
-                await runner.cleanup()
+            await super().start(started)
         finally:
             for close in self.closers:
                 await close()

@@ -31,6 +31,7 @@ from pathlib import Path
 from aiohttp import web
 
 from manager import loops
+from manager.tlsserving import serve, watch_certificates
 from manager.webhook import metrics
 from manager.webhook.admission import (
     INTERNAL_ERROR_MESSAGE,
@@ -157,13 +158,13 @@ class WebhookServer:
                     f"webhook serving certificate file {self.cert_dir / name} does not exist: "
                     "mount tls.crt and tls.key there (or point the cert dir elsewhere)"
                 )
-        self.certwatcher = CertWatcher(
-            self.cert_dir / self.cert_name,
-            self.cert_dir / self.key_name,
+        self.certwatcher = watch_certificates(
+            self.cert_dir,
+            self.cert_name,
+            self.key_name,
             interval=self.cert_poll_interval,
             tls_opts=self.tls_opts,
         )
-        self.certwatcher.load()
         ctx = self.certwatcher.context
         if self.client_ca_name:
             ctx.load_verify_locations(self.cert_dir / self.client_ca_name)
@@ -238,19 +239,17 @@ class WebhookServer:
         app = web.Application(client_max_size=MAX_BODY)
         for path, handler in self._handlers.items():
             app.router.add_post(path, self._wrap(path, handler))
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, self.host or None, self.port, ssl_context=ctx, shutdown_timeout=60)
-            await site.start()
-            server = site._server
-            sockets = getattr(server, "sockets", None) or []
-            self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+        assert self.certwatcher is not None
+
+        def listening(port: int) -> None:
+            self.bound_port = port
             self._started = True
             ready()
-            log.info("webhook server listening on port %s", self.bound_port)
-            assert self.certwatcher is not None
-            await self.certwatcher.watch()
+            log.info("webhook server listening on port %s", port)
+
+        try:
+            await serve(
+                app, self.host, self.port, ssl_context=ctx, listening=listening, until=self.certwatcher.watch
+            )
         finally:
             self._started = False
-            await runner.cleanup()
