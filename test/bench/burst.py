@@ -43,7 +43,7 @@ import signal
 import ssl
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_level  # the level seam of the benchmarks (a sibling module)
 
 from manager import longrun
+from manager.meta.object import Json
 from trainer.conformance import harness
 from trainer.conformance.kube import Kube
 
@@ -343,6 +344,27 @@ async def managers_of(side: harness.Side, workdir: Path) -> list[Manager]:
 # -- the burst ----------------------------------------------------------------------------------
 
 
+async def watch_events(
+    kube: Kube, path: str, handle: Callable[[Json, float], object], ready: Callable[[], object]
+) -> None:
+    """Watch ``path`` until cancelled (again whenever the API server ends the watch): ``ready()``
+    each time it is open, ``handle(object, monotonic arrival time)`` for each ADDED and MODIFIED."""
+    cfg = kube.config
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=cfg.ssl_context or False)) as session:
+        while True:
+            headers = {"Accept": "application/json"}
+            if auth := await cfg.authorization():
+                headers["Authorization"] = auth
+            url = cfg.host.rstrip("/") + path + "?watch=true&timeoutSeconds=3600"
+            async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=None)) as resp:
+                ready()
+                async for line in resp.content:
+                    now = time.monotonic()
+                    event = json.loads(line)
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        handle(event["object"], now)
+
+
 class Watcher:
     """First time each JobSet and each TrainJob's first Job is seen in a watch."""
 
@@ -353,27 +375,16 @@ class Watcher:
         self.tasks: list[asyncio.Task[None]] = []
         self.ready = 0
 
-    async def _watch(self, path: str, seen: dict[str, float], key_of: Any) -> None:
-        cfg = self.kube.config
-        ctx = cfg.ssl_context or False
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session:
-            while True:
-                headers = {"Accept": "application/json"}
-                if auth := await cfg.authorization():
-                    headers["Authorization"] = auth
-                url = cfg.host.rstrip("/") + path + "?watch=true&timeoutSeconds=3600"
-                async with session.get(
-                    url, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
-                ) as resp:
-                    self.ready += 1
-                    async for line in resp.content:
-                        now = time.monotonic()
-                        event = json.loads(line)
-                        if event.get("type") not in ("ADDED", "MODIFIED"):
-                            continue
-                        key = key_of(event["object"])
-                        if key and key not in seen:
-                            seen[key] = now
+    async def _watch(self, path: str, seen: dict[str, float], key_of: Callable[[Json], str | None]) -> None:
+        def first_seen(obj: Json, now: float) -> None:
+            key = key_of(obj)
+            if key and key not in seen:
+                seen[key] = now
+
+        await watch_events(self.kube, path, first_seen, self._opened)
+
+    def _opened(self) -> None:
+        self.ready += 1
 
     def start(self) -> None:
         self.tasks = [

@@ -33,6 +33,7 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from burst import (
     PROGRESS,
     RUNTIME,
     Manager,
+    _ratio,
     cpu_seconds,
     delta,
     managers_of,
@@ -51,9 +53,11 @@ from burst import (
     shipped_overrides,
     start_profile,
     stop_profile,
+    watch_events,
 )
 
 from manager import longrun
+from manager.meta.object import Json
 from trainer import levels
 from trainer.conformance import harness
 from trainer.conformance import kueue as kq
@@ -175,25 +179,11 @@ class Timeline:
         else:
             self.running.discard(owner)
 
-    async def _watch(self, path: str, handle: Any) -> None:
-        cfg = self.kube.config
-        async with aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=cfg.ssl_context or False)
-        ) as session:
-            while True:
-                headers = {"Accept": "application/json"}
-                if auth := await cfg.authorization():
-                    headers["Authorization"] = auth
-                url = cfg.host.rstrip("/") + path + "?watch=true&timeoutSeconds=3600"
-                async with session.get(
-                    url, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
-                ) as resp:
-                    self.ready += 1
-                    async for line in resp.content:
-                        now = time.monotonic()
-                        event = json.loads(line)
-                        if event.get("type") in ("ADDED", "MODIFIED"):
-                            handle(event["object"], now)
+    async def _watch(self, path: str, handle: Callable[[Json, float], object]) -> None:
+        await watch_events(self.kube, path, handle, self._opened)
+
+    def _opened(self) -> None:
+        self.ready += 1
 
     def start(self) -> None:
         self.tasks = [
@@ -399,10 +389,6 @@ async def run_side(
 
 
 # -- the report ---------------------------------------------------------------------------------
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}x" if a is not None and b else "n/a"
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
