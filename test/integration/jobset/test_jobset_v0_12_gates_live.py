@@ -17,11 +17,11 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from jsharness import Harness, JobSetReconciles, make_jobset, rjob
+from module_env import V2_3_JOBSET_CRD, module_control_plane
 
 from manager import Manager, Options
 from manager.cache.cache import CacheOptions
@@ -40,8 +40,6 @@ from trainer.controllers import podcache
 from trainer.jobset.levels.v0_12 import V0_12
 from trainer.runtime.context import SetupContext
 
-ROOT = Path(__file__).resolve().parents[3]
-V2_3_JOBSET_CRD = ROOT / "config" / "overlays" / "v2.3" / "crd" / "jobset.x-k8s.io_jobsets.yaml"
 EVENT_V1_GVK = GroupVersionKind("events.k8s.io", "v1", "Event")
 MAX_INT32 = 2147483647
 Object = dict[str, Any]
@@ -50,12 +48,8 @@ Object = dict[str, Any]
 @pytest.fixture(scope="module")
 def env_v0_12(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
     """etcd + kube-apiserver with JobSet v0.12.0's CRD, for this module only."""
-    env = Environment(tmp_path_factory.mktemp("jobset-v0.12-gates") / "env", crd_paths=[V2_3_JOBSET_CRD])
-    asyncio.run(env.start())
-    try:
+    with module_control_plane(tmp_path_factory, "jobset-v0.12-gates", [V2_3_JOBSET_CRD]) as env:
         yield env
-    finally:
-        asyncio.run(env.stop())
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from jsharness import scoped_webhook_manifest
+from module_env import V2_3_JOBSET_CRD, module_control_plane
 
 from manager import Manager, Options
 from manager.cache.cache import CacheOptions
@@ -37,8 +38,6 @@ from trainer.controllers import podcache
 from trainer.jobset.levels.v0_12 import V0_12
 from trainer.runtime.context import SetupContext
 
-ROOT = Path(__file__).resolve().parents[3]
-V2_3_JOBSET_CRD = ROOT / "config" / "overlays" / "v2.3" / "crd" / "jobset.x-k8s.io_jobsets.yaml"
 POD_GVK = GroupVersionKind("", "v1", "Pod")
 JOBSET_GVK = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
 Object = dict[str, Any]
@@ -56,12 +55,8 @@ class Live:
 @pytest.fixture(scope="module")
 def env_v0_12(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
     """etcd + kube-apiserver with JobSet v0.12.0's CRD, for this module only."""
-    env = Environment(tmp_path_factory.mktemp("jobset-v0.12-webhooks") / "env", crd_paths=[V2_3_JOBSET_CRD])
-    asyncio.run(env.start())
-    try:
+    with module_control_plane(tmp_path_factory, "jobset-v0.12-webhooks", [V2_3_JOBSET_CRD]) as env:
         yield env
-    finally:
-        asyncio.run(env.stop())
 
 
 @pytest.fixture

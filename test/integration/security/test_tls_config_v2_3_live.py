@@ -19,17 +19,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from module_env import V2_3_CRDS, module_control_plane
 from trainer_process import ROOT, running_manager
 
 from manager.envtest import Environment
 from manager.envtest.process import free_port
 
-BASES = ROOT / "config" / "crd" / "bases"
-V2_3_CRDS = [
-    ROOT / "config" / "overlays" / "v2.3" / "crd",
-    BASES / "scheduling.x-k8s.io_podgroups.yaml",
-    BASES / "scheduling.x-k8s.io_elasticquotas.yaml",
-]
 # The test certificates (TinyCA, the metrics server's self-signed pair) are ECDSA P-256.
 ALLOWED = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
 ALLOWED_OPENSSL = "ECDHE-ECDSA-AES128-GCM-SHA256"
@@ -40,12 +35,8 @@ SERVICE = "kubeflow-trainer-controller-manager"
 
 @pytest.fixture(scope="module")
 def env_v2_3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    env = Environment(tmp_path_factory.mktemp("tls-v2.3") / "env", crd_paths=V2_3_CRDS)
-    asyncio.run(env.start())
-    try:
+    with module_control_plane(tmp_path_factory, "tls-v2.3", V2_3_CRDS) as env:
         yield env
-    finally:
-        asyncio.run(env.stop())
 
 
 def client(

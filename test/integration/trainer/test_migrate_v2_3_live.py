@@ -13,7 +13,6 @@ docs/migration.md: the manager stopped and its ValidatingWebhookConfiguration re
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from module_env import api_client, module_control_plane
 from trainer_process import running_manager
 
 from manager.client import Client
@@ -55,19 +55,14 @@ GO_V2_3 = gocodec.codec_for("trainer.kubeflow.org/v1alpha1", "TrainJob", gocodec
 
 @pytest.fixture(scope="module")
 def env_v2_1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    env = Environment(tmp_path_factory.mktemp("migrate-v2.3") / "env", crd_paths=[BASES])
-    asyncio.run(env.start())
-    try:
+    with module_control_plane(tmp_path_factory, "migrate-v2.3", [BASES]) as env:
         yield env
-    finally:
-        asyncio.run(env.stop())
 
 
 @pytest.fixture
 async def api(env_v2_1: Environment) -> AsyncIterator[Client]:
-    config = await load_kubeconfig(env_v2_1.kubeconfig)
-    async with Cluster(config, field_owner="test") as cluster:
-        yield Client(cluster.transport, cluster.mapper, field_owner="test")
+    async with api_client(env_v2_1) as api:
+        yield api
 
 
 def node_job(resources: Json | None = None) -> Json:
@@ -382,12 +377,8 @@ async def test_a_cluster_migrates_from_v2_1_to_v2_3(api: Client, env_v2_1: Envir
 
 @pytest.fixture(scope="module")
 def env_managers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    env = Environment(tmp_path_factory.mktemp("migrate-v2.3-managers") / "env", crd_paths=[BASES])
-    asyncio.run(env.start())
-    try:
+    with module_control_plane(tmp_path_factory, "migrate-v2.3-managers", [BASES]) as env:
         yield env
-    finally:
-        asyncio.run(env.stop())
 
 
 def pod_templates(jobset: Json) -> dict[str, Json]:

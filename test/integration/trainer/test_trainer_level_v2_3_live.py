@@ -11,24 +11,21 @@ own; there is no kube-controller-manager, so Jobs get no pods, which these tests
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import datetime
 import json
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from module_env import V2_3_CRDS, api_client, module_control_plane, temporary_namespace
 from trainer_process import RunningManager, running_manager
 
 from manager.client import AlreadyExists, Client, Conflict, Forbidden, NotFound
 from manager.client.patch import Patch
-from manager.cluster import Cluster
-from manager.config import load_kubeconfig
 from manager.envtest import Environment
 from manager.meta.times import parse_time
 from manager.testing import eventually
@@ -37,12 +34,6 @@ from trainer.runtime.objects import JOBSET_GVK, TRAINJOB_GVK
 from webhooks.certs import MWC_GVK, SECRET_GVK, VWC_GVK
 
 ROOT = Path(__file__).resolve().parents[3]
-BASES = ROOT / "config" / "crd" / "bases"
-V2_3_CRDS = [
-    ROOT / "config" / "overlays" / "v2.3" / "crd",
-    BASES / "scheduling.x-k8s.io_podgroups.yaml",
-    BASES / "scheduling.x-k8s.io_elasticquotas.yaml",
-]
 DEFAULTER = ROOT / "config" / "overlays" / "v2.3" / "webhook" / "defaulter.yaml"
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 SECRET = "kubeflow-trainer-webhook-cert"
@@ -52,30 +43,20 @@ Json = dict[str, Any]
 @pytest.fixture(scope="module")
 def env_v2_3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
     """etcd + kube-apiserver with the v2.3 CRDs, for this module only."""
-    env = Environment(tmp_path_factory.mktemp("level-v2.3") / "env", crd_paths=V2_3_CRDS)
-    asyncio.run(env.start())
-    try:
+    with module_control_plane(tmp_path_factory, "level-v2.3", V2_3_CRDS) as env:
         yield env
-    finally:
-        asyncio.run(env.stop())
 
 
 @pytest.fixture
 async def api(env_v2_3: Environment) -> AsyncIterator[Client]:
-    config = await load_kubeconfig(env_v2_3.kubeconfig)
-    async with Cluster(config, field_owner="test") as cluster:
-        yield Client(cluster.transport, cluster.mapper, field_owner="test")
+    async with api_client(env_v2_3) as api:
+        yield api
 
 
 @pytest.fixture
 async def namespace(api: Client) -> AsyncIterator[str]:
-    name = f"v23-{uuid.uuid4().hex[:8]}"
-    await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    try:
+    async with temporary_namespace(api, "v23") as name:
         yield name
-    finally:
-        with contextlib.suppress(NotFound):
-            await api.delete({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
 @pytest.fixture

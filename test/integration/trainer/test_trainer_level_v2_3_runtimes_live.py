@@ -10,11 +10,9 @@ manager refuses); there is no kube-controller-manager, which these tests do not 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import subprocess
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,24 +20,17 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from module_env import V2_3_CRDS, api_client, module_control_plane, temporary_namespace
 from trainer_process import RunningManager, running_manager
 
 from manager.client import Client, NotFound
 from manager.client.patch import Patch
-from manager.cluster import Cluster
-from manager.config import load_kubeconfig
 from manager.envtest import Environment, assets
 from manager.testing import eventually
 from trainer.levels import LEVELS
 from trainer.runtime.objects import JOBSET_GVK, TRAINING_RUNTIME_GVK, TRAINJOB_GVK
 
 ROOT = Path(__file__).resolve().parents[3]
-BASES = ROOT / "config" / "crd" / "bases"
-V2_3_CRDS = [
-    ROOT / "config" / "overlays" / "v2.3" / "crd",
-    BASES / "scheduling.x-k8s.io_podgroups.yaml",
-    BASES / "scheduling.x-k8s.io_elasticquotas.yaml",
-]
 FINALIZER = "trainer.kubeflow.org/resource-in-use"
 SYSTEM = "kubeflow-system"
 Json = dict[str, Any]
@@ -47,30 +38,20 @@ Json = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def env_v2_3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    env = Environment(tmp_path_factory.mktemp("level-v2.3-runtimes") / "env", crd_paths=V2_3_CRDS)
-    asyncio.run(env.start())
-    try:
+    with module_control_plane(tmp_path_factory, "level-v2.3-runtimes", V2_3_CRDS) as env:
         yield env
-    finally:
-        asyncio.run(env.stop())
 
 
 @pytest.fixture
 async def api(env_v2_3: Environment) -> AsyncIterator[Client]:
-    config = await load_kubeconfig(env_v2_3.kubeconfig)
-    async with Cluster(config, field_owner="test") as cluster:
-        yield Client(cluster.transport, cluster.mapper, field_owner="test")
+    async with api_client(env_v2_3) as api:
+        yield api
 
 
 @pytest.fixture
 async def namespace(api: Client) -> AsyncIterator[str]:
-    name = f"v23rt-{uuid.uuid4().hex[:8]}"
-    await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    try:
+    async with temporary_namespace(api, "v23rt") as name:
         yield name
-    finally:
-        with contextlib.suppress(NotFound):
-            await api.delete({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
 @pytest.fixture

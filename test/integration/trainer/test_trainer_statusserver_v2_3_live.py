@@ -12,23 +12,20 @@ ServiceAccounts are created by the test.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import json
 import ssl
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from module_env import V2_3_CRDS, api_client, module_control_plane, new_namespace, temporary_namespace
 from trainer_process import RunningManager, running_manager
 
 from manager.client import Client, NotFound
-from manager.cluster import Cluster
-from manager.config import load_kubeconfig
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
 from manager.envtest.process import free_port
@@ -37,12 +34,6 @@ from manager.testing import eventually
 from trainer.runtime.objects import JOBSET_GVK, TRAINJOB_GVK
 
 ROOT = Path(__file__).resolve().parents[3]
-BASES = ROOT / "config" / "crd" / "bases"
-V2_3_CRDS = [
-    ROOT / "config" / "overlays" / "v2.3" / "crd",
-    BASES / "scheduling.x-k8s.io_podgroups.yaml",
-    BASES / "scheduling.x-k8s.io_elasticquotas.yaml",
-]
 SYSTEM = "kubeflow-system"
 SERVICE = "kubeflow-trainer-controller-manager"
 Json = dict[str, Any]
@@ -50,35 +41,20 @@ Json = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def env_v2_3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    env = Environment(tmp_path_factory.mktemp("level-v2.3-status") / "env", crd_paths=V2_3_CRDS)
-    asyncio.run(env.start())
-    try:
+    with module_control_plane(tmp_path_factory, "level-v2.3-status", V2_3_CRDS) as env:
         yield env
-    finally:
-        asyncio.run(env.stop())
 
 
 @pytest.fixture
 async def api(env_v2_3: Environment) -> AsyncIterator[Client]:
-    config = await load_kubeconfig(env_v2_3.kubeconfig)
-    async with Cluster(config, field_owner="test") as cluster:
-        yield Client(cluster.transport, cluster.mapper, field_owner="test")
-
-
-async def new_namespace(api: Client) -> str:
-    name = f"v23st-{uuid.uuid4().hex[:8]}"
-    await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    return name
+    async with api_client(env_v2_3) as api:
+        yield api
 
 
 @pytest.fixture
 async def namespace(api: Client) -> AsyncIterator[str]:
-    name = await new_namespace(api)
-    try:
+    async with temporary_namespace(api, "v23st") as name:
         yield name
-    finally:
-        with contextlib.suppress(NotFound):
-            await api.delete({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
 class StatusClient:
@@ -315,7 +291,7 @@ async def test_a_pods_token_updates_its_trainjob_and_others_are_refused(
     token_b = await pod_token(env_v2_3, api, namespace, "job-b-node-0-0-fghij", audience(namespace, "job-b"))
     assert await status.post(namespace, "job-a", token_b, sdk_body(1, 1, {})) == (403, FORBIDDEN)
     # a token of another namespace with job-a's audience: the namespace claim differs
-    other = await new_namespace(api)
+    other = await new_namespace(api, "v23st")
     try:
         token_other = await pod_token(env_v2_3, api, other, "pod", audience(namespace, "job-a"))
         assert await status.post(namespace, "job-a", token_other, sdk_body(1, 1, {})) == (403, FORBIDDEN)

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 import yaml
+from module_env import V2_3_CRDS, module_control_plane
 
 from manager import Manager, Options
 from manager.cache.cache import CacheOptions, not_found
@@ -54,12 +55,6 @@ from trainer.runtime.objects import JOBSET_GVK, TRAINJOB_GVK
 from trainer.runtime.registry import new_runtimes
 
 ROOT = Path(__file__).resolve().parents[3]
-BASES = ROOT / "config" / "crd" / "bases"
-V2_3_CRDS = [
-    ROOT / "config" / "overlays" / "v2.3" / "crd",
-    BASES / "scheduling.x-k8s.io_podgroups.yaml",
-    BASES / "scheduling.x-k8s.io_elasticquotas.yaml",
-]
 JOBSET_WEBHOOKS = ROOT / "config" / "webhook" / "jobset.yaml"
 QWEN = ROOT / "config" / "overlays" / "v2.3" / "runtimes" / "torchtune-qwen2.5-1.5b.yaml"
 IMMUTABLE = "spec.volumeClaimPolicies: Invalid value: Value is immutable"
@@ -68,12 +63,8 @@ Json = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def env_v2_3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    env = Environment(tmp_path_factory.mktemp("volume-claims-v2.3") / "env", crd_paths=V2_3_CRDS)
-    asyncio.run(env.start())
-    try:
+    with module_control_plane(tmp_path_factory, "volume-claims-v2.3", V2_3_CRDS) as env:
         yield env
-    finally:
-        asyncio.run(env.stop())
 
 
 class LaggingClient:
