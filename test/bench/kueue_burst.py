@@ -95,29 +95,9 @@ CLUSTER_QUEUE = "bench-burst"
 def queue_objects(quota: int) -> list[dict[str, Any]]:
     """A ResourceFlavor, a ClusterQueue of ``quota`` CPUs on it, a LocalQueue in ``default``."""
     return [
-        {"apiVersion": kq.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}},
-        {
-            "apiVersion": kq.API_VERSION,
-            "kind": "ClusterQueue",
-            "metadata": {"name": CLUSTER_QUEUE},
-            "spec": {
-                "namespaceSelector": {},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu"],
-                        "flavors": [
-                            {"name": FLAVOR, "resources": [{"name": "cpu", "nominalQuota": str(quota)}]}
-                        ],
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": kq.API_VERSION,
-            "kind": "LocalQueue",
-            "metadata": {"name": QUEUE, "namespace": NAMESPACE},
-            "spec": {"clusterQueue": CLUSTER_QUEUE},
-        },
+        kq.resource_flavor(FLAVOR),
+        kq.cluster_queue(CLUSTER_QUEUE, FLAVOR, str(quota)),
+        kq.local_queue(QUEUE, NAMESPACE, CLUSTER_QUEUE),
     ]
 
 

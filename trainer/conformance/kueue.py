@@ -315,6 +315,40 @@ def multikueue_objects(
     return objects
 
 
+def resource_flavor(name: str, **spec: Any) -> Json:
+    """A ResourceFlavor ``name``; ``spec`` e.g. ``nodeLabels`` and ``tolerations`` (none: any node)."""
+    obj: Json = {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": name}}
+    if spec:
+        obj["spec"] = spec
+    return obj
+
+
+def cluster_queue(name: str, flavor: str, cpu: str, **spec: Any) -> Json:
+    """A ClusterQueue ``name`` for every namespace with ``cpu`` CPUs of ``flavor``; ``spec`` adds
+    fields (``preemption``, ``admissionChecksStrategy``)."""
+    quota = [{"name": flavor, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {},
+            **spec,
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": quota}],
+        },
+    }
+
+
+def local_queue(name: str, namespace: str, cluster_queue: str) -> Json:
+    """A LocalQueue ``name`` in ``namespace`` feeding ``cluster_queue``."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue},
+    }
+
+
 # -- probes: the API server calls Kueue's webhooks -----------------------------------------------
 
 _RF_PATH = f"/apis/{API_VERSION}/resourceflavors"

@@ -307,41 +307,25 @@ async def management_queue_objects(api: Api, name: str, *, quota_cpu: str = "4")
     ``quota_cpu`` CPUs whose admission check is MultiKueue's and a LocalQueue ``lq`` (the name of
     the worker's, ``queue_objects``). Returns the names (``delete_queue_objects`` removes them)."""
     names = {"flavor": f"mk-rf-{name}", "cq": f"mk-cq-{name}", "lq": "lq"}
-    await api.create(
-        f"{KQ_API}/resourceflavors",
-        {"apiVersion": kq.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": names["flavor"]}},
+    check = {"admissionChecks": [{"name": MULTIKUEUE_CHECK}]}
+    await _create_queues(
+        api,
+        names,
+        kq.resource_flavor(names["flavor"]),
+        kq.cluster_queue(names["cq"], names["flavor"], quota_cpu, admissionChecksStrategy=check),
+        what="the management ClusterQueue and LocalQueue",
     )
+    return names
+
+
+async def _create_queues(
+    api: Api, names: dict[str, str], flavor: Json, cluster_queue: Json, *, what: str
+) -> None:
+    """``flavor``, ``cluster_queue`` and LocalQueue ``names["lq"]`` feeding it, until both queues are Active."""
+    await api.create(f"{KQ_API}/resourceflavors", flavor)
+    await api.create(f"{KQ_API}/clusterqueues", cluster_queue)
     await api.create(
-        f"{KQ_API}/clusterqueues",
-        {
-            "apiVersion": kq.API_VERSION,
-            "kind": "ClusterQueue",
-            "metadata": {"name": names["cq"]},
-            "spec": {
-                "namespaceSelector": {},
-                "admissionChecksStrategy": {"admissionChecks": [{"name": MULTIKUEUE_CHECK}]},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu"],
-                        "flavors": [
-                            {
-                                "name": names["flavor"],
-                                "resources": [{"name": "cpu", "nominalQuota": quota_cpu}],
-                            }
-                        ],
-                    }
-                ],
-            },
-        },
-    )
-    await api.create(
-        f"{KQ_API}/namespaces/{api.ns}/localqueues",
-        {
-            "apiVersion": kq.API_VERSION,
-            "kind": "LocalQueue",
-            "metadata": {"name": names["lq"], "namespace": api.ns},
-            "spec": {"clusterQueue": names["cq"]},
-        },
+        f"{KQ_API}/namespaces/{api.ns}/localqueues", kq.local_queue(names["lq"], api.ns, names["cq"])
     )
 
     async def queue_active() -> None:
@@ -349,10 +333,7 @@ async def management_queue_objects(api: Api, name: str, *, quota_cpu: str = "4")
         lq = await api.must_get(f"{KQ_API}/namespaces/{api.ns}/localqueues/{names['lq']}")
         assert is_true(cq, "Active") and is_true(lq, "Active"), (cq.get("status"), lq.get("status"))
 
-    await eventually(
-        queue_active, timeout=WAIT, message="the management ClusterQueue and LocalQueue never became Active"
-    )
-    return names
+    await eventually(queue_active, timeout=WAIT, message=f"{what} never became Active")
 
 
 def node_pod_spec(js: Json) -> Json:
@@ -389,47 +370,6 @@ async def queue_objects(api: Api, name: str, *, quota_cpu: str = "4") -> dict[st
     WorkloadPriorityClass ``high``; cluster-scoped names carry ``name``. Returns the names."""
     names = {"flavor": f"rf-{name}", "cq": f"cq-{name}", "lq": "lq", "high": f"high-{name}"}
     await api.create(
-        f"{KQ_API}/resourceflavors",
-        {
-            "apiVersion": kq.API_VERSION,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": names["flavor"]},
-            "spec": {"nodeLabels": {POOL_LABEL: POOL}, "tolerations": [POOL_TOLERATION]},
-        },
-    )
-    await api.create(
-        f"{KQ_API}/clusterqueues",
-        {
-            "apiVersion": kq.API_VERSION,
-            "kind": "ClusterQueue",
-            "metadata": {"name": names["cq"]},
-            "spec": {
-                "namespaceSelector": {},
-                "preemption": {"withinClusterQueue": "LowerPriority"},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu"],
-                        "flavors": [
-                            {
-                                "name": names["flavor"],
-                                "resources": [{"name": "cpu", "nominalQuota": quota_cpu}],
-                            }
-                        ],
-                    }
-                ],
-            },
-        },
-    )
-    await api.create(
-        f"{KQ_API}/namespaces/{api.ns}/localqueues",
-        {
-            "apiVersion": kq.API_VERSION,
-            "kind": "LocalQueue",
-            "metadata": {"name": names["lq"], "namespace": api.ns},
-            "spec": {"clusterQueue": names["cq"]},
-        },
-    )
-    await api.create(
         f"{KQ_API}/workloadpriorityclasses",
         {
             "apiVersion": kq.API_VERSION,
@@ -438,14 +378,14 @@ async def queue_objects(api: Api, name: str, *, quota_cpu: str = "4") -> dict[st
             "value": 1000,
         },
     )
-
-    async def queue_active() -> None:
-        cq = await api.must_get(f"{KQ_API}/clusterqueues/{names['cq']}")
-        lq = await api.must_get(f"{KQ_API}/namespaces/{api.ns}/localqueues/{names['lq']}")
-        assert is_true(cq, "Active") and is_true(lq, "Active"), (cq.get("status"), lq.get("status"))
-
-    await eventually(
-        queue_active, timeout=WAIT, message="the ClusterQueue and LocalQueue never became Active"
+    await _create_queues(
+        api,
+        names,
+        kq.resource_flavor(names["flavor"], nodeLabels={POOL_LABEL: POOL}, tolerations=[POOL_TOLERATION]),
+        kq.cluster_queue(
+            names["cq"], names["flavor"], quota_cpu, preemption={"withinClusterQueue": "LowerPriority"}
+        ),
+        what="the ClusterQueue and LocalQueue",
     )
     return names
 

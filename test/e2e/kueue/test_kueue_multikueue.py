@@ -22,6 +22,8 @@ controller's ``managedBy`` check); on the worker, run what Kueue admitted.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import pytest
 from kueuee2e import (
     GO_MANAGERS,
@@ -34,6 +36,7 @@ from kueuee2e import (
     Json,
     MultiKueue,
     MultiKueueApi,
+    Stack,
     Watch,
     assert_no_reconciler_errors,
     condition,
@@ -224,6 +227,48 @@ async def assert_finished_and_cleaned_up(
     assert pods == [], pods
 
 
+async def assert_runs_on_the_worker_then_completes(
+    mk: MultiKueueApi,
+    kind: str,
+    name: str,
+    path_of: str,
+    *,
+    pods: int,
+    completed: str,
+    first: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """``kind`` ``name`` dispatched to the worker and running there on ``pods`` pool pods (after
+    ``first``, checked on each try), its status mirrored back while it runs, then ``completed``
+    on the management copy and the worker's copy gone."""
+
+    async def running() -> str:
+        if first is not None:
+            await first()
+        _, remote = await assert_dispatched(mk, kind, name)
+        await assert_running_on_pool(mk.worker, name, pods)
+        return str(remote["metadata"]["name"])
+
+    workload = await eventually(running, timeout=WAIT, message=f"{kind} {name} never ran on the worker")
+    await eventually(
+        lambda: assert_status_mirrored(mk, path_of, active=pods),
+        timeout=WAIT,
+        message=f"the worker's status of {name} never came back to the management cluster",
+    )
+    await eventually(
+        lambda: assert_finished_and_cleaned_up(mk, kind, name, path_of, completed, workload),
+        timeout=WAIT + RUN_SECONDS,
+        message=f"{name} never completed on the management cluster, or its worker copy stayed",
+    )
+
+
+async def assert_quiet(mk: MultiKueueApi, stacks: tuple[Stack, ...], since: list[int]) -> None:
+    """No manager event on the management cluster, no reconciler error in either stack's log
+    since ``since``."""
+    await assert_no_manager_events(mk.management)
+    for stack, offset in zip(stacks, since, strict=True):
+        assert_no_reconciler_errors(stack, mk.management.ns, offset)
+
+
 def _finishing_trainjob(api: Api, name: str) -> Json:
     """A TrainJob of one node and 1 CPU whose pod runs ``RUN_SECONDS`` (a user's entry of the
     level's field carries the annotation: ``podTemplateOverrides`` or ``runtimePatches``)."""
@@ -254,30 +299,17 @@ async def test_trainjob_runs_on_the_worker_and_its_status_comes_back(
             assert created["spec"].get("managedBy") == kq.MULTIKUEUE_CONTROLLER, created["spec"]
             assert created["spec"].get("suspend") is True, created["spec"]
 
-            async def running() -> str:
+            async def no_management_jobset() -> None:
                 # first, so that a manager that builds one fails for that reason
                 assert await mk.management.get(mk.management.jobset("t")) is None, (
                     "a JobSet t on the management cluster"
                 )
-                _, remote = await assert_dispatched(mk, "TrainJob", "t")
-                await assert_running_on_pool(mk.worker, "t", 1)
-                return str(remote["metadata"]["name"])
 
-            workload = await eventually(running, timeout=WAIT, message="TrainJob t never ran on the worker")
-            await eventually(
-                lambda: assert_status_mirrored(mk, path_of, active=1),
-                timeout=WAIT,
-                message="the worker's status of t never came back to the management cluster",
-            )
-            await eventually(
-                lambda: assert_finished_and_cleaned_up(mk, "TrainJob", "t", path_of, "Complete", workload),
-                timeout=WAIT + RUN_SECONDS,
-                message="t never completed on the management cluster, or its worker copy stayed",
+            await assert_runs_on_the_worker_then_completes(
+                mk, "TrainJob", "t", path_of, pods=1, completed="Complete", first=no_management_jobset
             )
         nothing.assert_nothing()
-        await assert_no_manager_events(mk.management)
-        for stack, offset in zip(stacks, since, strict=True):
-            assert_no_reconciler_errors(stack, mk.management.ns, offset)
+        await assert_quiet(mk, stacks, since)
     finally:
         await mk.management.delete(mk.management.trainjob("t"))
         await _delete_queues(mk, management, worker)
@@ -330,26 +362,11 @@ async def test_jobset_runs_on_the_worker_and_its_status_comes_back(
             )
             assert created["spec"].get("managedBy") == kq.MULTIKUEUE_CONTROLLER, created["spec"]
 
-            async def running() -> str:
-                _, remote = await assert_dispatched(mk, "JobSet", "js")
-                await assert_running_on_pool(mk.worker, "js", 2)
-                return str(remote["metadata"]["name"])
-
-            workload = await eventually(running, timeout=WAIT, message="JobSet js never ran on the worker")
-            await eventually(
-                lambda: assert_status_mirrored(mk, path_of, active=2),
-                timeout=WAIT,
-                message="the worker's status of js never came back to the management cluster",
-            )
-            await eventually(
-                lambda: assert_finished_and_cleaned_up(mk, "JobSet", "js", path_of, "Completed", workload),
-                timeout=WAIT + RUN_SECONDS,
-                message="js never completed on the management cluster, or its worker copy stayed",
+            await assert_runs_on_the_worker_then_completes(
+                mk, "JobSet", "js", path_of, pods=2, completed="Completed"
             )
         nothing.assert_nothing()
-        await assert_no_manager_events(mk.management)
-        for stack, offset in zip(stacks, since, strict=True):
-            assert_no_reconciler_errors(stack, mk.management.ns, offset)
+        await assert_quiet(mk, stacks, since)
     finally:
         await mk.management.delete(mk.management.jobset("js"))
         await _delete_queues(mk, management, worker)
@@ -409,9 +426,7 @@ async def test_deleting_on_the_management_cluster_removes_the_worker_copies(
         nothing.assert_nothing()
         jobsets = await mk.management.items(f"{JS_API}/namespaces/{mk.management.ns}/jobsets")
         assert jobsets == [], [j["metadata"]["name"] for j in jobsets]
-        await assert_no_manager_events(mk.management)
-        for stack, offset in zip(stacks, since, strict=True):
-            assert_no_reconciler_errors(stack, mk.management.ns, offset)
+        await assert_quiet(mk, stacks, since)
     finally:
         await mk.management.delete(mk.management.trainjob("t"))
         await mk.management.delete(mk.management.jobset("js"))
