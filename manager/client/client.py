@@ -8,10 +8,13 @@ are dicts or pydantic models, and results come back as the type the caller used.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, TypeVar, Unpack, cast, overload
 
+from manager import _json
 from manager.client import objects, rest
 from manager.client.errors import ApiError, Gone, NotFound
 from manager.client.interfaces import (
@@ -54,6 +57,33 @@ def encode_field_selector(selector: str | Mapping[str, str] | None) -> str | Non
     if selector is None or isinstance(selector, str):
         return selector or None
     return ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or None
+
+
+_LIST_META = re.compile(
+    rb'^\s*\{\s*(?:"(?:kind|apiVersion)"\s*:\s*"[^"\\]*"\s*,\s*){0,2}"metadata"\s*:\s*(\{[^{}]*\})'
+)
+
+
+def peek_continue(raw: bytes) -> str | None:
+    """The continue token of a LIST answer read from its first bytes, without decoding its items:
+    the API server writes ``kind``, ``apiVersion`` and the list's ``metadata`` first. None when
+    there is none or the answer does not start that way (the caller then waits for the decode)."""
+    match = _LIST_META.match(raw, 0, 4096)
+    if match is None:
+        return None
+    try:
+        meta = _json.loads(match.group(1))
+    except _json.JSONDecodeError:
+        return None
+    token = meta.get("continue")
+    return token if isinstance(token, str) and token else None
+
+
+async def _discard(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` unless it is done, and wait for it; its outcome is of no interest."""
+    if not task.done():
+        task.cancel()
+    await asyncio.gather(task, return_exceptions=True)  # a cancel of the caller still propagates
 
 
 class RawListOptions(TypedDict, total=False):
@@ -246,30 +276,60 @@ class Client(_Writes, TypedReader):
             "fieldSelector": encode_field_selector(options.get("field_selector")),
             "limit": options.get("limit", 500) or None,
         }
-        items: builtins.list[Any] = []
-        token: str | None = None
-        rv = options.get("resource_version")
-        while True:
+        first_rv = options.get("resource_version")
+
+        async def page(token: str | None, rv: str | None) -> asyncio.Task[bytes]:
             params = dict(base, **{"continue": token})
             if token is None and rv is not None:
                 params["resourceVersion"] = rv
                 if rv != "0":
                     params["resourceVersionMatch"] = "NotOlderThan"
+            fetch = asyncio.ensure_future(self.transport.request_bytes("GET", path, params=params))
             try:
-                body = await self.transport.request("GET", path, params=params)
-            except Gone:
-                if token is None:
-                    raise
-                items, token, rv = [], None, None
-                continue
-            for item in body.get("items") or []:
-                item.setdefault("apiVersion", gvk.api_version)
-                item.setdefault("kind", gvk.kind)
-                items.append(transform(item) if transform is not None else item)
-            meta = body.get("metadata") or {}
-            token = meta.get("continue") or None
-            if not token:
-                return items, str(meta.get("resourceVersion") or "")
+                # one turn of the loop: the task's first step writes the request (on a pooled
+                # connection nothing before the write waits), then waits for the answer
+                await asyncio.sleep(0)
+            except BaseException:
+                await _discard(fetch)
+                raise
+            return fetch
+
+        # The next page is asked for as soon as this one's continue token is read from its first
+        # bytes, so the API server serves it while this one is decoded and transformed.
+        items: builtins.list[Any] = []
+        rv = first_rv
+        token: str | None = None
+        fetching: asyncio.Task[bytes] | None = None
+        try:
+            fetching = await page(None, rv)
+            while True:
+                try:
+                    raw = await fetching
+                except Gone:
+                    if token is None:
+                        raise
+                    # the continue token expired: list again from scratch, as client-go's pager does
+                    items, token, rv = [], None, None
+                    fetching = await page(None, rv)
+                    continue
+                peeked = peek_continue(raw)
+                if peeked:
+                    fetching = await page(peeked, rv)
+                body = rest.decode_object(raw, "GET", path)
+                for item in body.get("items") or []:
+                    item.setdefault("apiVersion", gvk.api_version)
+                    item.setdefault("kind", gvk.kind)
+                    items.append(transform(item) if transform is not None else item)
+                meta = body.get("metadata") or {}
+                token = meta.get("continue") or None
+                if not token:
+                    return items, str(meta.get("resourceVersion") or "")
+                if token != peeked:  # a page whose metadata could not be read ahead
+                    await _discard(fetching)
+                    fetching = await page(token, rv)
+        finally:
+            if fetching is not None:
+                await _discard(fetching)
 
     def watch(
         self,

@@ -129,11 +129,41 @@ class RestTransport:
         """Send one request and return the decoded JSON object (``{}`` for an empty body); non-2xx
         raises an ``ApiError``, and so does a body that is not a JSON object (the API server
         answers every request with one)."""
+        status, raw = await self._send(
+            method, path, params=params, body=body, content_type=content_type, timeout=timeout
+        )
+        return _object(raw, method, path, status)
+
+    async def request_bytes(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        body: object = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> bytes:
+        """``request`` without decoding: the 2xx answer's body as it came (a list page read while
+        the previous one is decoded); non-2xx raises its ``ApiError``."""
+        _, raw = await self._send(
+            method, path, params=params, body=body, content_type=content_type, timeout=timeout
+        )
+        return raw
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None,
+        body: object,
+        content_type: str | None,
+        timeout: float | None,
+    ) -> tuple[int, bytes]:
         if loops.in_guest():
             return await loops.on_host(
-                self.request(
-                    method, path, params=params, body=body, content_type=content_type, timeout=timeout
-                )
+                self._send(method, path, params=params, body=body, content_type=content_type, timeout=timeout)
             )
         data = _json.dumps(body) if body is not None else None
         if data is not None and content_type is None:
@@ -154,7 +184,7 @@ class RestTransport:
                     raw = await response.read()
                     self._count(response.status, method)
                     if response.status < 300:
-                        return _object(raw, method, path, response.status)
+                        return response.status, raw
                     error = self._error(response.status, raw, response.headers.get("Retry-After"))
             except (aiohttp.ClientError, TimeoutError) as err:
                 self._count("<error>", method)
@@ -234,7 +264,7 @@ class RestTransport:
             raise TransportError(f"GET {path} (watch): {err!r}") from err
 
 
-def _object(raw: bytes, method: str, path: str, status: int) -> Json:
+def _object(raw: bytes, method: str, path: str, status: int = 200) -> Json:
     if not raw:
         return {}
     decoded = _json.loads(raw)
@@ -244,3 +274,8 @@ def _object(raw: bytes, method: str, path: str, status: int) -> Json:
             code=status,
         )
     return decoded
+
+
+def decode_object(raw: bytes, method: str, path: str) -> Json:
+    """A ``request_bytes`` answer decoded as ``request`` would have returned it."""
+    return _object(raw, method, path)
