@@ -1,4 +1,6 @@
-"""A small aiohttp server runnable shared by the metrics and health-probe endpoints.
+"""Serving an aiohttp app (``serve``: listen, report the port, run until cancelled, clean up;
+every server of the manager goes through it) and the small server runnable of the metrics and
+health-probe endpoints.
 
 Bind addresses follow controller-runtime: ``":8080"`` listens on every interface,
 ``"127.0.0.1:0"`` picks a free port (read it back from ``port``), and ``"0"`` or ``""`` means
@@ -9,13 +11,37 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Awaitable, Callable
 
 import structlog
 from aiohttp import web
 
-from manager.tlsserving import serve
-
 log = structlog.get_logger("manager.http")
+
+
+async def serve(
+    app: web.Application,
+    host: str | None,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None,
+    listening: Callable[[int], object],
+    until: Callable[[], Awaitable[None]] | None = None,
+    shutdown_timeout: float = 60.0,
+) -> None:
+    """Serve ``app`` on ``host:port`` (``None``/``""``: every interface, port 0: a free one):
+    ``listening(bound port)`` once the socket accepts, then ``until()`` (default: forever) while it
+    serves. Cancelling stops it; open requests get ``shutdown_timeout`` s to finish."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host or None, port, ssl_context=ssl_context)
+        await site.start()
+        addresses = runner.addresses
+        listening(int(addresses[0][1]) if addresses else port)
+        await (until() if until is not None else asyncio.Event().wait())
+    finally:
+        await runner.cleanup()
 
 
 def is_disabled(bind_address: str) -> bool:

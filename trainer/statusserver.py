@@ -50,9 +50,9 @@ from manager.meta.gvk import POD
 from manager.meta.object import Json
 from manager.meta.times import format_time
 from manager.metrics.filters import DelegatingAuth, ReviewError
-from manager.tlsserving import Serving, TLSServer
 from manager.tokenbucket import TokenBucket
 from manager.webhook.certwatcher import TLSOption
+from manager.webhook.tlsserver import Serving, TLSServer
 from trainer.api import jobset_constants as jc
 from trainer.api.trainjob_progress_v1alpha1 import METRIC_FIELD_MAX_LENGTH, METRICS_MAX_ITEMS
 from trainer.runtime.plugins.trainjobstatus import status_path, token_audience

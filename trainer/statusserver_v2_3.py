@@ -48,8 +48,8 @@ from manager.client.errors import ApiError, NotFound
 from manager.config import service_account_dir
 from manager.meta.object import Json
 from manager.oidc import Fetch, Provider, TokenInvalid
-from manager.tlsserving import Serving, TLSServer
 from manager.webhook.certwatcher import TLSOption
+from manager.webhook.tlsserver import Serving, TLSServer
 from trainer.runtime.plugins.trainjobstatus import status_path, token_audience
 
 __all__ = [

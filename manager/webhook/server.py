@@ -31,7 +31,7 @@ from pathlib import Path
 from aiohttp import web
 
 from manager import loops
-from manager.tlsserving import serve, watch_certificates
+from manager._http import serve
 from manager.webhook import metrics
 from manager.webhook.admission import (
     INTERNAL_ERROR_MESSAGE,
@@ -42,6 +42,7 @@ from manager.webhook.admission import (
     errored,
 )
 from manager.webhook.certwatcher import CertWatcher, TLSOption
+from manager.webhook.tlsserver import watch_certificates
 
 log = logging.getLogger(__name__)
 MAX_BODY = 7 * 1024 * 1024

@@ -1,9 +1,7 @@
-"""Serving an aiohttp app: the listen / report the port / run until cancelled / clean up cycle every
-server of the manager goes through, and ``TLSServer``, an app served over TLS from a certificate
-directory whose pair is re-read while it runs (cert-manager rotates it in place).
-
-The webhook server, the metrics and probe endpoints and both levels' TrainJob status servers
-serve through ``serve``; the status servers are ``TLSServer`` subclasses that only say which app.
+"""``TLSServer``: an aiohttp app served over TLS from a certificate directory whose pair is re-read
+while it runs (cert-manager rotates it in place), as a Runnable on every replica. The Trainer's
+status servers subclass it and only say which app; the webhook server shares its
+``watch_certificates`` and ``manager._http.serve``.
 """
 
 from __future__ import annotations
@@ -16,34 +14,10 @@ from typing import TypedDict
 
 from aiohttp import web
 
+from manager._http import serve
 from manager.webhook.certwatcher import CertWatcher, TLSOption
 
-__all__ = ["Serving", "TLSServer", "serve", "watch_certificates"]
-
-
-async def serve(
-    app: web.Application,
-    host: str | None,
-    port: int,
-    *,
-    ssl_context: ssl.SSLContext | None,
-    listening: Callable[[int], object],
-    until: Callable[[], Awaitable[None]] | None = None,
-    shutdown_timeout: float = 60.0,
-) -> None:
-    """Serve ``app`` on ``host:port`` (``None``/``""``: every interface, port 0: a free one):
-    ``listening(bound port)`` once the socket accepts, then ``until()`` (default: forever) while it
-    serves. Cancelling stops it; open requests get ``shutdown_timeout`` s to finish."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, host or None, port, ssl_context=ssl_context)
-        await site.start()
-        addresses = runner.addresses
-        listening(int(addresses[0][1]) if addresses else port)
-        await (until() if until is not None else asyncio.Event().wait())
-    finally:
-        await runner.cleanup()
+__all__ = ["Serving", "TLSServer", "watch_certificates"]
 
 
 def watch_certificates(
