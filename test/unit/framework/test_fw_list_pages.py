@@ -8,10 +8,11 @@ loop is busy, as a real one does."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -109,11 +110,25 @@ def server(request: pytest.FixtureRequest) -> Iterator[ThreadedApiServer]:
         yield running
 
 
-async def _client(url: str) -> Client:
-    transport = RestTransport(RestConfig(host=url))
+ALL_NAMES = [f"p{n}-{i}" for n in range(PAGES) for i in range(2)]
+
+
+@contextlib.asynccontextmanager
+async def client_of(server: ThreadedApiServer) -> AsyncIterator[Client]:
+    transport = RestTransport(RestConfig(host=server.url))
     mapper = RESTMapper(transport)
     mapper.add(MAPPING)
-    return Client(transport, mapper)
+    try:
+        yield Client(transport, mapper)
+    finally:
+        await transport.aclose()
+
+
+async def names_listed(server: ThreadedApiServer) -> list[str]:
+    async with client_of(server) as client:
+        items, _ = await client.list_raw(GVK, namespace="ns", limit=2)
+    assert items[0]["kind"] == "Pod" and items[0]["apiVersion"] == "v1"
+    return [i["metadata"]["name"] for i in items]
 
 
 def wait_for(condition: Any, seconds: float) -> bool:
@@ -141,7 +156,6 @@ def test_the_continue_token_is_read_from_the_first_bytes() -> None:
 
 
 async def test_the_next_page_is_asked_for_while_this_one_is_transformed(server: ThreadedApiServer) -> None:
-    client = await _client(server.url)
     asked_ahead: dict[int, bool] = {}
 
     def transform(item: dict[str, Any]) -> str:
@@ -152,11 +166,9 @@ async def test_the_next_page_is_asked_for_while_this_one_is_transformed(server: 
             asked_ahead[number] = wait_for(lambda: f"token-{number + 1}" in server.seen(), 5.0)
         return str(name)
 
-    try:
+    async with client_of(server) as client:
         items, rv = await client.list_raw(GVK, namespace="ns", limit=2, transform=transform)
-    finally:
-        await client.transport.aclose()
-    assert items == [f"p{n}-{i}" for n in range(PAGES) for i in range(2)] and rv == "42"
+    assert items == ALL_NAMES and rv == "42"
     assert asked_ahead == dict.fromkeys(range(PAGES - 1), True), asked_ahead
     assert server.seen() == [None, "token-1", "token-2", "token-3"]
 
@@ -165,13 +177,7 @@ async def test_the_next_page_is_asked_for_while_this_one_is_transformed(server: 
 async def test_pages_of_another_layout_are_still_listed_one_after_the_other(
     server: ThreadedApiServer,
 ) -> None:
-    client = await _client(server.url)
-    try:
-        items, _ = await client.list_raw(GVK, namespace="ns", limit=2)
-    finally:
-        await client.transport.aclose()
-    assert [i["metadata"]["name"] for i in items] == [f"p{n}-{i}" for n in range(PAGES) for i in range(2)]
-    assert items[0]["kind"] == "Pod" and items[0]["apiVersion"] == "v1"
+    assert await names_listed(server) == ALL_NAMES
     assert server.seen() == [None, "token-1", "token-2", "token-3"]
 
 
@@ -179,35 +185,23 @@ async def test_pages_of_another_layout_are_still_listed_one_after_the_other(
 async def test_an_expired_continue_token_on_a_page_read_ahead_lists_again_from_scratch(
     server: ThreadedApiServer,
 ) -> None:
-    client = await _client(server.url)
-    try:
-        items, _ = await client.list_raw(GVK, namespace="ns", limit=2)
-    finally:
-        await client.transport.aclose()
-    assert [i["metadata"]["name"] for i in items] == [f"p{n}-{i}" for n in range(PAGES) for i in range(2)]
+    assert await names_listed(server) == ALL_NAMES
     assert server.seen() == [None, "token-1", "token-2", None, "token-1", "token-2", "token-3"]
 
 
 async def test_a_failing_transform_leaves_no_page_request_behind(server: ThreadedApiServer) -> None:
-    client = await _client(server.url)
-    before = asyncio.all_tasks()
-
     def transform(item: dict[str, Any]) -> str:
         raise ValueError(f"cannot keep {item['metadata']['name']}")
 
-    try:
+    async with client_of(server) as client:
+        before = asyncio.all_tasks()
         with pytest.raises(ValueError, match="cannot keep p0-0"):
             await client.list_raw(GVK, namespace="ns", limit=2, transform=transform)
         assert asyncio.all_tasks() == before  # the page read ahead was cancelled and awaited
-    finally:
-        await client.transport.aclose()
 
 
 async def test_a_first_page_refused_gone_is_raised(server: ThreadedApiServer) -> None:
     server.gone_at = 0
-    client = await _client(server.url)
-    try:
+    async with client_of(server) as client:
         with pytest.raises(Gone):
             await client.list_raw(GVK, namespace="ns", limit=2, resource_version="7")
-    finally:
-        await client.transport.aclose()
