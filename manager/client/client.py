@@ -267,7 +267,8 @@ class Client(_Writes, TypedReader):
         items are then whatever it returns.
 
         If a continue token expires mid-way (410), the list restarts from scratch, as client-go's
-        pager falls back to a full list.
+        pager falls back to a full list. Each next page is asked for before the current one is
+        decoded (its continue token read from the first bytes, ``peek_continue``; F-IO-14).
         """
         mapping = await self._mapping(gvk)
         path = mapping.collection_path(options.get("namespace"))
@@ -276,7 +277,6 @@ class Client(_Writes, TypedReader):
             "fieldSelector": encode_field_selector(options.get("field_selector")),
             "limit": options.get("limit", 500) or None,
         }
-        first_rv = options.get("resource_version")
 
         async def page(token: str | None, rv: str | None) -> asyncio.Task[bytes]:
             params = dict(base, **{"continue": token})
@@ -297,7 +297,7 @@ class Client(_Writes, TypedReader):
         # The next page is asked for as soon as this one's continue token is read from its first
         # bytes, so the API server serves it while this one is decoded and transformed.
         items: builtins.list[Any] = []
-        rv = first_rv
+        rv = options.get("resource_version")
         token: str | None = None
         fetching: asyncio.Task[bytes] | None = None
         try:
