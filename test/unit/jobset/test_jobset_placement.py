@@ -15,6 +15,7 @@ from manager.meta.gvk import NODE as NODE_GVK
 from manager.meta.gvk import POD as POD_GVK
 from manager.webhook import Denied
 from trainer.api import jobset_constants as c
+from trainer.controllers.jobset import NODE_CACHE
 from trainer.controllers.jobset.metrics import JobSetMetrics
 from trainer.controllers.jobset.pod_reconciler import (
     PodReconciler,
@@ -121,6 +122,33 @@ async def test_matching_follower_is_valid() -> None:  # spec: jobset 6.L.2
         node("test-node", {TOPOLOGY: "topologyDomain"}),
         follower=pod(FOLLOWER, "1", selector={TOPOLOGY: "topologyDomain"}),
     )
+
+
+async def test_the_node_cache_keeps_what_placement_reads() -> None:
+    """The Node cache keeps a Node's name and labels (NODE_CACHE, J-17): placement reads nothing
+    else, so a projected Node gives the same verdicts as a whole one."""
+    whole = node("test-node", {TOPOLOGY: "topologyDomain", "kubernetes.io/os": "linux"})
+    whole["metadata"] |= {"uid": "u-1", "resourceVersion": "7", "annotations": {"kwok.x-k8s.io/node": "fake"}}
+    whole["status"] = {
+        "capacity": {"cpu": "32"},
+        "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-12-05T02:36:03Z"}],
+        "images": [{"names": ["registry.example/trainer:v2.3.0"], "sizeBytes": 123}],
+    }
+    assert NODE_CACHE.transform is not None
+    cached = NODE_CACHE.transform(whole)
+    assert cached == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "test-node",
+            "uid": "u-1",
+            "resourceVersion": "7",
+            "labels": whole["metadata"]["labels"],
+        },
+    }
+    assert await placements(cached, follower=pod(FOLLOWER, "1", selector={TOPOLOGY: "topologyDomain"}))
+    with pytest.raises(PlacementError, match="follower topology"):
+        await placements(cached, follower=pod(FOLLOWER, "1", selector={TOPOLOGY: "elsewhere"}))
 
 
 async def test_follower_selector_problems() -> None:
