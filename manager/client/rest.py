@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
+from typing import TypedDict, Unpack
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -24,6 +25,19 @@ from manager.config import RestConfig
 from manager.meta.object import Json, json_kind
 
 Params = Mapping[str, str | int | bool | None]
+
+
+class RequestOptions(TypedDict, total=False):
+    """What a request carries besides its method and path."""
+
+    params: Params | None
+    """The query (``None`` values are left out)."""
+    body: object
+    """Encoded as JSON (``content_type`` JSON unless another is named, e.g. a patch type)."""
+    content_type: str | None
+    timeout: float | None
+    """Seconds for the whole request (default: the config's)."""
+
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -116,55 +130,24 @@ class RestTransport:
             time.monotonic() - start
         )
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Params | None = None,
-        body: object = None,
-        content_type: str | None = None,
-        timeout: float | None = None,
-    ) -> Json:
+    async def request(self, method: str, path: str, **options: Unpack[RequestOptions]) -> Json:
         """Send one request and return the decoded JSON object (``{}`` for an empty body); non-2xx
         raises an ``ApiError``, and so does a body that is not a JSON object (the API server
         answers every request with one)."""
-        status, raw = await self._send(
-            method, path, params=params, body=body, content_type=content_type, timeout=timeout
-        )
+        status, raw = await self._send(method, path, **options)
         return _object(raw, method, path, status)
 
-    async def request_bytes(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Params | None = None,
-        body: object = None,
-        content_type: str | None = None,
-        timeout: float | None = None,
-    ) -> bytes:
+    async def request_bytes(self, method: str, path: str, **options: Unpack[RequestOptions]) -> bytes:
         """``request`` without decoding: the 2xx answer's body as it came (a list page read while
         the previous one is decoded); non-2xx raises its ``ApiError``."""
-        _, raw = await self._send(
-            method, path, params=params, body=body, content_type=content_type, timeout=timeout
-        )
+        _, raw = await self._send(method, path, **options)
         return raw
 
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Params | None,
-        body: object,
-        content_type: str | None,
-        timeout: float | None,
-    ) -> tuple[int, bytes]:
+    async def _send(self, method: str, path: str, **options: Unpack[RequestOptions]) -> tuple[int, bytes]:
         if loops.in_guest():
-            return await loops.on_host(
-                self._send(method, path, params=params, body=body, content_type=content_type, timeout=timeout)
-            )
+            return await loops.on_host(self._send(method, path, **options))
+        params, body, timeout = options.get("params"), options.get("body"), options.get("timeout")
+        content_type = options.get("content_type")
         data = _json.dumps(body) if body is not None else None
         if data is not None and content_type is None:
             content_type = JSON
