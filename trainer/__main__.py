@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import importlib
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from manager import Manager, Options
@@ -28,9 +29,11 @@ from manager.config import RestConfigError, get_config
 from manager.health.checks import CheckFailedError, flag_checker, ping
 from manager.manager.signals import run_until_signalled
 from manager.meta.field import aggregate
+from manager.metrics.registry import REGISTRY
+from manager.metrics.webhook import RELAYED
+from manager.webhook.process import CHILD_FDS_FLAG, WebhookProcess, relay_metrics
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import early_signals, features
-from trainer.api import gocodec
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError
 from trainer.components import COMPONENTS, select
 from trainer.controllers import podcache
@@ -38,10 +41,11 @@ from trainer.levels import DEFAULT as DEFAULT_LEVEL
 from trainer.levels import LEVELS, ApiLevel, CrdLevelMismatch
 from trainer.levels import get as api_level
 from trainer.levels.check import check_trainjob_crd, feature_gate_errors
-from trainer.options import apply_client_connection, manager_options, read_configuration, webhook_address
+from trainer.options import apply_client_connection, manager_options, read_configuration
 from trainer.runtime.context import SetupContext
 from trainer.runtime.plugins import builtin_names as builtin_plugin_names
 from trainer.runtime.plugins import external as external_plugins
+from trainer.webhook_process import child_command, parse_fds, run_child, webhook_server
 from webhooks.certs import TRAINER_WEBHOOK_CONFIGURATIONS, CertConfig, CertRotator, WebhookConfiguration
 
 FIELD_OWNER = "trainer"
@@ -76,6 +80,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         f"({', '.join(LEVELS)}; default {DEFAULT_LEVEL.name}; docs/levels.md)",
     )
     parser.add_argument(
+        "--webhook-process",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve the admission webhooks from a child process of their own (the default: answers "
+        "never wait for the reconciles' interpreter lock); --no-webhook-process serves them on a "
+        "thread of this process",
+    )
+    parser.add_argument(CHILD_FDS_FLAG, default="", help=argparse.SUPPRESS)
+    parser.add_argument(
         "--feature-gates",
         default="",
         help="comma-separated Name=true|false pairs; override the Configuration's featureGates",
@@ -85,7 +98,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def serve_webhooks(
     mgr: Manager,
-    webhooks: WebhookServer,
+    webhooks: WebhookServer | WebhookProcess,
     cfg: Configuration,
     configurations: tuple[WebhookConfiguration, ...] = TRAINER_WEBHOOK_CONFIGURATIONS,
     also: tuple[Any, ...] = (),
@@ -175,7 +188,13 @@ def status_server(
     return (server,)
 
 
-async def run(args: argparse.Namespace, cfg: Configuration, options: Options) -> int:
+async def run(
+    args: argparse.Namespace, cfg: Configuration, options: Options, argv: Sequence[str] = ()
+) -> int:
+    if args.webhook_child_fds:  # the webhook process of a manager (trainer/webhook_process.py)
+        return await run_child(
+            args, cfg, options, api_level(cfg.api_level), parse_fds(args.webhook_child_fds)
+        )
     try:
         components = select(args.controllers)
     except ValueError as err:
@@ -201,22 +220,14 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
         except RequestError as err:
             log.error("unable to read the TrainJob CRD", error=str(err))
             return 1
-        webhooks: WebhookServer | None = None
-        if components:
-            host, port = webhook_address(cfg)
-            # the Configuration's tls, as for the metrics server (upstream's one tlsOpts for both)
-            webhooks = WebhookServer(
-                host=host,
-                port=port,
-                cert_dir=args.webhook_cert_dir,
-                tls_opts=options.metrics_tls_opts,
-                # the level's Go managers' JSON decoder names embedded fields in a type error's path
-                embedded_in_error_path=gocodec.names_embedded_fields(level.runtime.trainer_go_types),
-            )
+        webhooks = webhook_server(args, cfg, options, level) if components else None
         # before any component creates the Pod informer (docs/scale.md)
         await podcache.configure(mgr, cfg.pod_cache, [c.name for c in components])
-        # One per process: the runtimes are built once.
-        context = SetupContext(mgr, webhooks, level=level.runtime, jobset_level=level.jobset)
+        # One per process: the runtimes are built once. With a webhook process, the webhooks
+        # are registered there, not here.
+        context = SetupContext(
+            mgr, None if args.webhook_process else webhooks, level=level.runtime, jobset_level=level.jobset
+        )
         enabled = []
         configurations: list[WebhookConfiguration] = []
         for component in components:
@@ -232,7 +243,11 @@ async def run(args: argparse.Namespace, cfg: Configuration, options: Options) ->
             else:
                 log.info("component skipped", component=component.name)
         status_servers = status_server(mgr, webhooks, cfg, enabled, level)
-        if webhooks is not None and webhooks.paths:
+        if webhooks is not None and args.webhook_process and configurations:
+            process = WebhookProcess(child_command(argv, enabled), cert_dir=webhooks.cert_dir)
+            relay_metrics(REGISTRY, RELAYED, process.fetch_metrics)
+            serve_webhooks(mgr, process, cfg, tuple(configurations), status_servers)
+        elif webhooks is not None and webhooks.paths:
             serve_webhooks(mgr, webhooks, cfg, tuple(configurations), status_servers)
         if not enabled:
             log.warning("no controllers are registered: running the empty manager (probes and metrics only)")
@@ -294,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     except external_plugins.PluginConfigError as err:
         log.error("unable to load the runtime plugins", error=str(err))
         return 1
-    return asyncio.run(run(args, cfg, options))
+    return asyncio.run(run(args, cfg, options, argv))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 
 from aiohttp import web
@@ -26,7 +27,8 @@ def metrics_app(
     filter: Filter | None = None,
 ) -> web.Application:
     async def metrics(request: web.Request) -> web.StreamResponse:
-        body = generate_latest(registry)
+        # off the loop: a collector may wait (the webhook process's relay asks its child)
+        body = await asyncio.to_thread(generate_latest, registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     def wrapped(handler: Handler) -> Handler:

@@ -61,6 +61,17 @@ CERT_READ_ERRORS = adopt(
     "Total number of certificate read errors",
 )
 
+RELAYED = (
+    WEBHOOK_LATENCY,
+    WEBHOOK_REQUESTS,
+    WEBHOOK_IN_FLIGHT,
+    WEBHOOK_PANICS,
+    CONVERSION_WEBHOOK_PANICS,
+    CERT_READS,
+    CERT_READ_ERRORS,
+)
+"""What a webhook process's child relays to the manager (``manager.webhook.process``)."""
+
 
 def initialize_webhook(path: str) -> None:
     """Create a webhook's series at zero (codes 200 and 500, as upstream pre-initialises)."""

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from manager.cache import ByObject
+from manager.cache.cache import Cache
+from manager.cache.transform import project
 from manager.client.errors import NotFound
 from manager.meta import gvk
 from manager.meta.object import Json as Object
@@ -16,9 +19,11 @@ from manager.meta.object import annotations_of, controller_uid, labels_of, meta_
 from trainer.api import jobset_constants as c
 
 __all__ = [
+    "NODE_CACHE",
     "POD_JOB_KEY",
     "POD_NAME_KEY",
     "PlacementError",
+    "cache_placement_reads",
     "gen_leader_pod_name",
     "is_leader_pod",
     "leader_pod_for_follower",
@@ -29,6 +34,31 @@ __all__ = [
 ]
 POD_JOB_KEY = "podJobKey"
 POD_NAME_KEY = "podName"
+
+NODE_CACHE = ByObject(
+    transform=project(
+        {
+            "apiVersion": True,
+            "kind": True,
+            "metadata": {"name": True, "uid": True, "resourceVersion": True, "labels": True},
+        }
+    )
+)
+"""Placement reads a Node for its topology label only (``topology_from_pod``, v0.12.0's
+``leader_topology``): the cache keeps each Node's name and labels, not its status (most of its
+size: KWOK's are 8 KB in memory, a kubelet's with its image list more) that every heartbeat
+rewrites. Divergence J-17."""
+
+
+async def cache_placement_reads(cache: Any) -> None:
+    """What placement reads, cached: Pods by leader name (``POD_NAME_KEY``) and Nodes' labels.
+
+    Both the Pod controller's process and the Pod webhooks' (a webhook process of its own,
+    ``trainer.webhook_process``) call it before their cache starts."""
+    await cache.index_field(gvk.POD, POD_NAME_KEY, pod_name_index)
+    if isinstance(cache, Cache):  # before the informer exists: its transform is chosen then
+        cache.options.by_object.setdefault(gvk.NODE, NODE_CACHE)
+    await cache.get_informer(gvk.NODE)  # the leader's Node is read from the cache, as upstream
 
 
 class PlacementError(Exception):

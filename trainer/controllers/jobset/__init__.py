@@ -12,36 +12,18 @@ from __future__ import annotations
 import logging
 
 from manager import Builder
-from manager.cache import ByObject
-from manager.cache.cache import Cache
-from manager.cache.transform import project
 from manager.controller.handler import enqueue_from_map
 from manager.meta.gvk import JOB as JOB_GVK
-from manager.meta.gvk import NODE as NODE_GVK
 from manager.meta.gvk import POD as POD_GVK
 from manager.meta.gvk import SERVICE as SERVICE_GVK
 from trainer.controllers.jobset.metrics import default_metrics
 from trainer.controllers.jobset.pod_reconciler import PodReconciler, leader_pod_predicate
 from trainer.controllers.jobset.reconciler import JOB_OWNER_KEY, JOBSET_GVK, JobSetReconciler
-from trainer.jobset.placement import POD_JOB_KEY, POD_NAME_KEY, pod_job_key_index, pod_name_index
+from trainer.jobset.placement import NODE_CACHE, POD_JOB_KEY, cache_placement_reads, pod_job_key_index
 from trainer.runtime.context import SetupContext
 
 __all__ = ["NODE_CACHE", "JobSetReconciler", "PodReconciler", "setup"]
 log = logging.getLogger(__name__)
-
-NODE_CACHE = ByObject(
-    transform=project(
-        {
-            "apiVersion": True,
-            "kind": True,
-            "metadata": {"name": True, "uid": True, "resourceVersion": True, "labels": True},
-        }
-    )
-)
-"""The exclusive-placement webhooks read a Node for its topology label only (``placement.
-topology_from_pod``, v0.12.0's ``leader_topology``): the cache keeps each Node's name and labels,
-not its status (most of its size: KWOK's are 8 KB in memory, a kubelet's with its image list
-more) that every heartbeat rewrites. Divergence J-17."""
 
 
 async def setup(context: SetupContext) -> bool:
@@ -55,10 +37,7 @@ async def setup(context: SetupContext) -> bool:
     steps = context.jobset_level.controller
     await cache.index_field(JOB_GVK, JOB_OWNER_KEY, steps.job_owner_index)
     await cache.index_field(POD_GVK, POD_JOB_KEY, pod_job_key_index)
-    await cache.index_field(POD_GVK, POD_NAME_KEY, pod_name_index)
-    if isinstance(cache, Cache):  # before the informer exists: its transform is chosen then
-        cache.options.by_object.setdefault(NODE_GVK, NODE_CACHE)
-    await cache.get_informer(NODE_GVK)  # the leader's Node is read from the cache, as upstream
+    await cache_placement_reads(cache)
 
     default_metrics()
     builder = Builder(mgr).for_(JOBSET_GVK).owns(JOB_GVK).owns(SERVICE_GVK)
