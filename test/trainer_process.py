@@ -68,13 +68,15 @@ async def running_manager(
     log_format: str | None = "json",
     cert_dir: Path | None = None,
     wait_ready: bool = True,
+    exit_code: int = 0,
 ) -> AsyncIterator[RunningManager]:
     """The manager against ``env``, ready; ``config`` entries override the defaults (metrics off).
 
     ``ca`` (a new one by default) signs the serving certificate for ``dns`` and 127.0.0.1;
     ``log_format=None`` leaves the log flags to ``args``. With ``cert_dir`` the manager reads its
     certificates there and none is issued (the test or the rotator writes them); with
-    ``wait_ready=False`` the manager is yielded as soon as it is started.
+    ``wait_ready=False`` the manager is yielded as soon as it is started; ``exit_code`` is the
+    code asserted at the end (a test that kills the manager names the signal's).
     """
     ca = ca or TinyCA("trainer-test-webhook-ca")
     if cert_dir is None:
@@ -124,7 +126,7 @@ async def running_manager(
             proc.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(proc.wait(), 60)
         log_file.close()
-    assert code == 0, log_path.read_text()[-4000:]
+    assert code == exit_code, log_path.read_text()[-4000:]
 
 
 def webhook_configurations(namespace: str, docs: Sequence[Json] | None = None) -> list[Json]:

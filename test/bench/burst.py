@@ -12,7 +12,8 @@ with 16 threads) and two watches (JobSets, Jobs) time each TrainJob from its cre
 its JobSet and to its first Job appearing. Measured per side:
 
 - latency to JobSet and to Job: p50 / p99 / max; total time from the first create to the last Job;
-- manager CPU seconds during the burst and peak RSS (``/proc/<pid>/stat``, ``VmHWM``);
+- manager CPU seconds during the burst and peak RSS (``/proc/<pid>/stat``, ``VmHWM``), of the
+  manager's process and its webhook process together;
 - API requests by verb and reconcile errors by controller, from the managers' own ``/metrics``
   (``rest_client_requests_total``, ``controller_runtime_reconcile_errors_total``), as deltas;
 - admission: the creates' wall time (p50 / p99 / max of each create, the whole create phase) and
@@ -34,6 +35,7 @@ Writes ``burst-<level>.json`` and ``burst-<level>.md`` (``burst-running-<level>.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import asyncio
 import json
 import os
@@ -77,16 +79,47 @@ def say(message: str) -> None:
 # -- /proc and /metrics -------------------------------------------------------------------------
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants: a manager and its webhook process
+    (``--webhook-process``) are measured as one."""
+    pids = [pid]
+    for pid_ in pids:
+        with contextlib.suppress(OSError):
+            pids += [int(c) for c in Path(f"/proc/{pid_}/task/{pid_}/children").read_text().split()]
+    return pids
+
+
+def _own_cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # ended between the listing and the read
+        return 0.0
+    # utime, stime, and the children's it has waited for (cutime, cstime)
+    return sum(int(f) for f in fields[11:15]) / TICKS
+
+
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+    """CPU seconds of ``pid`` and its descendants, the live and the ended."""
+    return sum(_own_cpu_seconds(p) for p in process_tree(pid))
+
+
+def _status_mb(pid: int, field: str) -> float:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    """The sum of each process's peak RSS (``VmHWM``) over ``pid`` and its live descendants (the
+    peaks need not coincide: an upper bound of the tree's)."""
+    return sum(_status_mb(p, "VmHWM:") for p in process_tree(pid))
+
+
+def rss_mb(pid: int) -> float:
+    """``VmRSS`` of ``pid`` and its live descendants, summed."""
+    return sum(_status_mb(p, "VmRSS:") for p in process_tree(pid))
 
 
 def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:

@@ -467,13 +467,6 @@ async def scrape_text(session: aiohttp.ClientSession, m: burst.Manager) -> str:
         return ""
 
 
-def vm_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 async def measure(
     run: Run, kube: Kube, trainjobs: int, probe: str | None, quiet_s: float, timeout: float
 ) -> dict[str, Any]:
@@ -511,7 +504,7 @@ async def measure(
             if time.monotonic() - quiet_since >= quiet_s:
                 break
         steady_s = round(time.monotonic() - run.started_at, 2)
-        rss = {m.name: round(vm_rss_mb(m.pid), 1) for m in run.metrics}
+        rss = {m.name: round(burst.rss_mb(m.pid), 1) for m in run.metrics}
         peak = {m.name: round(burst.peak_rss_mb(m.pid), 1) for m in run.metrics}
         cpu_s = {m.name: round(burst.cpu_seconds(m.pid), 2) for m in run.metrics}
         scraped = [burst.summarise(burst.parse_metrics(await scrape_text(session, m))) for m in run.metrics]
