@@ -35,8 +35,8 @@ Writes ``burst-<level>.json`` and ``burst-<level>.md`` (``burst-running-<level>.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import asyncio
+import contextlib
 import json
 import os
 import re
