@@ -6,6 +6,7 @@ status servers subclass it and only say which app; the webhook server shares its
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import ssl
 from collections.abc import Awaitable, Callable
@@ -41,7 +42,7 @@ class Serving(TypedDict, total=False):
     tls_opts: tuple[TLSOption, ...]
 
 
-class TLSServer:
+class TLSServer(abc.ABC):
     """A Runnable on every replica (no leader needed) serving ``app()`` over TLS: from the pair in
     ``cert_dir`` re-read every ``cert_poll_interval`` s, or from a fixed ``ssl_context`` (tests)."""
 
@@ -72,8 +73,9 @@ class TLSServer:
         self._ssl_context = ssl_context
         self._started = False
 
+    @abc.abstractmethod
     def app(self) -> web.Application:
-        raise NotImplementedError
+        """The application served (built at each start)."""
 
     def started_checker(self) -> Callable[[], bool]:
         """A readiness check: true while the server listens."""
