@@ -81,7 +81,7 @@ class TLSServer(abc.ABC):
         """A readiness check: true while the server listens."""
         return lambda: self._started
 
-    def listening(self, port: int) -> None:
+    def listening(self, port: int) -> None:  # noqa: B027 (optional hook, not abstract)
         """Called once the socket accepts; a subclass may log it."""
 
     async def start(self, started: asyncio.Event) -> None:
