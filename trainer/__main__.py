@@ -304,7 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:  # third-party runtime plugins (docs/plugins.md)
         external_plugins.configure(
-            cfg.runtime_plugins or [], builtin_plugin_names(api_level(cfg.api_level).runtime)
+            cfg.runtime_plugins or [],
+            builtin_plugin_names(api_level(cfg.api_level).runtime),
+            report=not args.webhook_child_fds,  # the manager says it; its webhook process loads them too
         )
     except external_plugins.PluginConfigError as err:
         log.error("unable to load the runtime plugins", error=str(err))

@@ -19,9 +19,11 @@ from collections.abc import Sequence
 import structlog
 
 from manager import Manager, Options
+from manager.cache.cache import Cache
 from manager.cluster import Cluster
 from manager.config import RestConfigError, get_config
 from manager.manager.signals import run_until_signalled
+from manager.meta.gvk import POD
 from manager.metrics.webhook import RELAYED
 from manager.webhook.process import ParentLink
 from manager.webhook.server import WebhookServer
@@ -92,8 +94,10 @@ async def run_child(
     )
     async with Cluster(rest) as cluster:
         mgr = Manager(cluster, child)
-        # the webhooks read JobSets' Pods only, whatever the manager's podCache
-        await podcache.configure(mgr, podcache.MINIMAL, ["jobset"])
+        # the webhooks read JobSets' Pods only, whatever the manager's podCache (which it logs)
+        pods = podcache.by_object(podcache.MINIMAL, all_pods=False, pod_groups=False)
+        if isinstance(mgr.cache, Cache) and pods is not None:
+            mgr.cache.options.by_object[POD] = pods
         server = webhook_server(args, cfg, options, level, own_thread=False)
         context = SetupContext(mgr, server, level=level.runtime, jobset_level=level.jobset)
         components = select(args.controllers)

@@ -57,8 +57,9 @@ def discover() -> dict[str, Discovered]:
 _enabled: list[tuple[str, Callable[[Any], Any]]] = []
 
 
-def configure(names: Sequence[str], builtin: Sequence[str] = ()) -> list[str]:
-    """Load the plugins ``names`` enables, in that order; log what was found and what runs.
+def configure(names: Sequence[str], builtin: Sequence[str] = (), *, report: bool = True) -> list[str]:
+    """Load the plugins ``names`` enables, in that order; log what was found and what runs
+    (unless not ``report``: the webhook process loads them too, the manager says it once).
 
     Raises ``PluginConfigError`` naming the ``runtimePlugins`` entry that cannot be honoured.
     Returns the enabled names.
@@ -90,12 +91,13 @@ def configure(names: Sequence[str], builtin: Sequence[str] = ()) -> list[str]:
             )
         loaded.append((name, factory))
     _enabled[:] = loaded
-    log.info(
-        "runtime plugins",
-        builtin=list(builtin),
-        discovered={n: f"{d.distribution} ({d.value})" for n, d in discovered.items()},
-        enabled=[n for n, _ in loaded],
-    )
+    if report:
+        log.info(
+            "runtime plugins",
+            builtin=list(builtin),
+            discovered={n: f"{d.distribution} ({d.value})" for n, d in discovered.items()},
+            enabled=[n for n, _ in loaded],
+        )
     return [n for n, _ in loaded]
 
 
