@@ -21,13 +21,15 @@ from jsfixtures import (
 )
 from prometheus_client import CollectorRegistry
 
-from manager import Request
+from manager import Request, Result
 from manager.client.errors import Conflict, Forbidden, InternalError, Invalid, NotFound
 from manager.meta.gvk import JOB as JOB_GVK
+from manager.scheme import GroupVersionKind
 from trainer.api import jobset_constants as c
 from trainer.controllers.jobset.metrics import JobSetMetrics
 from trainer.controllers.jobset.reconciler import (
     JOBSET_GVK,
+    OWNER_NOT_YET_SEEN_RETRY,
     JobCreationError,
     JobSetReconciler,
     merge_pod_template,
@@ -724,10 +726,31 @@ async def test_job_create_refused_not_found_after_the_jobset_was_deleted_is_no_e
     assert events.items == []
 
 
-async def test_job_create_refused_not_found_while_the_jobset_exists_is_still_an_error() -> None:
+async def test_job_create_refused_naming_the_jobset_that_exists_is_a_quiet_retry() -> None:
+    """The webhook's cache has not seen the JobSet we were just handed (Kueue's mjob.kb.io in the
+    Kueue e2e suite, once our JobSet webhook answered from its own process): no error, no event,
+    the pass ends and the JobSet is tried again in a moment; then its Jobs are created."""
     client = OwnerLookupWebhook(jobset(rjob("a", 1), uid="mine"))
-    client.jobset_deleted = True  # a refusal naming something else: the JobSet is still there
-    rec, _, _ = reconciler(client)
+    client.jobset_deleted = True  # the webhook does not find it, the API server does
+    rec, events, _ = reconciler(client)
+    assert await rec.reconcile(REQ) == Result(requeue_after=OWNER_NOT_YET_SEEN_RETRY)
+    assert events.items == []
+    assert client.names("Job") == []
+    client.jobset_deleted = False  # the webhook's cache caught up
+    await rec.reconcile(REQ)
+    assert client.names("Job") == ["test-jobset-a-0"]
+
+
+async def test_job_create_refused_not_found_naming_something_else_is_still_an_error() -> None:
+    class QueueLookupWebhook(RecordingClient):
+        async def create(self, obj: Any, **kwargs: Any) -> Any:
+            if obj["kind"] == "Job":
+                from manager.testing.fake import _not_found
+
+                raise _not_found(GroupVersionKind("kueue.x-k8s.io", "v1beta2", "LocalQueue"), "user-queue")
+            return await super().create(obj, **kwargs)
+
+    rec, _, _ = reconciler(QueueLookupWebhook(jobset(rjob("a", 1), uid="mine")))
     with pytest.raises(JobCreationError, match='job "test-jobset-a-0" creation failed with error'):
         await rec.reconcile(REQ)
 

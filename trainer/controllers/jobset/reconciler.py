@@ -144,6 +144,13 @@ class JobSetReconciler:
             # the pass ends before its status write; unlike one, without back-off or a log line.
             log.debug("JobSet %s: %s", name_of(js), stale)
             return None
+        except OwnerNotYetSeen as lag:
+            # Expected cache lag, another process's (J-1): an admission webhook that looks the
+            # Job's JobSet up (Kueue's mjob.kb.io) has not seen the JobSet we were just handed.
+            # No event, the pass ends before its status write; tried again in a moment, said
+            # at info so that a webhook that never catches up still shows.
+            log.info("JobSet %s: a webhook has not seen it yet, retrying: %s", name_of(js), lag)
+            return Result(requeue_after=OWNER_NOT_YET_SEEN_RETRY)
         if opts.should_update:
             if cache_behind:
                 # Our last status write is newer than this JobSet: its PUT would be refused
@@ -349,17 +356,21 @@ class JobSetReconciler:
                             f'job "{name_of(job)}" creation failed with error: {err}'
                         ) from err
                 except NotFound as err:
-                    if js is None or not await self._jobset_gone(js):
-                        raise JobCreationError(
-                            f'job "{name_of(job)}" creation failed with error: {err}'
-                        ) from err
-                    log.debug("JobSet gone; job not created", extra={"job": _ref(job)})
+                    if js is not None and await self._jobset_gone(js):
+                        log.debug("JobSet gone; job not created", extra={"job": _ref(job)})
+                        return
+                    if js is not None and _names_jobset(err, js):
+                        # the JobSet is there: the refusing webhook's cache has not seen its create
+                        raise OwnerNotYetSeen(str(err)) from err
+                    raise JobCreationError(f'job "{name_of(job)}" creation failed with error: {err}') from err
                 except RequestError as err:
                     raise JobCreationError(f'job "{name_of(job)}" creation failed with error: {err}') from err
 
             return call
 
         errors = await run_bounded(create(j) for j in jobs)
+        lagging = [e for e in errors if isinstance(e, OwnerNotYetSeen)]
+        errors = [e for e in errors if not isinstance(e, OwnerNotYetSeen)]
         if errors:
             # chained to the API errors, so the controller logs a refused create (a namespace
             # being terminated, a quota, a conflict) as the routine error it is: one line, retried
@@ -370,6 +381,8 @@ class JobSetReconciler:
             if js is not None and self.steps.announces_job_creation_failure(api_errors):
                 self.recorder.emit(js, "Warning", c.JobCreationFailedReason, message)
             raise JobCreationError(message) from cause
+        if lagging:
+            raise lagging[0]
         return created
 
     async def _jobset_gone(self, js: Object) -> bool:
@@ -573,6 +586,24 @@ class JobSetReconciler:
             log.error("job %s is missing the %s label", name_of(job), c.ReplicatedJobNameKey)
         job.setdefault("spec", {})["suspend"] = False
         await self.update_job(job)
+
+
+OWNER_NOT_YET_SEEN_RETRY = 1.0
+"""Seconds before a JobSet whose Job a webhook refused for not finding the JobSet is tried again."""
+
+
+class OwnerNotYetSeen(Exception):
+    """A Job create was refused NotFound naming its JobSet, which the API server has: the refusing
+    admission webhook's cache is behind the JobSet's create (``create_jobs``)."""
+
+
+def _names_jobset(err: NotFound, js: Object) -> bool:
+    """``err`` says this JobSet was not found (as Kueue's webhook words it, or in its details)."""
+    name = name_of(js)
+    details = err.status.get("details") or {}
+    if details.get("name") == name and str(details.get("kind", "")).lower() in ("jobset", "jobsets"):
+        return True
+    return f'JobSet.jobset.x-k8s.io "{name}" not found' in str(err)
 
 
 class StaleChildJob(Exception):
