@@ -17,6 +17,7 @@ from trainer.api import trainer_constants as tc
 from trainer.runtime.context import SetupContext
 from trainer.runtime.levels import RuntimeLevel
 from trainer.runtime.levels.v2_1 import V2_1
+from trainer.runtime.objects import CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK
 from trainer.runtime.registry import Runtime
 from webhooks import jobset, pod, trainingruntime, trainjob, trainjob_defaulter, typed
 
@@ -58,6 +59,10 @@ async def setup_trainer(context: SetupContext) -> bool:
     and the TrainJob defaulter when the level has one (v2.3, ``webhooks/trainjob_defaulter.py``)."""
     if context.webhooks is None:
         return False
+    # the validators read the runtimes from the cache (in a webhook process nothing else asks
+    # for them; without their informers every TrainJob's runtime would be read live)
+    for gvk in (CLUSTER_TRAINING_RUNTIME_GVK, TRAINING_RUNTIME_GVK):
+        await context.manager.cache.get_informer(gvk)
     register_trainer(context.webhooks, await context.admission_runtimes(), context.level)
     if context.level.trainjob_defaulter is not None:
         context.webhooks.register(trainjob_defaulter.PATH, trainjob_defaulter.handler())

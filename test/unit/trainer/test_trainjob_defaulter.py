@@ -200,8 +200,18 @@ class _Server:
         self.paths.append(path)
 
 
+class _Cache:
+    def __init__(self) -> None:
+        self.informers: list[str] = []
+
+    async def get_informer(self, gvk: Any) -> None:
+        self.informers.append(gvk.kind)
+
+
 class _Manager:
-    cache = None
+    def __init__(self) -> None:
+        self.cache = _Cache()
+
     api_reader = None
     mapper = None
 
@@ -214,8 +224,11 @@ async def test_only_a_level_with_a_defaulter_serves_it(monkeypatch: Any) -> None
     served = {}
     for level in (V2_1, V2_3):
         server = _Server()
-        assert await setup_trainer(SetupContext(_Manager(), server, level=level))  # type: ignore[arg-type]
+        manager = _Manager()
+        assert await setup_trainer(SetupContext(manager, server, level=level))  # type: ignore[arg-type]
         served[level.name] = PATH in server.paths
+        # the validators' runtimes come from the cache, also where no controller asks for them
+        assert manager.cache.informers == ["ClusterTrainingRuntime", "TrainingRuntime"]
     assert served == {"v2.1": False, "v2.3": True}
     assert PATH == "/mutate-trainer-kubeflow-org-v1alpha1-trainjob"
 
