@@ -16,6 +16,7 @@ if __name__ == "__main__":  # python -m trainer: signals kept from the first lin
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -243,16 +244,18 @@ async def run(
             else:
                 log.info("component skipped", component=component.name)
         status_servers = status_server(mgr, webhooks, cfg, enabled, level)
+        relayed: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
         if webhooks is not None and args.webhook_process and configurations:
             process = WebhookProcess(child_command(argv, enabled), cert_dir=webhooks.cert_dir)
-            relay_metrics(REGISTRY, RELAYED, process.fetch_metrics)
+            relayed = relay_metrics(REGISTRY, RELAYED, process.fetch_metrics)
             serve_webhooks(mgr, process, cfg, tuple(configurations), status_servers)
         elif webhooks is not None and webhooks.paths:
             serve_webhooks(mgr, webhooks, cfg, tuple(configurations), status_servers)
         if not enabled:
             log.warning("no controllers are registered: running the empty manager (probes and metrics only)")
         log.info("starting manager", controllers=enabled, leader_election=mgr.options.leader_election)
-        return await run_until_signalled(mgr, pending=early_signals.received)
+        with relayed:
+            return await run_until_signalled(mgr, pending=early_signals.received)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -211,14 +211,25 @@ def _add(into: Metric, other: Metric) -> None:
         into.samples[at] = have._replace(value=value)
 
 
+@contextlib.contextmanager
 def relay_metrics(
     registry: CollectorRegistry, collectors: Sequence[Collector], fetch: Callable[[], str]
-) -> None:
-    """Serve ``collectors``' names on ``registry`` as their sum with the child's (``fetch``)."""
+) -> Iterator[RelayCollector]:
+    """While open: ``collectors``' names on ``registry`` served as their sum with the child's
+    (``fetch``); on exit the registry is as it was."""
+    replaced = []
     for collector in collectors:
         with contextlib.suppress(KeyError):  # not registered there
             registry.unregister(collector)
-    registry.register(RelayCollector(collectors, fetch))
+            replaced.append(collector)
+    relay = RelayCollector(collectors, fetch)
+    registry.register(relay)
+    try:
+        yield relay
+    finally:
+        registry.unregister(relay)
+        for collector in replaced:
+            registry.register(collector)
 
 
 class _Server(Protocol):

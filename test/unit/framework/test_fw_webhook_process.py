@@ -71,12 +71,14 @@ async def test_started_once_the_child_serves_and_the_relayed_metrics_add_to_the_
         )
         local.labels("/validate", "200").inc(2)
         local.labels("/mutate", "200").inc(1)
-        relay_metrics(registry, [local], process.fetch_metrics)
-        exposed = samples((await asyncio.to_thread(generate_latest, registry)).decode())
+        with relay_metrics(registry, [local], process.fetch_metrics):
+            exposed = samples((await asyncio.to_thread(generate_latest, registry)).decode())
         validate = ("controller_runtime_webhook_requests_total", (("code", "200"), ("webhook", "/validate")))
         mutate = ("controller_runtime_webhook_requests_total", (("code", "200"), ("webhook", "/mutate")))
         assert exposed[validate] == 5.0  # 2 here + 3 in the child
         assert exposed[mutate] == 1.0
+        # closed: the manager's own collector is back, alone
+        assert samples(generate_latest(registry).decode())[validate] == 2.0
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -174,5 +176,5 @@ def test_a_relay_whose_child_does_not_answer_serves_the_managers_own_series() ->
     def broken() -> str:
         raise ConnectionError("the webhook process closed its metrics socket")
 
-    relay_metrics(registry, [local], broken)
-    assert samples(generate_latest(registry).decode())[("cert_reads_total", ())] == 1.0
+    with relay_metrics(registry, [local], broken):
+        assert samples(generate_latest(registry).decode())[("cert_reads_total", ())] == 1.0
