@@ -6,7 +6,7 @@ ends (``manager.webhook.process``). The child (``run_child``) registers those co
 webhooks and nothing else, and serves them: no leader election (webhooks answer on every
 replica), no metrics or probe server (the manager's process relays the webhook metrics and its
 readiness waits for the child's server), a cache of what the webhooks read (the runtimes, the
-Pods of JobSets, Nodes' labels). Why a process: docs/behaviour/framework.md D.13.
+Pods of JobSets cut to name, owner and node, Nodes' labels). Why a process: docs/behaviour/framework.md D.13.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from manager.webhook.server import WebhookServer
 from trainer.api import gocodec
 from trainer.api.config_v1alpha1 import Configuration
 from trainer.components import select
-from trainer.controllers import podcache
-from trainer.jobset.placement import cache_placement_reads
+from trainer.jobset.placement import PLACEMENT_POD_CACHE, cache_placement_reads
 from trainer.levels import ApiLevel
 from trainer.options import apply_client_connection, webhook_address
 from trainer.runtime.context import SetupContext
@@ -94,10 +93,10 @@ async def run_child(
     )
     async with Cluster(rest) as cluster:
         mgr = Manager(cluster, child)
-        # the webhooks read JobSets' Pods only, whatever the manager's podCache (which it logs)
-        pods = podcache.by_object(podcache.MINIMAL, all_pods=False, pod_groups=False)
-        if isinstance(mgr.cache, Cache) and pods is not None:
-            mgr.cache.options.by_object[POD] = pods
+        # the webhooks read a leader Pod's name, owner and node only, whatever the manager's
+        # podCache (which the manager logs)
+        if isinstance(mgr.cache, Cache):
+            mgr.cache.options.by_object[POD] = PLACEMENT_POD_CACHE
         server = webhook_server(args, cfg, options, level, own_thread=False)
         context = SetupContext(mgr, server, level=level.runtime, jobset_level=level.jobset)
         components = select(args.controllers)

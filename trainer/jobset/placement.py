@@ -20,6 +20,7 @@ from trainer.api import jobset_constants as c
 
 __all__ = [
     "NODE_CACHE",
+    "PLACEMENT_POD_CACHE",
     "POD_JOB_KEY",
     "POD_NAME_KEY",
     "PlacementError",
@@ -48,6 +49,32 @@ NODE_CACHE = ByObject(
 ``leader_topology``): the cache keeps each Node's name and labels, not its status (most of its
 size: KWOK's are 8 KB in memory, a kubelet's with its image list more) that every heartbeat
 rewrites. Divergence J-17."""
+
+
+PLACEMENT_POD_CACHE = ByObject(
+    label_selectors=[c.JobSetNameKey],
+    transform=project(
+        {
+            "apiVersion": True,
+            "kind": True,
+            "metadata": {
+                "name": True,
+                "namespace": True,
+                "uid": True,
+                "resourceVersion": True,
+                "labels": True,
+                "annotations": True,
+                "ownerReferences": True,
+                "deletionTimestamp": True,
+            },
+            "spec": {"nodeName": True},
+        }
+    ),
+    compact=True,
+)
+"""A JobSet's Pod as the Pod webhooks read a leader: its name, labels, annotations, owner, and
+node (``leader_pod_for_follower``, ``validate_same_owner``, ``leader_topology``). The webhook
+process caches Pods so (divergence J-17); the manager's Pod controllers read them whole."""
 
 
 async def cache_placement_reads(cache: Any) -> None:

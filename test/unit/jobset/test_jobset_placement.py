@@ -25,6 +25,7 @@ from trainer.controllers.jobset.pod_reconciler import (
 )
 from trainer.controllers.jobset.util import merge_maps, merge_slices
 from trainer.jobset.placement import (
+    PLACEMENT_POD_CACHE,
     POD_JOB_KEY,
     POD_NAME_KEY,
     PlacementError,
@@ -453,3 +454,27 @@ async def test_counters_on_manager_registry() -> None:
         REGISTRY.get_sample_value("jobset_failed_total", {"jobset_name": "registered", "namespace": "ns"})
         == 1
     )
+
+
+async def test_the_webhook_process_pod_cache_keeps_what_the_pod_webhooks_read() -> None:
+    """PLACEMENT_POD_CACHE (the webhook process's Pods, J-17): a leader cut to its name, labels,
+    annotations, owner and node gives the Pod webhooks the verdicts the whole Pod gives."""
+    assert PLACEMENT_POD_CACHE.transform is not None
+    whole = pod("js-rjob-0-0-xyz", "0", node="n1", conditions=[{"type": "Ready", "status": "True"}])
+    whole["spec"]["containers"] = [
+        {"name": "node", "image": "trainer:v2.3.0", "env": [{"name": "A", "value": "1"}]}
+    ]
+    cached = PLACEMENT_POD_CACHE.transform(whole)
+    assert "status" not in cached
+    assert cached["spec"] == {"nodeName": "n1"}
+    assert cached["metadata"]["ownerReferences"] == whole["metadata"]["ownerReferences"]
+    assert PLACEMENT_POD_CACHE.label_selectors == [c.JobSetNameKey]
+    topology = node("n1", {TOPOLOGY: "pool-a"})
+    follower = pod("js-rjob-0-1-abc", "1")
+    await PodDefaulter(Client(cached, topology)).default(follower)
+    assert follower["spec"]["nodeSelector"] == {TOPOLOGY: "pool-a"}
+    validator = PodValidator(Client(cached))
+    assert await validator.validate_create(pod("js-rjob-0-1-abc", "1", selector={TOPOLOGY: "pool-a"})) is None
+    stranger = pod("js-rjob-0-1-abc", "1", selector={TOPOLOGY: "pool-a"}, owner_uid="another-job")
+    with pytest.raises(Denied):
+        await validator.validate_create(stranger)
