@@ -282,6 +282,22 @@ def _owner_uid(obj: Json, kind: str) -> str | None:
     return None
 
 
+def _orphan_pod(pod: Json, snap: Snapshot) -> str:
+    """An orphan Pod's problem line with what tells its cause: the Job it names and whether a Job
+    of that name exists now (another uid: the Job was made again), its deletion state and
+    finalizers (a finalizer nobody removed), its phase and node."""
+    meta = pod["metadata"]
+    refs = [r for r in meta.get("ownerReferences") or [] if r.get("kind") == "Job"]
+    job = f"Job {refs[0]['name']} uid {refs[0]['uid'][:8]}" if refs else "no Job owner"
+    now = snap.jobs.get(refs[0]["name"]) if refs else None
+    now_text = f"that name now uid {now['metadata']['uid'][:8]}" if now else "no Job of that name"
+    return (
+        f"orphan Pod {meta['name']} ({job}, {now_text}; created {meta.get('creationTimestamp')}, "
+        f"deleted {meta.get('deletionTimestamp')}, finalizers {meta.get('finalizers') or []}, "
+        f"phase {(pod.get('status') or {}).get('phase')}, node {(pod.get('spec') or {}).get('nodeName')})"
+    )
+
+
 def _finished(js: Json) -> bool:
     return _cond(js, "Completed") or _cond(js, "Failed")
 
@@ -515,7 +531,7 @@ def problems(items: list[Item], snap: Snapshot, *, runtime_snapshots: bool = Fal
     for pod in snap.pods:
         owner = _owner_uid(pod, "Job")
         if owner is None or owner not in job_uids:
-            out.append(f"orphan Pod {pod['metadata']['name']}")
+            out.append(_orphan_pod(pod, snap))
             continue
         item = want_tj.get(job_uids[owner].rsplit("-", 2)[0])
         if item is None:
