@@ -15,8 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
 import signal
+import ssl
 import sys
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,3 +177,33 @@ async def shipped_webhooks(
             await env.request(
                 "DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{doc['metadata']['name']}"
             )
+
+
+async def review(manager: RunningManager, path: str, obj: Json) -> Json:
+    """One CREATE AdmissionReview of ``obj`` posted straight to the manager's webhook ``path``
+    (trusting its CA); the AdmissionReview's ``response``."""
+    group, _, version = obj["apiVersion"].partition("/")
+    kind = obj["kind"]
+    body = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
+            "operation": "CREATE",
+            "object": obj,
+        },
+    }
+    ctx = ssl.create_default_context(cadata=manager.ca.cert_pem.decode())
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session,
+        session.post(
+            f"https://127.0.0.1:{manager.webhook_port}{path}",
+            data=json.dumps(body),
+            headers={"Content-Type": "application/json"},
+        ) as r,
+    ):
+        assert r.status == 200
+        answer: Json = (await r.json())["response"]
+        return answer

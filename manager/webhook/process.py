@@ -98,8 +98,9 @@ class WebhookProcess:
         child_metrics.close()
         self.pid = proc.pid
         self._metrics = metrics
-        reader, writer = await asyncio.open_connection(sock=control)
+        writer: asyncio.StreamWriter | None = None
         try:
+            reader, writer = await asyncio.open_connection(sock=control)
             if await reader.read(1) != _SERVING:
                 code = await proc.wait()
                 raise WebhookProcessError(f"the webhook process exited with code {code} before serving")
@@ -109,12 +110,14 @@ class WebhookProcess:
             await reader.read()  # EOF: the child has ended
             code = await proc.wait()
             raise WebhookProcessError(f"the webhook process exited with code {code}")
-        except asyncio.CancelledError:
-            await asyncio.shield(self._stop(proc))
-            raise
         finally:
             self._started = False
-            writer.close()
+            if proc.returncode is None:  # cancelled (the manager stops), or failed here
+                await asyncio.shield(self._stop(proc))
+            if writer is not None:
+                writer.close()
+            else:
+                control.close()
             with self._metrics_lock:
                 self._metrics = None
                 metrics.close()
@@ -136,15 +139,22 @@ class WebhookProcess:
     def fetch_metrics(self, timeout: float = 2.0) -> str:
         """The child's relayed metrics in the text format ('' while no child serves).
 
-        Blocking, for a collector (the metrics server calls collectors off its loop)."""
+        Blocking, for a collector (the metrics server calls collectors off its loop). A failed
+        exchange (the child silent past ``timeout``) may leave part of an answer unread, so the
+        socket is closed and the child's series are not relayed again (logged by the collector)."""
         with self._metrics_lock:
             sock = self._metrics
             if sock is None or not self._started:
                 return ""
-            sock.settimeout(timeout)
-            sock.sendall(_METRICS)
-            (length,) = _LENGTH.unpack(_receive(sock, _LENGTH.size))
-            return _receive(sock, length).decode()
+            try:
+                sock.settimeout(timeout)
+                sock.sendall(_METRICS)
+                (length,) = _LENGTH.unpack(_receive(sock, _LENGTH.size))
+                return _receive(sock, length).decode()
+            except BaseException:
+                self._metrics = None
+                sock.close()
+                raise
 
 
 def _receive(sock: socket.socket, size: int) -> bytes:

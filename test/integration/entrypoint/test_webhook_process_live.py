@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import os
 import signal
-import ssl
-import uuid
 from pathlib import Path
 from typing import Any
 
-from trainer_process import RunningManager, running_manager
+from trainer_process import RunningManager, review, running_manager
 
 from manager.envtest import Environment
 from manager.envtest.process import free_port
@@ -44,31 +42,14 @@ def webhook_child(manager: RunningManager) -> int:
 
 
 async def validate_trainjob(manager: RunningManager) -> dict[str, Any]:
-    """One AdmissionReview for a TrainJob naming a runtime that does not exist (denied)."""
-    ctx = ssl.create_default_context(cadata=manager.ca.cert_pem.decode())
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"},
-            "resource": {"group": "trainer.kubeflow.org", "version": "v1alpha1", "resource": "trainjobs"},
-            "operation": "CREATE",
-            "namespace": "default",
-            "name": "t",
-            "object": {
-                "apiVersion": "trainer.kubeflow.org/v1alpha1",
-                "kind": "TrainJob",
-                "metadata": {"name": "t", "namespace": "default"},
-                "spec": {"runtimeRef": {"name": "no-such-runtime"}},
-            },
-        },
+    """The TrainJob validator's answer to a TrainJob naming a runtime that does not exist (denied)."""
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "t", "namespace": "default"},
+        "spec": {"runtimeRef": {"name": "no-such-runtime"}},
     }
-    url = f"https://localhost:{manager.webhook_port}{TRAINJOB_VALIDATOR}"
-    async with manager.http.post(url, json=review, ssl=ctx) as r:
-        assert r.status == 200, await r.text()
-        body: dict[str, Any] = await r.json()
-    return body["response"]
+    return await review(manager, TRAINJOB_VALIDATOR, trainjob)
 
 
 async def test_a_child_answers_admission_and_the_manager_serves_its_metrics(

@@ -19,14 +19,13 @@ The control plane, the manager and the webhook configurations are those of
 from __future__ import annotations
 
 import json
-import ssl
 import uuid
 from typing import Any
 
 import aiohttp
 import pytest
 import test_trainer_level_v2_3_live as base
-from trainer_process import RunningManager
+from trainer_process import RunningManager, review
 
 from manager.client import Client, Forbidden, Invalid
 from manager.envtest import Environment
@@ -230,34 +229,6 @@ async def test_v2_3_torchtune_reads_quantize_base_by_value_and_defaults_one_node
 
 
 # -- typed decoding, straight to the manager's webhook ----------------------------------------------------
-
-
-async def review(manager: RunningManager, path: str, obj: Json) -> Json:
-    group, _, version = obj["apiVersion"].partition("/")
-    kind = obj["kind"]
-    body = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": group, "version": version, "kind": kind},
-            "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
-            "operation": "CREATE",
-            "object": obj,
-        },
-    }
-    ctx = ssl.create_default_context(cadata=manager.ca.cert_pem.decode())
-    async with (
-        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session,
-        session.post(
-            f"https://127.0.0.1:{manager.webhook_port}{path}",
-            data=json.dumps(body),
-            headers={"Content-Type": "application/json"},
-        ) as r,
-    ):
-        assert r.status == 200
-        answer: Json = (await r.json())["response"]
-        return answer
 
 
 async def test_the_validators_decode_with_v2_3_0s_types(manager: RunningManager, namespace: str) -> None:

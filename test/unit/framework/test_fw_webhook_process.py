@@ -178,3 +178,20 @@ def test_a_relay_whose_child_does_not_answer_serves_the_managers_own_series() ->
 
     with relay_metrics(registry, [local], broken):
         assert samples(generate_latest(registry).decode())[("cert_reads_total", ())] == 1.0
+
+
+def test_a_metrics_exchange_that_fails_stops_relaying_instead_of_reading_a_stale_answer() -> None:
+    """A child silent past the timeout may answer later: the next scrape would read that late
+    answer as its own. So the socket is closed and later scrapes relay nothing (no error)."""
+    process = WebhookProcess(CHILD)
+    ours, silent_child = socket.socketpair()
+    try:
+        process._metrics, process._started = ours, True
+        with pytest.raises(TimeoutError):
+            process.fetch_metrics(timeout=0.2)
+        assert silent_child.recv(1) == b"M"  # it was asked
+        assert process.fetch_metrics() == ""
+        assert ours.fileno() == -1  # closed
+    finally:
+        ours.close()
+        silent_child.close()
