@@ -4,6 +4,13 @@ Reads (``get``/``list``) are served from the stores and return copies, so caller
 what they get. Differences from controller-runtime, on purpose (docs/behaviour/framework.md D.8):
 managedFields are stripped by default, and reading a kind nobody asked to cache raises ``ResourceNotCached``
 unless ``fail_on_missing_informer=False`` (then an informer is started and awaited).
+
+Deletions this process learned of first-hand (``observe_deleted``, called by the client: its own
+DELETE went through, or a write was answered NotFound) hide the object from reads until the
+watch delivers the delete, or the store holds another object under that name (D.8). Without
+that, a reconcile woken in between, typically by the garbage collector deleting the object's
+children, acts on an object that no longer exists: the JobSet controller made a deleted JobSet's
+Jobs and PVCs again for as long as its watch was backing off (docs/divergences.md F-IO-16).
 """
 
 from __future__ import annotations
@@ -19,11 +26,18 @@ from manager import _json, loops
 from manager.cache import selectors
 from manager.cache.informer import SharedInformer
 from manager.cache.interfaces import Informers
-from manager.cache.store import ALL_NAMESPACES, NAMESPACE_INDEX, field_index_func, field_index_name
+from manager.cache.store import (
+    ALL_NAMESPACES,
+    NAMESPACE_INDEX,
+    field_index_func,
+    field_index_name,
+    object_key,
+)
 from manager.cache.transform import Transform, strip_managed_fields
 from manager.client.client import Client
 from manager.client.errors import NotFound
 from manager.client.interfaces import (
+    DeletionObserver,
     FieldIndexer,
     ListQuery,
     Reader,
@@ -140,6 +154,8 @@ class Cache(TypedReader):
         ] = {}
         self._running = False
         self._lock = asyncio.Lock()
+        self._deleted: dict[tuple[GroupVersionKind, str], str] = {}
+        """(kind, store key) -> uid of an object the server deleted and the store still holds."""
 
     # -- informers ---------------------------------------------------------------------------
 
@@ -258,6 +274,32 @@ class Cache(TypedReader):
                 raise CacheSyncTimeout(f"informer for {gvk} did not sync") from None
         return informer
 
+    # -- deletions learned before their watch event -------------------------------------------
+
+    def observe_deleted(self, gvk: GroupVersionKind, namespace: str, name: str, uid: str) -> None:
+        """The server no longer has the object ``uid`` (``DeletionObserver``): reads stop
+        returning it while the store still holds it. Entries whose object has left the store
+        (its delete arrived) or was replaced by another uid are dropped here, so the map holds
+        only deletions still in flight."""
+        informer = self._informers.get(gvk)
+        if informer is None or not uid:
+            return
+        for (kind, key), gone in list(self._deleted.items()):
+            if self._stored_uid(kind, key) != gone:
+                del self._deleted[(kind, key)]
+        key = f"{namespace}/{name}" if namespace and informer.mapping.namespaced else name
+        if self._stored_uid(gvk, key) == uid:
+            self._deleted[(gvk, key)] = uid
+
+    def _stored_uid(self, gvk: GroupVersionKind, key: str) -> str | None:
+        informer = self._informers.get(gvk)
+        obj = informer.store.get(key) if informer is not None else None
+        return None if obj is None else str((obj.get("metadata") or {}).get("uid") or "")
+
+    def _is_deleted(self, gvk: GroupVersionKind, key: str, obj: Object) -> bool:
+        uid = self._deleted.get((gvk, key))
+        return uid is not None and uid == (obj.get("metadata") or {}).get("uid")
+
     def _out(self, obj: Object, informer: SharedInformer) -> Object:
         # a compact store decodes a private copy on every read already
         no_copy = self.options.unsafe_disable_deep_copy or informer.store.returns_copies
@@ -267,7 +309,7 @@ class Cache(TypedReader):
         informer = await self._synced_informer(gvk)
         store_key = f"{namespace}/{name}" if namespace and informer.mapping.namespaced else name
         obj = informer.store.get(store_key)
-        if obj is None:
+        if obj is None or (self._deleted and self._is_deleted(gvk, store_key, obj)):
             raise not_found(gvk, name)
         return self._out(obj, informer)
 
@@ -286,6 +328,8 @@ class Cache(TypedReader):
         else:
             candidates = store.values()
         selector = selectors.to_selector(query.label_selector)
+        if self._deleted:
+            candidates = [o for o in candidates if not self._is_deleted(gvk, object_key(o), o)]
         out = [
             o if query.unsafe_disable_deep_copy else self._out(o, informer)
             for o in candidates
@@ -320,5 +364,5 @@ class Cache(TypedReader):
 
 if TYPE_CHECKING:  # mypy proves the cache satisfies the seams the controllers consume
 
-    def _conforms(cache: Cache) -> tuple[Informers, Reader, FieldIndexer]:
-        return cache, cache, cache
+    def _conforms(cache: Cache) -> tuple[Informers, Reader, FieldIndexer, DeletionObserver]:
+        return cache, cache, cache, cache

@@ -4,6 +4,11 @@ Signatures follow controller-runtime's client, in Python form:
 ``get(kind, name, namespace)``, ``list(kind, ...)``, ``create/update/patch/apply/delete(obj)``,
 ``status.update/patch/apply(obj)``. ``kind`` is a ``GroupVersionKind`` or a model class; objects
 are dicts or pydantic models, and results come back as the type the caller used.
+
+When the client reads from a cache that is a ``DeletionObserver`` (``manager.cache.Cache``), what
+its writes learn of deletions is passed on: a DELETE that went through, a write answered NotFound
+for the object it names. The cache then stops returning that object before its watch delivers
+the delete, so a reconcile woken meanwhile does not act on it (docs/behaviour/framework.md D.8).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from manager.client.errors import ApiError, Gone, NotFound
 from manager.client.interfaces import (
     ClientProtocol,
     DeleteOptions,
+    DeletionObserver,
     LabelSelector,
     ListQuery,
     Preconditions,
@@ -104,10 +110,26 @@ class _Writes:
 
     subresource: ClassVar[str] = ""
 
-    def __init__(self, transport: rest.RestTransport, mapper: RESTMapper, field_owner: str | None) -> None:
+    def __init__(
+        self,
+        transport: rest.RestTransport,
+        mapper: RESTMapper,
+        field_owner: str | None,
+        deletions: DeletionObserver | None = None,
+    ) -> None:
         self.transport = transport
         self.mapper = mapper
         self.field_owner = field_owner
+        self.deletions = deletions
+
+    def _write_not_found(self, gvk: GroupVersionKind, data: Object, err: NotFound, dry_run: bool) -> None:
+        """A write answered NotFound for the very object it names (not a missing subresource or
+        API): the server deleted that object; tell the cache, by the uid the caller held."""
+        meta = data.get("metadata") or {}
+        uid = meta.get("uid")
+        details = err.status.get("details") or {}
+        if self.deletions is not None and uid and not dry_run and details.get("name") == meta.get("name"):
+            self.deletions.observe_deleted(gvk, meta.get("namespace") or "", meta["name"], str(uid))
 
     async def _mapping(self, gvk: GroupVersionKind) -> RESTMapping:
         return await self.mapper.mapping(gvk)
@@ -133,12 +155,16 @@ class _Writes:
     async def update(self, obj: O, *, field_owner: str | None = None, dry_run: bool = False) -> O:
         """Replace; ``Conflict`` if ``metadata.resourceVersion`` is stale."""
         data, mapping, name, namespace = await self._target(obj)
-        result = await self.transport.request(
-            "PUT",
-            mapping.object_path(name, namespace, self.subresource),
-            params=self._write_params(field_owner, dry_run),
-            body=data,
-        )
+        try:
+            result = await self.transport.request(
+                "PUT",
+                mapping.object_path(name, namespace, self.subresource),
+                params=self._write_params(field_owner, dry_run),
+                body=data,
+            )
+        except NotFound as err:
+            self._write_not_found(mapping.gvk, data, err, dry_run)
+            raise
         return cast(O, objects.like(obj, result))
 
     async def patch(
@@ -160,17 +186,21 @@ class _Writes:
         return await self._patch(obj, Patch(rest.APPLY_PATCH, data), owner, dry_run, force=force)
 
     async def _patch(self, obj: O, patch: Patch, field_owner: str | None, dry_run: bool, *, force: bool) -> O:
-        _, mapping, name, namespace = await self._target(obj)
+        data, mapping, name, namespace = await self._target(obj)
         params = self._write_params(field_owner, dry_run)
         if force:
             params["force"] = True
-        result = await self.transport.request(
-            "PATCH",
-            mapping.object_path(name, namespace, self.subresource),
-            params=params,
-            body=patch.data,
-            content_type=patch.content_type,
-        )
+        try:
+            result = await self.transport.request(
+                "PATCH",
+                mapping.object_path(name, namespace, self.subresource),
+                params=params,
+                body=patch.data,
+                content_type=patch.content_type,
+            )
+        except NotFound as err:
+            self._write_not_found(mapping.gvk, data, err, dry_run)
+            raise
         return cast(O, objects.like(obj, result))
 
 
@@ -197,10 +227,11 @@ class Client(_Writes, TypedReader):
         uncached: set[GroupVersionKind] | None = None,
         field_owner: str | None = None,
     ) -> None:
-        super().__init__(transport, mapper, field_owner)
+        deletions = cache if isinstance(cache, DeletionObserver) else None
+        super().__init__(transport, mapper, field_owner, deletions)
         self.cache = cache
         self.uncached = set(uncached or ())
-        self.status = StatusSubresourceWriter(transport, mapper, field_owner)
+        self.status = StatusSubresourceWriter(transport, mapper, field_owner, deletions)
 
     @property
     def api_reader(self) -> Client:
@@ -377,14 +408,19 @@ class Client(_Writes, TypedReader):
 
     async def delete(self, obj: object, **options: Unpack[DeleteOptions]) -> None:
         """Delete; ``NotFound`` if absent, ``Conflict`` if a precondition no longer holds."""
-        _, mapping, name, namespace = await self._target(obj)
-        await self.delete_by_name(mapping.gvk, name, namespace, **options)
+        data, mapping, name, namespace = await self._target(obj)
+        uid = str((data.get("metadata") or {}).get("uid") or "")
+        await self._delete(mapping, name, namespace, uid, options)
 
     async def delete_by_name(
         self, kind: KindRef, name: str, namespace: str = "", **options: Unpack[DeleteOptions]
     ) -> None:
         """``delete`` by kind and name, without the object at hand."""
-        mapping = await self._mapping(gvk_for(kind))
+        await self._delete(await self._mapping(gvk_for(kind)), name, namespace, "", options)
+
+    async def _delete(
+        self, mapping: RESTMapping, name: str, namespace: str, uid: str, options: DeleteOptions
+    ) -> None:
         body: Object = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if options.get("propagation_policy"):
             body["propagationPolicy"] = options["propagation_policy"]
@@ -396,7 +432,31 @@ class Client(_Writes, TypedReader):
         if preconditions is not None:
             pre = {"uid": preconditions.uid, "resourceVersion": preconditions.resource_version}
             body["preconditions"] = {k: v for k, v in pre.items() if v}
-        await self.transport.request("DELETE", mapping.object_path(name, namespace), body=body)
+            uid = preconditions.uid or uid
+        try:
+            result = await self.transport.request("DELETE", mapping.object_path(name, namespace), body=body)
+        except NotFound:
+            if self.deletions is not None and uid:
+                self.deletions.observe_deleted(mapping.gvk, namespace, name, uid)
+            raise
+        gone = _deleted_uid(result, uid)
+        if self.deletions is not None and gone and not options.get("dry_run"):
+            self.deletions.observe_deleted(mapping.gvk, namespace, name, gone)
+
+
+def _deleted_uid(answer: object, uid: str) -> str:
+    """The uid a DELETE's answer says is gone from the server, or "": a ``Status`` (the object
+    was removed; its details name the uid) or the removed object itself, without a
+    ``deletionTimestamp`` (an object that has one is still there, waiting for its finalizers or
+    its grace period)."""
+    if not isinstance(answer, dict):
+        return ""
+    if answer.get("kind") == "Status":
+        return str((answer.get("details") or {}).get("uid") or uid)
+    meta = answer.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return ""
+    return str(meta.get("uid") or uid)
 
 
 def ignore_not_found(err: BaseException) -> None:

@@ -16,7 +16,7 @@ import abc
 import builtins
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypedDict, TypeVar, Unpack, cast, overload
+from typing import Literal, Protocol, TypedDict, TypeVar, Unpack, cast, overload, runtime_checkable
 
 from manager.client import objects
 from manager.client.patch import Patch
@@ -97,6 +97,16 @@ class Reader(Protocol):
     ) -> builtins.list[Object] | builtins.list[M]:
         """Every object the options select."""
         ...
+
+
+@runtime_checkable
+class DeletionObserver(Protocol):
+    """Told by the client when the server says an object no longer exists: a DELETE of it went
+    through (not one left pending on finalizers or a grace period), or a write of it was
+    answered NotFound. The cache stops returning that object (that uid) before its watch
+    delivers the delete (``manager.cache.Cache.observe_deleted``)."""
+
+    def observe_deleted(self, gvk: GroupVersionKind, namespace: str, name: str, uid: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,14 +14,6 @@ JobSet reconciler skips only its status write.
 Only our own writes are remembered, and only their resourceVersion: a cache that holds the same
 or a newer version (another writer's), a resourceVersion that is not a number, or an object this
 process never wrote goes on as before.
-
-A status write answered NotFound is remembered too, by the object's uid: the server deleted it
-while the cache still holds it, and the cache keeps holding it until the delete event arrives,
-seconds later when the watch is broken and backing off. Every pass in between would act on an
-object that no longer exists: the JobSet reconciler, woken by its children's events, made the
-Jobs and PVCs of a deleted JobSet again and again (73 creates in 7 s in the reduced chaos run,
-each deleted by the garbage collector and leaving its Pods behind). ``deleted_on_server`` says
-so until the cache drops the object or holds another one of the same name.
 """
 
 from __future__ import annotations
@@ -43,7 +35,6 @@ class StatusWrites:
 
     def __init__(self) -> None:
         self._written: dict[tuple[str, str], str] = {}
-        self._deleted: dict[tuple[str, str], str] = {}  # uid the server answered NotFound for
 
     def wrote(self, stored: object) -> None:
         """Remember the object the server returned for a status write of ours."""
@@ -63,30 +54,9 @@ class StatusWrites:
             return False
         return True
 
-    def deleted(self, obj: Json) -> None:
-        """A status write of ``obj`` was answered NotFound: the server deleted it."""
-        key = _key(obj)
-        self._written.pop(key, None)
-        if uid := str(meta_of(obj).get("uid") or ""):
-            self._deleted[key] = uid
-
-    def deleted_on_server(self, cached: Json) -> bool:
-        """Whether ``cached`` is an object the server has told us it deleted (its delete event
-        has not reached the cache yet). Another uid under the same name is a new object."""
-        key = _key(cached)
-        uid = self._deleted.get(key)
-        if uid is None:
-            return False
-        if uid == str(meta_of(cached).get("uid") or ""):
-            return True
-        del self._deleted[key]
-        return False
-
     def forget(self, namespace: str, name: str) -> None:
-        """The object is gone from the cache too."""
-        key = (namespace or "", name)
-        self._written.pop(key, None)
-        self._deleted.pop(key, None)
+        """The object is gone."""
+        self._written.pop((namespace or "", name), None)
 
     def __len__(self) -> int:
-        return len(self._written) + len(self._deleted)
+        return len(self._written)

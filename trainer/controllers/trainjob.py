@@ -151,11 +151,6 @@ class TrainJobReconciler:
                 managedBy=(trainjob.get("spec") or {}).get("managedBy", ""),
             )
             return None
-        if self.status_writes.deleted_on_server(trainjob):
-            # Our status write found it deleted; the cache has not seen the delete yet. A pass
-            # now would apply its JobSet again for the garbage collector.
-            log.debug("TrainJob was deleted on the server; waiting for the cache to see it")
-            return None
         if self.status_writes.cache_is_behind(trainjob):
             # The cache holds this TrainJob as it was before our last status write, whose own
             # watch event reconciles it again from the newer state. A pass from the older state
@@ -348,9 +343,6 @@ class TrainJobReconciler:
             # the newer version's watch event reconciles again from it -- cache lag, no error
             log.debug("status conflict on TrainJob: waiting for its newer version")
             return None
-        except NotFound as err:
-            self.status_writes.deleted(trainjob)  # no pass acts on it until its delete arrives
-            return str(err)  # upstream's reconcile error
         except RequestError as err:
             return str(err)
         return None

@@ -16,7 +16,7 @@ from trainer_unit_fixtures import (
     trainjob,
 )
 
-from manager.client.errors import InternalError, NotFound
+from manager.client.errors import InternalError
 from manager.controller.event import CreateEvent, DeleteEvent, GenericEvent, UpdateEvent
 from manager.controller.reconcile import ReconcileError, Request
 from manager.testing.fake import FakeClient
@@ -418,19 +418,6 @@ async def test_trainjob_spec_change_applies_again() -> None:
     await reconciler.reconcile(REQ)
     assert client.requests["apply"] == 2
     assert (await client.get(JOBSET_GVK, "test-job", "default"))["spec"]["suspend"] is False
-
-
-async def test_a_trainjob_the_server_deleted_gets_no_jobset_again_while_the_cache_holds_it() -> None:
-    # Its status write answered NotFound: the cache holds it until the delete event arrives,
-    # and a pass meanwhile would apply its JobSet again for the garbage collector
-    # (docs/divergences.md, "Hot paths"). The NotFound stays a reconcile error, as upstream's.
-    reconciler, client, _ = await setup(node_runtime(), trainjob(suspend=True))
-    client.inject_error("status.update", NotFound('trainjobs.trainer.kubeflow.org "job" not found', code=404))
-    with pytest.raises(ReconcileError, match="not found"):
-        await reconciler.reconcile(REQ)
-    client.requests.clear()
-    assert await reconciler.reconcile(REQ) is None  # woken by its JobSet's delete event
-    assert client.writes == 0, client.requests
 
 
 async def test_a_pass_on_a_trainjob_older_than_our_status_write_does_nothing() -> None:

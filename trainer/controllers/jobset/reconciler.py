@@ -132,11 +132,6 @@ class JobSetReconciler:
             return None
         if meta_of(js).get("deletionTimestamp"):
             return None
-        if self.status_writes.deleted_on_server(js):
-            # Our status write found it deleted; the cache has not seen the delete yet. A pass
-            # now would make its Jobs and PVCs again for the garbage collector (J-1).
-            log.debug("JobSet %s was deleted on the server; waiting for the cache to see it", name_of(js))
-            return None
         log.debug("Reconciling JobSet")  # upstream's V(2)
         cache_behind = self.status_writes.cache_is_behind(js)
         opts = S.ReconcileOpts(steps=self.steps)
@@ -192,10 +187,9 @@ class JobSetReconciler:
             return
         except NotFound:
             # Deleted since the cache saw it (its owner's deletion, the garbage collector): the
-            # delete event is on its way and there is nothing left to write (J-1); until it
-            # arrives no pass acts on this JobSet.
+            # delete event is on its way and there is nothing left to write (J-1).
             log.debug("JobSet %s was deleted before its status write", name_of(js))
-            self.status_writes.deleted(js)
+            self.status_writes.forget(meta_of(js).get("namespace") or "", name_of(js))
             return
         for event in opts.events:
             self.recorder.emit(js, event.type, event.reason, event.message)
