@@ -9,7 +9,6 @@ different controller is refused; cross-namespace owners are refused.
 from __future__ import annotations
 
 import asyncio
-import copy
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from manager.client.objects import gvk_of
 from manager.client.patch import Patch, merge_diff
 from manager.errors import Error
 from manager.meta.object import Json as Object
+from manager.meta.object import json_copy
 
 T = TypeVar("T")
 
@@ -218,7 +218,7 @@ async def _current_or_desired(
     try:
         return await client.get(gvk_of(obj), name, namespace), obj
     except NotFound:
-        desired = copy.deepcopy(obj)
+        desired = json_copy(obj)
         mutate(desired)
         _check_identity(obj, desired)
         return None, desired
@@ -234,7 +234,7 @@ async def create_or_update(
     if current is None:
         created: Object = await client.create(desired)
         return created, OperationResult.CREATED
-    before = copy.deepcopy(current)
+    before = json_copy(current)
     mutate(current)
     _check_identity(obj, current)
     if current == before:
@@ -256,7 +256,7 @@ async def create_or_patch(
             created["status"] = status
             created = await client.status.update(created)
         return created, OperationResult.CREATED
-    before = copy.deepcopy(current)
+    before = json_copy(current)
     mutate(current)
     _check_identity(obj, current)
     before_status, after_status = before.pop("status", None), current.pop("status", None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 
@@ -20,6 +21,8 @@ class GroupVersionKind:
 
     @classmethod
     def from_api_version(cls, api_version: str, kind: str) -> GroupVersionKind:
+        if cls is GroupVersionKind:
+            return _parsed_gvk(api_version, kind)
         group, _, version = api_version.rpartition("/")
         return cls(group, version, kind)
 
@@ -33,6 +36,14 @@ class GroupVersionKind:
 
     def __str__(self) -> str:
         return f"{self.api_version}, Kind={self.kind}"
+
+
+@lru_cache(maxsize=4096)
+def _parsed_gvk(api_version: str, kind: str) -> GroupVersionKind:
+    # Every write and every owner reference parses an apiVersion; a cluster has few distinct
+    # ones, and building a frozen dataclass costs more than the lookup.
+    group, _, version = api_version.rpartition("/")
+    return GroupVersionKind(group, version, kind)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ sure one request is never reconciled by two workers at once, whatever their numb
 from __future__ import annotations
 
 import asyncio
-import uuid
+import random
 from dataclasses import dataclass, field
 from typing import TypedDict, cast
 
@@ -38,6 +38,7 @@ from manager.controller.reconcile import (
 )
 from manager.controller.source import Source
 from manager.errors import Error
+from manager.log import bound as log_bound
 from manager.metrics import controller as m
 from manager.metrics.workqueue import PrometheusQueueMetrics
 from manager.scheme import GroupVersionKind
@@ -70,6 +71,15 @@ class OptionOverrides(TypedDict, total=False):
     reconciliation_timeout: float | None
     rate_limiter: RateLimiter[Request] | None
     clock: Clock
+
+
+def new_reconcile_id() -> str:
+    """A random (version 4) UUID, as controller-runtime gives each reconcile: from ``random``
+    rather than ``uuid.uuid4`` (12 us, a getrandom call and a UUID object per reconcile), as it
+    only tells one reconcile's log lines from another's."""
+    bits = (random.getrandbits(128) & ~(0xF << 76 | 0x3 << 62)) | (0x4 << 76 | 0x2 << 62)
+    h = f"{bits:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class _ControllerMetrics:
@@ -111,6 +121,13 @@ class Controller:
         self.kind = kind
         self.group = group
         self._reconcile = as_reconcile_func(reconciler)
+        # what every line a reconcile logs carries besides its request and reconcileID
+        self._log_context = {
+            "controller": name,
+            "controllerGroup": group,
+            "controllerKind": kind,
+            "kind": kind,
+        }
         self._sources: list[Source] = []
         self._started = False
         self.queue: RateLimitingQueue[Request] | None = None
@@ -206,19 +223,17 @@ class Controller:
                 queue.done(req)
 
     async def _reconcile_handler(self, queue: RateLimitingQueue[Request], req: Request) -> None:
-        name = self.name
         metrics = self._metrics
         metrics.active.inc()
         started = self.options.clock.now()
         try:
-            with structlog.contextvars.bound_contextvars(
-                controller=name,
-                controllerGroup=self.group,
-                controllerKind=self.kind,
-                kind=self.kind,
-                namespace=req.namespace,
-                name=req.name,
-                reconcileID=str(uuid.uuid4()),
+            with log_bound(
+                {
+                    **self._log_context,
+                    "namespace": req.namespace,
+                    "name": req.name,
+                    "reconcileID": new_reconcile_id(),
+                }
             ):
                 await self._reconcile_once(queue, req)
         finally:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import structlog
 
+from manager import log
 from manager.client.errors import AlreadyExists, Conflict, Forbidden
 from manager.controller import Builder, ReconcileError, Request, Result, TerminalError
 from manager.scheme import GroupVersionKind
@@ -32,7 +33,7 @@ class Recorder:
 
     async def reconcile(self, req: Request) -> Result | None:
         self.calls.append(req)
-        self.contexts.append(dict(structlog.contextvars.get_contextvars()))
+        self.contexts.append(dict(log.current_context()))
         outcome = self.outcomes.pop(0) if self.outcomes else None
         if isinstance(outcome, BaseException):
             raise outcome
@@ -218,7 +219,7 @@ async def test_reconcile_log_context(
     }
     assert second["namespace"] == "other" and second["name"] == "b"
     assert first["reconcileID"] != second["reconcileID"]
-    assert structlog.contextvars.get_contextvars().get("reconcileID") is None, "bindings do not leak"
+    assert log.current_context().get("reconcileID") is None, "bindings do not leak"
 
 
 async def test_cancellation_propagates_and_is_not_an_error(
@@ -299,7 +300,7 @@ async def test_a_blocking_reconciler_runs_in_a_thread(
 
     def reconcile(req: Request) -> Result:
         threads.append(threading.current_thread().name)
-        contexts.append(structlog.contextvars.get_contextvars().get("name"))
+        contexts.append(log.current_context().get("name"))
         return Result()
 
     ctrl = Builder(mgr).for_(WIDGET).named(name).complete(reconcile)
