@@ -1,10 +1,10 @@
-"""controller-runtime's controller metrics: names, labels and buckets as in v0.22."""
+"""controller-runtime's controller metrics: names, labels and buckets as in v0.22 (updated on every
+reconcile, so without locks: ``manager.metrics.unlocked``)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
-
 from manager.metrics.registry import REGISTRY
+from manager.metrics.unlocked import CounterFamily, GaugeFamily, HistogramFamily
 
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
 
@@ -13,48 +13,48 @@ RECONCILE_TIME_BUCKETS = (
     1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
 )  # fmt: skip
 
-RECONCILE_TOTAL = Counter(
+RECONCILE_TOTAL = CounterFamily(
     "controller_runtime_reconcile_total",
     "Total number of reconciliations per controller",
     ["controller", "result"],
-    registry=REGISTRY,
+    REGISTRY,
 )
-RECONCILE_ERRORS = Counter(
+RECONCILE_ERRORS = CounterFamily(
     "controller_runtime_reconcile_errors_total",
     "Total number of reconciliation errors per controller",
     ["controller"],
-    registry=REGISTRY,
+    REGISTRY,
 )
-TERMINAL_RECONCILE_ERRORS = Counter(
+TERMINAL_RECONCILE_ERRORS = CounterFamily(
     "controller_runtime_terminal_reconcile_errors_total",
     "Total number of terminal reconciliation errors per controller",
     ["controller"],
-    registry=REGISTRY,
+    REGISTRY,
 )
-RECONCILE_PANICS = Counter(
+RECONCILE_PANICS = CounterFamily(
     "controller_runtime_reconcile_panics_total",
     "Total number of reconciliation panics per controller",
     ["controller"],
-    registry=REGISTRY,
+    REGISTRY,
 )
-RECONCILE_TIME = Histogram(
+RECONCILE_TIME = HistogramFamily(
     "controller_runtime_reconcile_time_seconds",
     "Length of time per reconciliation per controller",
     ["controller"],
+    REGISTRY,
     buckets=RECONCILE_TIME_BUCKETS,
-    registry=REGISTRY,
 )
-WORKER_COUNT = Gauge(
+WORKER_COUNT = GaugeFamily(
     "controller_runtime_max_concurrent_reconciles",
     "Maximum number of concurrent reconciles per controller",
     ["controller"],
-    registry=REGISTRY,
+    REGISTRY,
 )
-ACTIVE_WORKERS = Gauge(
+ACTIVE_WORKERS = GaugeFamily(
     "controller_runtime_active_workers",
     "Number of currently used workers per controller",
     ["controller"],
-    registry=REGISTRY,
+    REGISTRY,
 )
 
 

@@ -9,32 +9,31 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Hashable
 
-from prometheus_client import Counter, Gauge, Histogram
-
 from manager.metrics.registry import REGISTRY
+from manager.metrics.unlocked import CounterFamily, GaugeFamily, HistogramFamily
 
 # ExponentialBuckets(10e-9, 10, 12): 1e-8 ... 1e3 seconds
 QUEUE_BUCKETS = tuple(10e-9 * 10**i for i in range(12))
 
 LABELS = ["name", "controller"]
 
-DEPTH = Gauge("workqueue_depth", "Current depth of workqueue", [*LABELS, "priority"], registry=REGISTRY)
-ADDS = Counter("workqueue_adds_total", "Total number of adds handled by workqueue", LABELS, registry=REGISTRY)
-QUEUE_LATENCY = Histogram(
+DEPTH = GaugeFamily("workqueue_depth", "Current depth of workqueue", [*LABELS, "priority"], registry=REGISTRY)
+ADDS = CounterFamily("workqueue_adds_total", "Total number of adds handled by workqueue", LABELS, registry=REGISTRY)
+QUEUE_LATENCY = HistogramFamily(
     "workqueue_queue_duration_seconds",
     "How long in seconds an item stays in workqueue before being requested",
     LABELS,
     buckets=QUEUE_BUCKETS,
     registry=REGISTRY,
 )
-WORK_DURATION = Histogram(
+WORK_DURATION = HistogramFamily(
     "workqueue_work_duration_seconds",
     "How long in seconds processing an item from workqueue takes.",
     LABELS,
     buckets=QUEUE_BUCKETS,
     registry=REGISTRY,
 )
-UNFINISHED_WORK = Gauge(
+UNFINISHED_WORK = GaugeFamily(
     "workqueue_unfinished_work_seconds",
     "How many seconds of work has been done that is in progress and hasn't been observed by "
     "work_duration. Large values indicate stuck threads. One can deduce the number of stuck "
@@ -42,13 +41,13 @@ UNFINISHED_WORK = Gauge(
     LABELS,
     registry=REGISTRY,
 )
-LONGEST_RUNNING = Gauge(
+LONGEST_RUNNING = GaugeFamily(
     "workqueue_longest_running_processor_seconds",
     "How many seconds has the longest running processor for workqueue been running.",
     LABELS,
     registry=REGISTRY,
 )
-RETRIES = Counter(
+RETRIES = CounterFamily(
     "workqueue_retries_total", "Total number of retries handled by workqueue", LABELS, registry=REGISTRY
 )
 
