@@ -65,6 +65,55 @@ def _encode_params(params: Params | None) -> dict[str, str]:
     return out
 
 
+_NO_TOTAL = aiohttp.ClientTimeout(total=None, sock_connect=30)
+
+
+class _Deadlines:
+    """The requests in flight on one loop and when each must give up, enforced by one timer set for
+    the earliest deadline (aiohttp's per-request timeout arms and cancels a timer of its own on
+    every request: 30 us of a 300 us POST, in a heap of cancelled timers). A request past its
+    deadline is cancelled; ``expired`` tells its ``_send`` that the cancellation was ours."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._due: dict[asyncio.Task[object], float] = {}
+        self._expired: set[asyncio.Task[object]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+
+    def add(self, task: asyncio.Task[object], seconds: float) -> None:
+        due = self._loop.time() + seconds
+        self._due[task] = due
+        if self._timer is None or due < self._timer_at:
+            self._arm(due)
+
+    def discard(self, task: asyncio.Task[object]) -> None:
+        self._due.pop(task, None)
+
+    def expired(self, task: asyncio.Task[object]) -> bool:
+        """Whether ``task`` was cancelled because its deadline passed (asked once)."""
+        if task in self._expired:
+            self._expired.discard(task)
+            return True
+        return False
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = self._loop.call_at(when, self._check), when
+
+    def _check(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        for task, due in list(self._due.items()):
+            if due <= now:
+                del self._due[task]
+                self._expired.add(task)
+                task.cancel()
+        if self._due:
+            self._arm(min(self._due.values()))
+
+
 class RestTransport:
     """Owns the aiohttp session; ``aclose`` releases it (use as an async context manager).
 
@@ -87,7 +136,7 @@ class RestTransport:
         self._limiter = QPSLimiter(config.qps, config.burst) if config.qps else None
         self._session: aiohttp.ClientSession | None = None
         self._series: dict[tuple[int | str, str], Counter] = {}
-        self._timeout = aiohttp.ClientTimeout(total=config.timeout)
+        self._deadlines: _Deadlines | None = None  # made on the session's loop
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -160,10 +209,17 @@ class RestTransport:
         data = _json.dumps(body) if body is not None else None
         if data is not None and content_type is None:
             content_type = JSON
+        seconds = timeout or self.config.timeout
         attempt = 0
         while True:
             await self._throttle(method)
             headers = await self._headers(content_type)
+            task = asyncio.current_task()
+            deadlines = self._deadlines
+            if deadlines is None:
+                deadlines = self._deadlines = _Deadlines(asyncio.get_running_loop())
+            if task is not None and seconds:
+                deadlines.add(task, seconds)
             try:
                 async with self.session.request(
                     method,
@@ -171,7 +227,7 @@ class RestTransport:
                     params=_encode_params(params),
                     data=data,
                     headers=headers,
-                    timeout=aiohttp.ClientTimeout(total=timeout) if timeout else self._timeout,
+                    timeout=_NO_TOTAL,
                 ) as response:
                     raw = await response.read()
                     self._count(response.status, method)
@@ -181,6 +237,15 @@ class RestTransport:
             except (aiohttp.ClientError, TimeoutError) as err:
                 self._count("<error>", method)
                 raise TransportError(f"{method} {path}: {err!r}") from err
+            except asyncio.CancelledError:
+                if task is None or not deadlines.expired(task):
+                    raise
+                task.uncancel()
+                self._count("<error>", method)
+                raise TransportError(f"{method} {path}: no answer within {seconds}s") from None
+            finally:
+                if task is not None:
+                    deadlines.discard(task)
             if isinstance(error, TooManyRequests) and attempt < self.max_429_retries:
                 attempt += 1
                 delay = error.retry_after if error.retry_after is not None else 1.0

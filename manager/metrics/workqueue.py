@@ -18,7 +18,9 @@ QUEUE_BUCKETS = tuple(10e-9 * 10**i for i in range(12))
 LABELS = ["name", "controller"]
 
 DEPTH = GaugeFamily("workqueue_depth", "Current depth of workqueue", [*LABELS, "priority"], registry=REGISTRY)
-ADDS = CounterFamily("workqueue_adds_total", "Total number of adds handled by workqueue", LABELS, registry=REGISTRY)
+ADDS = CounterFamily(
+    "workqueue_adds_total", "Total number of adds handled by workqueue", LABELS, registry=REGISTRY
+)
 QUEUE_LATENCY = HistogramFamily(
     "workqueue_queue_duration_seconds",
     "How long in seconds an item stays in workqueue before being requested",

@@ -73,6 +73,9 @@ class FakeServer:
             return web.json_response(
                 status(404, "NotFound", "the server could not find the requested resource"), status=404
             )
+        if path == "/slow":
+            await asyncio.sleep(float(request.query.get("seconds", "30")))
+            return web.json_response({"slow": True})
         if path.endswith("/throttled"):
             if self.throttle > 0:
                 self.throttle -= 1
@@ -190,6 +193,42 @@ async def test_transport_error_when_nobody_listens() -> None:
             await transport.request("GET", "/")
     finally:
         await transport.aclose()
+
+
+async def test_a_request_past_its_deadline_fails_naming_it_and_the_others_go_on(
+    server: tuple[FakeServer, RestTransport],
+) -> None:
+    """One timer serves every request in flight: the slow one gives up at its own deadline (the
+    config's, or the request's ``timeout``), a quick one beside it is not disturbed, and an
+    answer within the deadline is kept."""
+    _, transport = server
+    transport.config.timeout = 0.3
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    slow = asyncio.create_task(transport.request("GET", "/slow", params={"seconds": 2}))
+    longer = asyncio.create_task(transport.request("GET", "/slow", params={"seconds": 2}, timeout=0.8))
+    assert await transport.request("GET", "/slow", params={"seconds": 0.05}) == {"slow": True}
+    with pytest.raises(TransportError, match=r"GET /slow: no answer within 0.3s"):
+        await slow
+    assert 0.25 < loop.time() - started < 0.7
+    with pytest.raises(TransportError, match=r"no answer within 0.8s"):
+        await longer
+    assert 0.75 < loop.time() - started < 1.3
+    assert requests_count("<error>", "GET", transport.host) >= 2
+    assert await transport.request("GET", "/ok") == {"path": "/ok"}, "the transport still works"
+    assert transport._deadlines is not None and not transport._deadlines._due, "nothing left behind"
+
+
+async def test_cancelling_a_request_is_a_cancellation_not_a_timeout(
+    server: tuple[FakeServer, RestTransport],
+) -> None:
+    _, transport = server
+    request = asyncio.create_task(transport.request("GET", "/slow", params={"seconds": 2}))
+    await asyncio.sleep(0.1)
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    assert transport._deadlines is not None and not transport._deadlines._due
 
 
 async def test_restmapper_discovers_lazily_and_refreshes_on_unknown_kind(
