@@ -75,20 +75,22 @@ class _Deadlines:
     deadline is cancelled; ``expired`` tells its ``_send`` that the cancellation was ours."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self.loop = loop
         self._due: dict[asyncio.Task[object], float] = {}
         self._expired: set[asyncio.Task[object]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
 
     def add(self, task: asyncio.Task[object], seconds: float) -> None:
-        due = self._loop.time() + seconds
+        due = self.loop.time() + seconds
         self._due[task] = due
         if self._timer is None or due < self._timer_at:
             self._arm(due)
 
     def discard(self, task: asyncio.Task[object]) -> None:
+        """``task``'s request is over (an expiry it did not ask about is forgotten too)."""
         self._due.pop(task, None)
+        self._expired.discard(task)
 
     def expired(self, task: asyncio.Task[object]) -> bool:
         """Whether ``task`` was cancelled because its deadline passed (asked once)."""
@@ -100,11 +102,11 @@ class _Deadlines:
     def _arm(self, when: float) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        self._timer, self._timer_at = self._loop.call_at(when, self._check), when
+        self._timer, self._timer_at = self.loop.call_at(when, self._check), when
 
     def _check(self) -> None:
         self._timer = None
-        now = self._loop.time()
+        now = self.loop.time()
         for task, due in list(self._due.items()):
             if due <= now:
                 del self._due[task]
@@ -216,7 +218,7 @@ class RestTransport:
             headers = await self._headers(content_type)
             task = asyncio.current_task()
             deadlines = self._deadlines
-            if deadlines is None:
+            if deadlines is None or deadlines.loop is not asyncio.get_running_loop():
                 deadlines = self._deadlines = _Deadlines(asyncio.get_running_loop())
             if task is not None and seconds:
                 deadlines.add(task, seconds)

@@ -219,6 +219,23 @@ async def test_a_request_past_its_deadline_fails_naming_it_and_the_others_go_on(
     assert transport._deadlines is not None and not transport._deadlines._due, "nothing left behind"
 
 
+def test_a_transport_used_again_on_another_loop_keeps_its_deadlines() -> None:
+    fake = FakeServer()
+    transport = RestTransport(RestConfig(host="http://127.0.0.1:1", timeout=0.3))
+
+    async def once() -> None:
+        async with serving(fake.app(), shutdown_timeout=0.1) as url:
+            transport.config.host = url
+            try:
+                with pytest.raises(TransportError, match=r"no answer within 0.3s"):
+                    await transport.request("GET", "/slow", params={"seconds": 2})
+            finally:
+                await transport.aclose()
+
+    asyncio.run(once())
+    asyncio.run(once())
+
+
 async def test_cancelling_a_request_is_a_cancellation_not_a_timeout(
     server: tuple[FakeServer, RestTransport],
 ) -> None:
