@@ -31,7 +31,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from manager.meta.object import Json
+from manager.meta.object import Json, json_copy
 from manager.meta.times import format_time
 from manager.webhook import (
     AdmissionRequest,
@@ -45,7 +45,6 @@ from manager.webhook import (
     jsonpatch,
     mutate_path,
 )
-from manager.webhook.custom import json_copy
 from trainer.api import gocodec
 from trainer.api import trainer_constants as tc
 

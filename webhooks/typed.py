@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from manager.meta.object import Json as Object
+from manager.meta.object import json_copy
 from manager.webhook import DecodeError
-from manager.webhook.custom import json_copy
 from trainer.api import gocodec
 
 

@@ -435,7 +435,7 @@ def test_json_copy_copies_documents_deeper_than_orjson_accepts() -> None:
     # webhooks' copy must not turn that into a 500 (found by the admission fuzzer).
     import sys
 
-    from manager.webhook.custom import json_copy
+    from manager.meta.object import json_copy
 
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(10_000)  # as the webhook server runs
