@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -105,10 +105,17 @@ class _Family(Generic[C]):
     def describe(self) -> list[Metric]:
         return [self._family()]
 
-    def collect(self) -> Iterable[Metric]:
-        raise NotImplementedError
+    def collect(self) -> list[Metric]:
+        family = self._family()
+        for values, child in self.series():
+            self._add(family, values, child)
+        return [family]
 
     def _family(self) -> Metric:
+        raise NotImplementedError
+
+    def _add(self, family: Metric, values: tuple[str, ...], child: C) -> None:
+        """Add ``child``'s samples to ``family``."""
         raise NotImplementedError
 
 
@@ -119,11 +126,8 @@ class CounterFamily(_Family[CounterChild]):
     def _family(self) -> CounterMetricFamily:
         return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
 
-    def collect(self) -> list[Metric]:
-        family = self._family()
-        for values, child in self.series():
-            family.add_metric(values, child.value)
-        return [family]
+    def _add(self, family: Metric, values: tuple[str, ...], child: CounterChild) -> None:
+        cast(CounterMetricFamily, family).add_metric(values, child.value)
 
 
 class GaugeFamily(_Family[GaugeChild]):
@@ -133,11 +137,8 @@ class GaugeFamily(_Family[GaugeChild]):
     def _family(self) -> GaugeMetricFamily:
         return GaugeMetricFamily(self.name, self.documentation, labels=self.labelnames)
 
-    def collect(self) -> list[Metric]:
-        family = self._family()
-        for values, child in self.series():
-            family.add_metric(values, child.get())
-        return [family]
+    def _add(self, family: Metric, values: tuple[str, ...], child: GaugeChild) -> None:
+        cast(GaugeMetricFamily, family).add_metric(values, child.get())
 
 
 class HistogramFamily(_Family[HistogramChild]):
@@ -165,13 +166,10 @@ class HistogramFamily(_Family[HistogramChild]):
     def _family(self) -> HistogramMetricFamily:
         return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
 
-    def collect(self) -> list[Metric]:
-        family = self._family()
-        for values, child in self.series():
-            counts, total = list(child.counts), child.sum
-            cumulative, buckets = 0, []
-            for le, count in zip(self._les, counts, strict=True):
-                cumulative += count
-                buckets.append((le, float(cumulative)))
-            family.add_metric(list(values), buckets, total)
-        return [family]
+    def _add(self, family: Metric, values: tuple[str, ...], child: HistogramChild) -> None:
+        counts, total = list(child.counts), child.sum
+        cumulative, buckets = 0, []
+        for le, count in zip(self._les, counts, strict=True):
+            cumulative += count
+            buckets.append((le, float(cumulative)))
+        cast(HistogramMetricFamily, family).add_metric(list(values), buckets, total)
