@@ -91,10 +91,12 @@ class PrometheusQueueMetrics:
     def retry(self) -> None:
         self._retries.inc()
 
+    # Called by a scrape, on the metrics server's thread, while the loop's workers change
+    # ``_started_at``: list() copies it in one step, a generator over it could see it change.
     def _unfinished(self) -> float:
         now = self._now()
-        return sum(now - started for started in self._started_at.values())
+        return sum(now - started for started in list(self._started_at.values()))
 
     def _longest(self) -> float:
         now = self._now()
-        return max((now - started for started in self._started_at.values()), default=0.0)
+        return max((now - started for started in list(self._started_at.values())), default=0.0)
