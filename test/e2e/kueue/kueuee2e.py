@@ -446,12 +446,28 @@ def reconciler_errors(log: Path, namespace: str, since: int = 0) -> list[Json]:
     return found
 
 
+def _kueue_owner_lag(entry: Json) -> bool:
+    """Kueue's own JobSet defaulter (``mjobset.kb.io``, ``FindAncestorJobManagedByKueue``) walks
+    a new JobSet's owners through Kueue's cached client: on a MultiKueue worker the TrainJob that
+    MultiKueue has just created may not be in Kueue's cache yet when this manager (or Go's)
+    creates its JobSet, and Kueue denies the create with the owner's NotFound (its
+    ``ErrWorkloadOwnerNotFound`` joined with the read's error). The TrainJob is reconciled again
+    and its JobSet made; the tests assert that it runs. Only that denial, of the TrainJob itself,
+    is Kueue's lag and not this manager's error."""
+    name = entry.get("name")
+    error = str(entry.get("error") or "")
+    return entry.get("kind") == "TrainJob" and error.startswith(
+        f'admission webhook "mjobset.kb.io" denied the request: TrainJob.trainer.kubeflow.org "{name}" not found'
+    )
+
+
 def assert_no_reconciler_errors(stack: Stack, namespace: str, since: int) -> None:
     """This manager logged no ``Reconciler error`` about the namespace since byte ``since``
-    (not checked against the Go managers, which log routine conflicts and not-founds so)."""
+    (not checked against the Go managers, which log routine conflicts and not-founds so), but
+    for Kueue's webhook not having seen a TrainJob yet (``_kueue_owner_lag``)."""
     if GO_MANAGERS:
         return
-    errors = reconciler_errors(stack.manager.log, namespace, since)
+    errors = [e for e in reconciler_errors(stack.manager.log, namespace, since) if not _kueue_owner_lag(e)]
     assert errors == [], errors
 
 
