@@ -17,6 +17,7 @@ if __name__ == "__main__":  # python -m trainer: signals kept from the first lin
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import sys
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from manager.manager.signals import run_until_signalled
 from manager.meta.field import aggregate
 from manager.metrics.registry import REGISTRY
 from manager.metrics.webhook import RELAYED
+from manager.webhook.pressure import DEFAULT_MAX_WAIT, AdmissionPressure
 from manager.webhook.process import CHILD_FDS_FLAG, WebhookProcess, relay_metrics
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import early_signals, features
@@ -87,6 +89,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="serve the admission webhooks from a child process of their own (the default: answers "
         "never wait for the reconciles' interpreter lock); --no-webhook-process serves them on a "
         "thread of this process",
+    )
+    parser.add_argument(
+        "--yield-to-admission",
+        type=float,
+        default=DEFAULT_MAX_WAIT,
+        metavar="SECONDS",
+        help="while admission is under load (a burst of creates), each reconcile first waits for it "
+        f"to pass, at most this long (default {DEFAULT_MAX_WAIT:g}; 0: never waits; "
+        "docs/behaviour/framework.md D.14)",
     )
     parser.add_argument(CHILD_FDS_FLAG, default="", help=argparse.SUPPRESS)
     parser.add_argument(
@@ -193,9 +204,8 @@ async def run(
     args: argparse.Namespace, cfg: Configuration, options: Options, argv: Sequence[str] = ()
 ) -> int:
     if args.webhook_child_fds:  # the webhook process of a manager (trainer/webhook_process.py)
-        return await run_child(
-            args, cfg, options, api_level(cfg.api_level), parse_fds(args.webhook_child_fds)
-        )
+        sockets, pressure_fd = parse_fds(args.webhook_child_fds)
+        return await run_child(args, cfg, options, api_level(cfg.api_level), sockets, pressure_fd)
     try:
         components = select(args.controllers)
     except ValueError as err:
@@ -207,6 +217,11 @@ async def run(
         log.error("unable to get kubeconfig", error=str(err))
         return 1
     apply_client_connection(rest, cfg)
+    pressure = admission_pressure(args)
+    if pressure is not None:
+        options = dataclasses.replace(
+            options, controller=dataclasses.replace(options.controller, yield_to=pressure)
+        )
     async with Cluster(rest, field_owner=FIELD_OWNER, event_source="trainer-controller-manager") as cluster:
         mgr = Manager(cluster, options)
         mgr.add_healthz_check("healthz", ping)
@@ -221,7 +236,7 @@ async def run(
         except RequestError as err:
             log.error("unable to read the TrainJob CRD", error=str(err))
             return 1
-        webhooks = webhook_server(args, cfg, options, level) if components else None
+        webhooks = webhook_server(args, cfg, options, level, pressure=pressure) if components else None
         # before any component creates the Pod informer (docs/scale.md)
         await podcache.configure(mgr, cfg.pod_cache, [c.name for c in components])
         # One per process: the runtimes are built once. With a webhook process, the webhooks
@@ -246,7 +261,9 @@ async def run(
         status_servers = status_server(mgr, webhooks, cfg, enabled, level)
         relayed: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
         if webhooks is not None and args.webhook_process and configurations:
-            process = WebhookProcess(child_command(argv, enabled), cert_dir=webhooks.cert_dir)
+            process = WebhookProcess(
+                child_command(argv, enabled), cert_dir=webhooks.cert_dir, pressure=pressure
+            )
             relayed = relay_metrics(REGISTRY, RELAYED, process.fetch_metrics)
             serve_webhooks(mgr, process, cfg, tuple(configurations), status_servers)
         elif webhooks is not None and webhooks.paths:
@@ -256,6 +273,16 @@ async def run(
         log.info("starting manager", controllers=enabled, leader_election=mgr.options.leader_election)
         with relayed:
             return await run_until_signalled(mgr, pending=early_signals.received)
+
+
+def admission_pressure(args: argparse.Namespace) -> AdmissionPressure | None:
+    """What the reconciles yield to (``--yield-to-admission``): shared with the webhook process
+    when there is one, else with this process's webhook thread; None when they never wait."""
+    if args.yield_to_admission <= 0:
+        return None
+    if args.webhook_process:
+        return AdmissionPressure.shared(max_wait=args.yield_to_admission)
+    return AdmissionPressure(max_wait=args.yield_to_admission)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,7 @@ from manager.config import RestConfigError, get_config
 from manager.manager.signals import run_until_signalled
 from manager.meta.gvk import POD
 from manager.metrics.webhook import RELAYED
+from manager.webhook.pressure import AdmissionPressure
 from manager.webhook.process import ParentLink
 from manager.webhook.server import WebhookServer
 from trainer.api import gocodec
@@ -47,6 +48,7 @@ def webhook_server(
     level: ApiLevel,
     *,
     own_thread: bool = True,
+    pressure: AdmissionPressure | None = None,
 ) -> WebhookServer:
     """The webhook server the Configuration describes (in either process)."""
     host, port = webhook_address(cfg)
@@ -59,6 +61,7 @@ def webhook_server(
         # the level's Go managers' JSON decoder names embedded fields in a type error's path
         embedded_in_error_path=gocodec.names_embedded_fields(level.runtime.trainer_go_types),
         own_thread=own_thread,
+        pressure=pressure,
     )
 
 
@@ -67,14 +70,19 @@ def child_command(argv: Sequence[str], enabled: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "trainer", *argv, "--controllers", ",".join(enabled)]
 
 
-def parse_fds(value: str) -> tuple[int, int]:
-    """The child's two socket ends, ``a,b``."""
-    first, _, second = value.partition(",")
-    return int(first), int(second)
+def parse_fds(value: str) -> tuple[tuple[int, int], int | None]:
+    """The child's two socket ends and its admission pressure word: ``a,b[,c]``."""
+    fds = [int(fd) for fd in value.split(",")]
+    return (fds[0], fds[1]), (fds[2] if len(fds) > 2 else None)
 
 
 async def run_child(
-    args: argparse.Namespace, cfg: Configuration, options: Options, level: ApiLevel, fds: tuple[int, int]
+    args: argparse.Namespace,
+    cfg: Configuration,
+    options: Options,
+    level: ApiLevel,
+    fds: tuple[int, int],
+    pressure_fd: int | None = None,
 ) -> int:
     """Serve the webhooks of ``--controllers``' components until SIGTERM or the parent's end."""
     try:
@@ -97,7 +105,8 @@ async def run_child(
         # podCache (which the manager logs)
         if isinstance(mgr.cache, Cache):
             mgr.cache.options.by_object[POD] = PLACEMENT_POD_CACHE
-        server = webhook_server(args, cfg, options, level, own_thread=False)
+        pressure = AdmissionPressure(pressure_fd) if pressure_fd is not None else None
+        server = webhook_server(args, cfg, options, level, own_thread=False, pressure=pressure)
         context = SetupContext(mgr, server, level=level.runtime, jobset_level=level.jobset)
         components = select(args.controllers)
         if any(c.name == "jobset" for c in components):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass, field
-from typing import TypedDict, cast
+from typing import Protocol, TypedDict, cast
 
 import structlog
 
@@ -48,6 +48,13 @@ from manager.workqueue import RateLimiter, RateLimitingQueue, ShutDownError, def
 log = structlog.get_logger("manager.controller")
 
 
+class YieldTo(Protocol):
+    """What a worker waits for before each reconcile (``manager.webhook.pressure``: admission
+    under load); returns the seconds waited."""
+
+    async def wait(self) -> float: ...
+
+
 @dataclass
 class Options:
     """Per-controller settings; defaults are controller-runtime's."""
@@ -59,6 +66,8 @@ class Options:
     reconciliation_timeout: float | None = None
     rate_limiter: RateLimiter[Request] | None = None
     clock: Clock = field(default=REAL_CLOCK)
+    yield_to: YieldTo | None = None
+    """Awaited before each reconcile (not in controller-runtime; docs/behaviour/framework.md D.14)."""
 
 
 class OptionOverrides(TypedDict, total=False):
@@ -71,6 +80,7 @@ class OptionOverrides(TypedDict, total=False):
     reconciliation_timeout: float | None
     rate_limiter: RateLimiter[Request] | None
     clock: Clock
+    yield_to: YieldTo | None
 
 
 def new_reconcile_id() -> str:
@@ -212,12 +222,15 @@ class Controller:
         await asyncio.Event().wait()
 
     async def _worker(self, queue: RateLimitingQueue[Request]) -> None:
+        yield_to = self.options.yield_to
         while True:
             try:
                 req = await queue.get()
             except ShutDownError:
                 return
             try:
+                if yield_to is not None:
+                    await yield_to.wait()
                 await self._reconcile_handler(queue, req)
             finally:
                 queue.done(req)

@@ -39,12 +39,14 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from manager.webhook.pressure import AdmissionPressure
 from manager.webhook.server import DEFAULT_CERT_DIR
 
 log = logging.getLogger(__name__)
 
 CHILD_FDS_FLAG = "--webhook-child-fds"
-"""The flag that makes a command the child: its ends of the control and metrics socket pairs."""
+"""The flag that makes a command the child: its ends of the control and metrics socket pairs,
+and the admission pressure word it shares (``manager.webhook.pressure``) when there is one."""
 
 _SERVING = b"S"
 _METRICS = b"M"
@@ -65,9 +67,16 @@ class WebhookProcess:
     needs_leader_election = False
 
     def __init__(
-        self, command: Sequence[str], *, cert_dir: Path | str = DEFAULT_CERT_DIR, stop_timeout: float = 25.0
+        self,
+        command: Sequence[str],
+        *,
+        cert_dir: Path | str = DEFAULT_CERT_DIR,
+        stop_timeout: float = 25.0,
+        pressure: AdmissionPressure | None = None,
     ) -> None:
         self.command = list(command)
+        self.pressure = pressure
+        """Shared with the child, whose server notes every admission request in it."""
         self.cert_dir = Path(cert_dir)
         self.stop_timeout = stop_timeout
         self._started = False
@@ -85,10 +94,16 @@ class WebhookProcess:
     async def start(self, started: asyncio.Event) -> None:
         control, child_control = socket.socketpair()
         metrics, child_metrics = socket.socketpair()
-        fds = (child_control.fileno(), child_metrics.fileno())
+        fds = [child_control.fileno(), child_metrics.fileno()]
+        if self.pressure is not None:
+            fds.append(self.pressure.fileno())
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self.command, CHILD_FDS_FLAG, f"{fds[0]},{fds[1]}", pass_fds=fds, start_new_session=True
+                *self.command,
+                CHILD_FDS_FLAG,
+                ",".join(map(str, fds)),
+                pass_fds=fds,
+                start_new_session=True,
             )
         except BaseException:
             for sock in (control, child_control, metrics, child_metrics):

@@ -42,6 +42,7 @@ from manager.webhook.admission import (
     errored,
 )
 from manager.webhook.certwatcher import CertWatcher, TLSOption
+from manager.webhook.pressure import AdmissionPressure
 from manager.webhook.tlsserver import watch_certificates
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class WebhookServer:
         embedded_in_error_path: bool = False,
         own_thread: bool = True,
         switch_interval: float | None = GIL_SWITCH_INTERVAL,
+        pressure: AdmissionPressure | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -127,6 +129,9 @@ class WebhookServer:
         self.switch_interval = switch_interval
         """With ``own_thread``: the interpreter's thread switch interval while the server runs,
         when shorter than the one set (None: leave it)."""
+        self.pressure = pressure
+        """Told of every admission request, so that the reconciles yield while admission is
+        under load (``manager.webhook.pressure``); None: nobody is told."""
         self._handlers: dict[str, Handler] = {}
         self._started = False
         self._frozen = False
@@ -180,6 +185,8 @@ class WebhookServer:
 
         async def serve(request: web.Request) -> web.Response:
             started = time.perf_counter()
+            if self.pressure is not None:
+                self.pressure.note()
             in_flight.inc()
             try:
                 body = await _read_limited(request)

@@ -103,6 +103,21 @@ def cpu_seconds(pid: int) -> float:
     return sum(_own_cpu_seconds(p) for p in process_tree(pid))
 
 
+def webhook_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid``'s descendants (its webhook process, ``--webhook-process``)."""
+    return sum(_own_cpu_seconds(p) for p in process_tree(pid)[1:])
+
+
+def profiled(pid: int, webhook: bool) -> int:
+    """The process ``--profile`` samples: the manager, or with ``webhook`` its webhook process."""
+    if not webhook:
+        return pid
+    children = process_tree(pid)[1:]
+    if not children:
+        raise SystemExit("--profile-webhook: the manager runs no webhook process (--no-webhook-process?)")
+    return children[0]
+
+
 def _status_mb(pid: int, field: str) -> float:
     with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -275,11 +290,30 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-async def apiserver_histograms(kube: Kube) -> Histograms:
+async def _apiserver_metrics(kube: Kube) -> list[tuple[str, dict[str, str], float]]:
     status, body = await kube.request("GET", "/metrics")
     if status != 200 or not isinstance(body, str):
         raise RuntimeError(f"GET /metrics of the API server: {status}")
-    return admission_histograms(parse_metrics(body))
+    return parse_metrics(body)
+
+
+async def apiserver_histograms(kube: Kube) -> Histograms:
+    return admission_histograms(await _apiserver_metrics(kube))
+
+
+async def apiserver_requests(kube: Kube) -> dict[str, float]:
+    """The API server's requests served so far, every client's, by ``VERB resource[/subresource]``
+    (``apiserver_request_total``; watches and the metrics reads left out)."""
+    out: dict[str, float] = {}
+    for name, labels, value in await _apiserver_metrics(kube):
+        if name != "apiserver_request_total" or labels.get("verb") in ("WATCH", "CONNECT"):
+            continue
+        resource = labels.get("resource") or labels.get("component", "?")
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        key = f"{labels.get('verb', '?')} {resource}"
+        out[key] = out.get(key, 0.0) + value
+    return out
 
 
 async def metrics_token(side: harness.Side) -> str:
@@ -471,13 +505,13 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": at(0.50), "p99": at(0.99), "max": round(ordered[-1], 3)}
 
 
-async def start_profile(pid: int, out: Path, gil: bool = False) -> asyncio.subprocess.Process:
+async def start_profile(pid: int, out: Path, gil: bool = False, rate: int = 50) -> asyncio.subprocess.Process:
     """py-spy sampling one manager process (collapsed stacks, ``--format raw``) until SIGINT."""
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if spy is None:
         raise SystemExit("--profile needs py-spy (pip install -e '.[bench]')")
     out.parent.mkdir(parents=True, exist_ok=True)
-    argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "50", "--nonblocking"]
+    argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", str(rate), "--nonblocking"]
     # each thread apart; with ``gil``, only samples of the thread holding the GIL (how busy the
     # interpreter is), else every sample, waits included (where an answer's time goes)
     argv += ["--threads", "--gil"] if gil else ["--threads", "--idle"]
@@ -501,6 +535,7 @@ async def burst(
     clients: int = 16,
     profile_creates_only: bool = False,
     profile_gil: bool = False,
+    profile_webhook: bool = False,
 ) -> dict[str, Any]:
     managers = await managers_of(side, workdir)
     watcher = Watcher(side.kube)
@@ -511,7 +546,9 @@ async def burst(
         await asyncio.sleep(2)  # let start-up settle before the baseline
         before = {m.name: await m.scrape(session) for m in managers}
         admission_before = await apiserver_histograms(side.kube)
+        requests_before = await apiserver_requests(side.kube)
         cpu_before = {m.name: cpu_seconds(m.pid) for m in managers}
+        webhook_before = {m.name: webhook_cpu_seconds(m.pid) for m in managers}
         plane = control_plane_pids(side)
         plane_before = {name: cpu_seconds(pid) for name, pid in plane.items()}
         created: dict[str, float] = {}
@@ -531,7 +568,7 @@ async def burst(
                     failures.append(f"{name}: {status} {str(body)[:200]}")
 
         spy = (
-            await start_profile(managers[0].pid, profile, profile_gil)
+            await start_profile(profiled(managers[0].pid, profile_webhook), profile, profile_gil)
             if profile and side.name == "ours"
             else None
         )
@@ -540,9 +577,13 @@ async def burst(
         created_all = time.monotonic() - start
         plane_creates = {name: round(cpu_seconds(pid) - plane_before[name], 2) for name, pid in plane.items()}
         managers_creates = {m.name: round(cpu_seconds(m.pid) - cpu_before[m.name], 2) for m in managers}
+        webhook_creates = {
+            m.name: round(webhook_cpu_seconds(m.pid) - webhook_before[m.name], 2) for m in managers
+        }
         if profile_creates_only:
             await stop_profile(spy)
         admission_created = await apiserver_histograms(side.kube)
+        requests_created = await apiserver_requests(side.kube)
         say(f"{side.name}: {n} TrainJobs created in {created_all:.1f}s ({len(failures)} failed)")
         deadline = start + timeout
         while time.monotonic() < deadline and (len(watcher.jobsets) < n or len(watcher.jobs) < n):  # noqa: ASYNC110
@@ -593,7 +634,17 @@ async def burst(
         # CPU seconds during the creates: the managers' and the control plane's (the API server
         # and etcd share the cores with the managers)
         "cpu_s_creates": managers_creates,
+        # of which the webhook processes' (``--webhook-process``; 0 where the webhooks answer
+        # from the manager's own process, as Go's do)
+        "webhook_process_cpu_s_creates": webhook_creates,
         "control_plane_cpu_s_creates": plane_creates,
+        # what the API server served during the creates, every client's (the N creates, and the
+        # managers' reconciles of the TrainJobs created so far, which share its cores)
+        "apiserver_requests_creates": {
+            k: int(v - requests_before.get(k, 0.0))
+            for k, v in sorted(requests_created.items())
+            if v - requests_before.get(k, 0.0) >= 1
+        },
         "control_plane_cpu_s": plane_cpu,
         "admission_creates": admission_summary(histogram_delta(admission_created, admission_before)),
         "admission_burst": admission_summary(histogram_delta(admission_after, admission_before)),
@@ -641,6 +692,7 @@ async def run_side(
     clients: int = 16,
     profile_creates_only: bool = False,
     profile_gil: bool = False,
+    profile_webhook: bool = False,
 ) -> dict[str, Any]:
     workdir = harness.new_workdir()
     at = bench_level.get(level)
@@ -655,7 +707,17 @@ async def run_side(
         )
         try:
             result = await burst(
-                side, workdir, n, running, timeout, at, profile, clients, profile_creates_only, profile_gil
+                side,
+                workdir,
+                n,
+                running,
+                timeout,
+                at,
+                profile,
+                clients,
+                profile_creates_only,
+                profile_gil,
+                profile_webhook,
             )
             result["config_overrides"] = overrides if name == "ours" else None
             result["level"] = level
@@ -781,6 +843,11 @@ def parser() -> argparse.ArgumentParser:
         help="with --profile: only samples of the thread holding the GIL (how busy the interpreter is)",
     )
     parser.add_argument(
+        "--profile-webhook",
+        action="store_true",
+        help="with --profile: sample our webhook process (--webhook-process) instead of the manager",
+    )
+    parser.add_argument(
         "--harness-config",
         action="store_true",
         help="ours with the harness's minimal Configuration only (1 TrainJob worker), not the shipped "
@@ -827,6 +894,7 @@ def run_sides(args: argparse.Namespace, sides: list[str], overrides: dict[str, A
                     clients=args.clients,
                     profile_creates_only=args.profile_creates,
                     profile_gil=args.profile_gil,
+                    profile_webhook=args.profile_webhook,
                 )
             )
         say(json.dumps({k: v for k, v in results[name].items() if not k.endswith("_all_s")}))

@@ -102,3 +102,33 @@ async def test_no_webhook_process_serves_from_the_managers_own_process(
         assert children(manager.proc.pid) == []
         response = await validate_trainjob(manager)
         assert response["allowed"] is False
+
+
+def pressure_words(pid: int) -> set[int]:
+    """The inodes of the admission pressure words (framework.md D.14) process ``pid`` holds."""
+    words = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if "admission-pressure" in os.readlink(fd):
+                words.add(fd.stat().st_ino)
+        except OSError:  # closed while listed
+            continue
+    return words
+
+
+async def test_the_manager_shares_its_admission_pressure_word_with_the_child(
+    control_plane: Environment, tmp_path: Path
+) -> None:
+    async with running_manager(control_plane, tmp_path) as manager:
+        child = webhook_child(manager)
+        ours = pressure_words(manager.proc.pid)
+        assert len(ours) == 1, "the manager holds one admission pressure word"
+        assert pressure_words(child) == ours, "the webhook process notes admission in the manager's word"
+
+
+async def test_yield_to_admission_zero_shares_no_word(control_plane: Environment, tmp_path: Path) -> None:
+    async with running_manager(control_plane, tmp_path, args=["--yield-to-admission=0"]) as manager:
+        assert pressure_words(manager.proc.pid) == set()
+        assert pressure_words(webhook_child(manager)) == set()
+        response = await validate_trainjob(manager)
+        assert response["allowed"] is False
