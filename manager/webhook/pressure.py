@@ -30,7 +30,7 @@ import time
 
 __all__ = ["DEFAULT_MAX_WAIT", "AdmissionPressure"]
 
-DEFAULT_MAX_WAIT = 1.0
+DEFAULT_MAX_WAIT = 0.3
 """Seconds a reconcile waits at most for admission load to pass: a steady load slows the
 reconciles, never stops them."""
 

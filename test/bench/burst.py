@@ -593,6 +593,9 @@ async def burst(
         await stop_profile(spy)
         admission_after = await apiserver_histograms(side.kube)
         cpu = {m.name: round(cpu_seconds(m.pid) - cpu_before[m.name], 2) for m in managers}
+        webhook_cpu = {
+            m.name: round(webhook_cpu_seconds(m.pid) - webhook_before[m.name], 2) for m in managers
+        }
         plane_cpu = {name: round(cpu_seconds(pid) - plane_before[name], 2) for name, pid in plane.items()}
         after = {m.name: await m.scrape(session) for m in managers}
         rss = {m.name: round(peak_rss_mb(m.pid), 1) for m in managers}
@@ -658,6 +661,7 @@ async def burst(
         "total_s": round(last - start, 2),
         "cpu_s": cpu,
         "cpu_s_total": round(sum(cpu.values()), 2),
+        "webhook_process_cpu_s": webhook_cpu,
         "peak_rss_mb": rss,
         "peak_rss_mb_total": round(sum(rss.values()), 1),
         "requests_by_verb": {k: int(v) for k, v in sorted(requests.items())},

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import shlex
 import shutil
 import ssl
 import subprocess
@@ -59,6 +60,9 @@ THIRD_PARTY_CRDS = [
 WEBHOOK_DIR = ROOT / "config" / "webhook"
 RUNTIMES_DIR = ROOT / "config" / "runtimes"
 READY_TIMEOUT = 180.0
+OURS_ARGS_ENV = "CONFORMANCE_OURS_ARGS"
+"""Set, its words are added to our manager's command line (e.g. ``--yield-to-admission=0``): a
+benchmark or a comparison of one setting against another."""
 OURS_LOG_LEVEL_ENV = "CONFORMANCE_OURS_LOG_LEVEL"
 """Set (e.g. to ``debug``), our manager runs with that ``--zap-log-level`` (its log is kept with
 ``--keep-workdir``): for finding the cause of a difference."""
@@ -593,6 +597,7 @@ def our_manager(
         argv.append(f"--zap-log-level={level}")
     if controllers is not None:
         argv.append(f"--controllers={controllers}")
+    argv += shlex.split(os.environ.get(OURS_ARGS_ENV, ""))
     # Always named: without one the manager would run the product's default level over the CRDs
     # the caller installed for the unnamed one.
     level_name = api_level.name if api_level else config.get("apiLevel") or originals.UNNAMED_LEVEL.name
