@@ -13,6 +13,7 @@ is what prometheus_client's own families would print.
 
 from __future__ import annotations
 
+import abc
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from typing import Generic, TypeVar, cast
@@ -74,7 +75,7 @@ class HistogramChild:
         self.sum += amount
 
 
-class _Family(Generic[C]):
+class _Family(abc.ABC, Generic[C]):
     """A labelled family: ``labels(*values)`` gives (and keeps) the series of those values."""
 
     def __init__(
@@ -87,8 +88,9 @@ class _Family(Generic[C]):
         if registry is not None:
             registry.register(self)
 
+    @abc.abstractmethod
     def _new(self) -> C:
-        raise NotImplementedError
+        """A new series of this family's kind."""
 
     def labels(self, *values: str) -> C:
         key = tuple(str(v) for v in values)
@@ -111,12 +113,13 @@ class _Family(Generic[C]):
             self._add(family, values, child)
         return [family]
 
+    @abc.abstractmethod
     def _family(self) -> Metric:
-        raise NotImplementedError
+        """An empty metric family of this family's name, help and type."""
 
+    @abc.abstractmethod
     def _add(self, family: Metric, values: tuple[str, ...], child: C) -> None:
         """Add ``child``'s samples to ``family``."""
-        raise NotImplementedError
 
 
 class CounterFamily(_Family[CounterChild]):
