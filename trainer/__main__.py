@@ -27,7 +27,7 @@ from manager import Manager, Options
 from manager import log as mlog
 from manager.client.errors import Forbidden, RequestError
 from manager.cluster import Cluster
-from manager.config import RestConfigError, get_config
+from manager.config import RestConfig, RestConfigError, get_config
 from manager.health.checks import CheckFailedError, flag_checker, ping
 from manager.manager.signals import run_until_signalled
 from manager.meta.field import aggregate
@@ -38,7 +38,7 @@ from manager.webhook.process import CHILD_FDS_FLAG, WebhookProcess, relay_metric
 from manager.webhook.server import DEFAULT_CERT_DIR, WebhookServer
 from trainer import early_signals, features
 from trainer.api.config_v1alpha1 import Configuration, ConfigurationError
-from trainer.components import COMPONENTS, select
+from trainer.components import COMPONENTS, Component, select
 from trainer.controllers import podcache
 from trainer.levels import DEFAULT as DEFAULT_LEVEL
 from trainer.levels import LEVELS, ApiLevel, CrdLevelMismatch
@@ -218,6 +218,24 @@ async def run(
         return 1
     apply_client_connection(rest, cfg)
     pressure = admission_pressure(args)
+    try:
+        return await run_manager(args, cfg, options, argv, rest, components, pressure)
+    finally:
+        if pressure is not None:
+            pressure.close()
+
+
+async def run_manager(
+    args: argparse.Namespace,
+    cfg: Configuration,
+    options: Options,
+    argv: Sequence[str],
+    rest: RestConfig,
+    components: list[Component],
+    pressure: AdmissionPressure | None,
+) -> int:
+    """The manager's process: the components' controllers, their webhooks (served here or by the
+    webhook process), certificates, probes and metrics, until a signal or a failure."""
     if pressure is not None:
         options = dataclasses.replace(
             options, controller=dataclasses.replace(options.controller, yield_to=pressure)

@@ -115,4 +115,8 @@ async def run_child(
             await component.webhooks(context)
         mgr.add_webhook_server(ParentLink(server, fds, mgr.stop, RELAYED))
         log.info("webhook process starting", components=[c.name for c in components], paths=server.paths)
-        return await run_until_signalled(mgr)
+        try:
+            return await run_until_signalled(mgr)
+        finally:
+            if pressure is not None:
+                pressure.close()
