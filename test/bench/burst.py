@@ -505,13 +505,13 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50": at(0.50), "p99": at(0.99), "max": round(ordered[-1], 3)}
 
 
-async def start_profile(pid: int, out: Path, gil: bool = False, rate: int = 50) -> asyncio.subprocess.Process:
+async def start_profile(pid: int, out: Path, gil: bool = False) -> asyncio.subprocess.Process:
     """py-spy sampling one manager process (collapsed stacks, ``--format raw``) until SIGINT."""
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if spy is None:
         raise SystemExit("--profile needs py-spy (pip install -e '.[bench]')")
     out.parent.mkdir(parents=True, exist_ok=True)
-    argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", str(rate), "--nonblocking"]
+    argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "50", "--nonblocking"]
     # each thread apart; with ``gil``, only samples of the thread holding the GIL (how busy the
     # interpreter is), else every sample, waits included (where an answer's time goes)
     argv += ["--threads", "--gil"] if gil else ["--threads", "--idle"]
