@@ -10,13 +10,15 @@ types, map keys, CEL rules, formats). The markers below are plain frozen datacla
 
 from __future__ import annotations
 
+import functools
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, Self, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic.fields import FieldInfo
 
 from manager.meta.quantity import Quantity, QuantityError
 
@@ -151,21 +153,83 @@ class Model(BaseModel):
         an object in pydantic's words (found by admission fuzzing: an old TrainJob without
         ``runtimeRef``, a ``podTemplateOverrides`` entry without ``targetJobs``). Only for JSON
         that passed the Go decode (``trainer.api.gocodec``): values are not type-checked."""
+        plan = _go_plan(cls)
         values: dict[str, Any] = {}
         fields_set: set[str] = set()
-        used: set[str] = set()
-        for name, info in cls.model_fields.items():
-            key = info.alias or name
+        for name, key, convert, zero, default in plan.fields:
             value = data.get(key)
-            if key in data:
-                used.add(key)
             if value is not None:
-                values[name] = _go_value(value, info.annotation)
+                values[name] = value if convert is None else convert(value)
                 fields_set.add(name)
-            elif info.is_required():
-                values[name] = _go_zero(info.annotation)
-        extra = {key: value for key, value in data.items() if key not in used and key not in values}
-        return cls.model_construct(fields_set | set(extra), **values, **extra)
+            elif zero is not None:
+                values[name] = zero()
+            elif default is None:
+                values[name] = None
+            else:
+                values[name] = default()
+        extra = {key: value for key, value in data.items() if key not in plan.keys and key not in values}
+        if extra:
+            fields_set.update(extra)
+        # What ``model_construct`` does with these values, without its second walk over the fields
+        # (``_GoPlan.direct``: checked once per class that nothing else is needed).
+        if not plan.direct:
+            return cls.model_construct(fields_set, **values, **extra)
+        model = cls.__new__(cls)
+        _set(model, "__dict__", values)
+        _set(model, "__pydantic_fields_set__", fields_set)
+        _set(model, "__pydantic_extra__", extra)
+        _set(model, "__pydantic_private__", None)
+        return model
+
+
+_set = object.__setattr__
+
+# How ``Model.from_go`` reads a value of one field type: None when the JSON value is kept as it is.
+_Convert = Callable[[Any], Any] | None
+
+
+@dataclass(frozen=True)
+class _GoPlan:
+    """``Model.from_go`` for one class, worked out once from its fields (the per-call type
+    inspection and ``model_construct``'s own walk were most of an admission answer's model
+    building): per field its Python name, JSON key, how its value is read, how its Go zero
+    value is made when it is required, and how its default is made when it is not (None: the
+    default is None)."""
+
+    fields: tuple[tuple[str, str, _Convert, Callable[[], Any] | None, Callable[[], Any] | None], ...]
+    keys: frozenset[str]
+    direct: bool
+    """The instance can be assembled straight from the values, as ``model_construct`` would:
+    no post-init hook or private attributes, not a root model."""
+
+
+@functools.cache
+def _go_plan(cls: type[Model]) -> _GoPlan:
+    fields = tuple(
+        (
+            name,
+            info.alias or name,
+            _go_converter(info.annotation),
+            _go_zero(info.annotation) if info.is_required() else None,
+            None if info.is_required() else _default(info),
+        )
+        for name, info in cls.model_fields.items()
+    )
+    direct = (
+        cls.__pydantic_post_init__ is None
+        and not cls.__private_attributes__
+        and not cls.__pydantic_root_model__
+        and cls.model_config.get("extra") == "allow"
+    )
+    return _GoPlan(fields, frozenset(key for _name, key, *_rest in fields), direct)
+
+
+def _default(info: FieldInfo) -> Callable[[], Any] | None:
+    """What makes a field's default as ``model_construct`` does (a fresh copy of a mutable one);
+    None for the common ``= None``."""
+    if info.default is None and info.default_factory is None:
+        return None
+    return lambda: info.get_default(call_default_factory=True, validated_data={})
 
 
 def _model_class(tp: Any) -> type[Model] | None:
@@ -186,36 +250,55 @@ def _bare(tp: Any) -> Any:
             return tp
 
 
-def _go_value(value: Any, tp: Any) -> Any:
-    """``value`` (decoded JSON) as ``Model.from_go`` holds a field of type ``tp``."""
+def _go_converter(tp: Any) -> _Convert:
+    """How ``from_go`` holds decoded JSON in a field of type ``tp``: a nested model through its
+    own ``from_go``, a list's or map's null items at their zero value; None: as given."""
     tp = _bare(tp)
     origin = get_origin(tp)
     if (model := _model_class(tp)) is not None:
-        return model.from_go(value) if isinstance(value, Mapping) else value
-    if origin is list and isinstance(value, list):
+        return lambda value: model.from_go(value) if isinstance(value, Mapping) else value
+    if origin is list:
         (item,) = get_args(tp)
-        return [_go_zero(item) if v is None else _go_value(v, item) for v in value]
-    if origin is dict and isinstance(value, dict):
+        convert, zero = _go_converter(item), _go_zero(item)
+
+        def as_list(value: Any) -> Any:
+            if not isinstance(value, list):
+                return value
+            return [zero() if v is None else v if convert is None else convert(v) for v in value]
+
+        return as_list
+    if origin is dict:
         item = get_args(tp)[1]
-        return {k: _go_zero(item) if v is None else _go_value(v, item) for k, v in value.items()}
-    return value
+        convert, zero = _go_converter(item), _go_zero(item)
+
+        def as_map(value: Any) -> Any:
+            if not isinstance(value, dict):
+                return value
+            return {
+                k: zero() if v is None else v if convert is None else convert(v) for k, v in value.items()
+            }
+
+        return as_map
+    return None
 
 
-def _go_zero(tp: Any) -> Any:
-    """Go's zero value of a field of type ``tp``, as the model holds it."""
+def _go_zero(tp: Any) -> Callable[[], Any]:
+    """What makes Go's zero value of a field of type ``tp``, as the model holds it (a fresh one
+    per call: the models are mutable)."""
     tp = _bare(tp)
     origin = get_origin(tp)
     if (model := _model_class(tp)) is not None:
-        return model.from_go({})
+        return lambda: model.from_go({})
     if origin is list or tp is list:
-        return []
+        return list
     if origin is dict or tp is dict:
-        return {}
+        return dict
     if origin is Literal:
-        return ""
+        return str
     if origin in (Union, types.UnionType):  # an int-or-string: Go's IntOrString zero is the int 0
-        return 0
-    return {str: "", int: 0, float: 0.0, bool: False}.get(tp)
+        return int
+    zero = {str: "", int: 0, float: 0.0, bool: False}.get(tp)
+    return lambda: zero
 
 
 class KindModel(Model):

@@ -136,8 +136,10 @@ def new_runtime_info(
         labels=labels,
         annotations=annotations,
         runtime_policy=RuntimePolicy(
-            ml_policy=ml_policy.model_copy(deep=True) if ml_policy is not None else None,
-            pod_group_policy=pod_group_policy.model_copy(deep=True) if pod_group_policy is not None else None,
+            # the caller's policies, not copies (as upstream keeps its pointers): both callers
+            # parse the runtime afresh for each TrainJob, and the plugins only read them
+            ml_policy=ml_policy,
+            pod_group_policy=pod_group_policy,
         ),
         template_spec=TemplateSpec(obj_apply=spec, pod_sets=pod_sets(spec, ml_policy)),
     )

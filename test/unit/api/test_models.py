@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from modelgen import kind_object
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from manager.meta.conditions import find_condition
 from manager.meta.quantity import Quantity
@@ -41,6 +41,42 @@ def test_random_objects_with_unknown_fields_round_trip(kind: Any, data: st.DataO
     assert loaded.to_dict() == obj
     # Through JSON text too, as objects arrive from the API server.
     assert kind.model_validate_json(json.dumps(obj)).to_dict() == obj
+
+
+def _assembled_as_model_construct(model: Any) -> None:
+    """``model`` (and every model in it) holds what ``model_construct`` makes of the same values:
+    field order, defaults, fields set and unknown fields alike."""
+    cls = type(model)
+    given = {
+        name: value
+        for name, value in vars(model).items()
+        if name in model.model_fields_set or cls.model_fields[name].is_required()
+    }
+    reference = cls.model_construct(set(model.model_fields_set), **given, **(model.model_extra or {}))
+    assert list(vars(model).items()) == list(vars(reference).items())
+    assert model.model_fields_set == reference.model_fields_set
+    assert model.model_extra == reference.model_extra
+    for value in vars(model).values():
+        for item in (
+            value if isinstance(value, list) else value.values() if isinstance(value, dict) else [value]
+        ):
+            if isinstance(item, BaseModel):
+                _assembled_as_model_construct(item)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(data=st.data())
+def test_from_go_of_a_valid_object_is_what_from_dict_holds(kind: Any, data: st.DataObject) -> None:
+    """``from_go`` assembles its models itself (the admission hot path): for an object the schema
+    accepts it holds what the validating load holds, each model as ``model_construct`` makes it."""
+    obj = data.draw(kind_object(kind))
+    held = kind.from_go(obj)
+    assert held == kind.from_dict(obj)
+    assert held.to_dict() == obj
+    _assembled_as_model_construct(held)
 
 
 def test_class_attributes_name_the_kind() -> None:
