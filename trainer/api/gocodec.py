@@ -110,6 +110,8 @@ _INT_RANGES = {
     "uint": (0, 2**64 - 1),
 }
 _FLOATS = ("float32", "float64")
+_HOLDERS = frozenset(("ptr", "struct", "slice", "map"))
+"""The kinds whose values can hold a null that ``nulls_to_zero`` replaces."""
 _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))$"
 )
@@ -136,6 +138,14 @@ class GoField:
     always: bool  # written by json.Marshal even when zero
     omitzero: bool = False
     embedded: tuple[str, ...] = ()  # the Go names of the embedded fields it is promoted from
+    path_part: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """What the field adds to a type error's path (``(json,)``)."""
+    embedded_path_part: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """The same, with the embedded fields it is promoted from (``EMBEDDED_IN_ERROR_PATH``)."""
+
+    def __post_init__(self) -> None:
+        self.path_part = (self.json,)
+        self.embedded_path_part = (*self.embedded, self.json)
 
 
 @dataclass
@@ -205,6 +215,8 @@ class _Abort(Exception):
 def _fold(name: str) -> str:
     """encoding/json's ``foldName`` for what can match a Go field's (ASCII) JSON name: ASCII
     upper-cased; the Kelvin sign and the long s fold to K and S, as ``unicode.SimpleFold`` does."""
+    if name.isascii():
+        return name.upper()
     return "".join(ch.upper() if ch < "\x80" else {"\u212a": "K", "\u017f": "S"}.get(ch, ch) for ch in name)
 
 
@@ -291,11 +303,25 @@ class _Decoder:
                 self._save(error)
 
     def struct(self, obj: dict[str, Any], s: GoStruct, path: tuple[str, ...]) -> None:
+        fields = s.fields
         for key, item in obj.items():
-            f = _field(s, key, self.fold_names)
-            if f is not None:
-                embedded = f.embedded if self.embedded_in_path else ()
-                self.value(item, f.type, s.name, (*path, *embedded, f.json))
+            if item is None:
+                continue  # null leaves the field at its zero value
+            f = fields.get(key)
+            if f is None:
+                if not self.fold_names:
+                    continue
+                f = _folded_fields(s).get(_fold(key))
+                if f is None:
+                    continue
+            # strings and bools of the right JSON type, most of an object, need no path: an
+            # admission answer built one per field (decoded JSON holds exactly str and bool)
+            kind = f.type.kind
+            if (kind == "string" and type(item) is str) or (kind == "bool" and type(item) is bool):
+                continue
+            self.value(
+                item, f.type, s.name, path + (f.embedded_path_part if self.embedded_in_path else f.path_part)
+            )
 
     def _custom(self, value: Any, t: GoType, struct: str, path: tuple[str, ...]) -> None:
         if t.ref == QUANTITY:
@@ -397,9 +423,11 @@ def _encode(value: Any, t: GoType) -> Any:
 def _nulls_to_zero(value: Any, t: GoType | GoStruct) -> None:
     if isinstance(t, GoStruct):
         if isinstance(value, dict):
-            for key, f in t.fields.items():
-                if value.get(key) is not None:
-                    _nulls_to_zero(value[key], f.type)
+            fields = t.fields
+            for key, item in value.items():
+                f = fields.get(key)
+                if item is not None and f is not None and f.type.kind in _HOLDERS:
+                    _nulls_to_zero(item, f.type)
         return
     if t.kind == "ptr" and t.elem is not None:
         _nulls_to_zero(value, t.elem)
