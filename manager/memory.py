@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import logging
 from collections.abc import Callable
 
@@ -26,11 +25,16 @@ def _lookup() -> Callable[[int], int] | None:
     global _malloc_trim, _looked_up
     if not _looked_up:
         _looked_up = True
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            trim = libc.malloc_trim
-        except (OSError, AttributeError):
-            trim = None
+        trim = None
+        # the process's own symbols first (the interpreter links the C library): no
+        # ``ctypes.util.find_library``, which forks ``ldconfig -p`` and blocks the loop meanwhile
+        # (a stray child of the manager for a moment)
+        for name in (None, "libc.so.6"):
+            try:
+                trim = ctypes.CDLL(name).malloc_trim
+                break
+            except (OSError, AttributeError):
+                continue
         if trim is not None:
             trim.argtypes = [ctypes.c_size_t]
             trim.restype = ctypes.c_int

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import ctypes.util
 import gc
+import subprocess
 import sys
 
 import pytest
 
+from manager import memory
 from manager.manager.manager import Group, Manager, Options
 from manager.memory import HeapTrimmer, trim_heap
 from manager.testing import eventually
@@ -79,3 +81,17 @@ def test_a_manager_runs_a_trimmer_unless_told_not_to() -> None:
     off = Manager(_Cluster(), Options(metrics_bind_address="0", heap_trim_interval=None))  # type: ignore[arg-type]
     off._setup_servers()
     assert trimmers(off) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc")
+def test_finding_malloc_trim_starts_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookup reads the process's own symbols: ``ctypes.util.find_library`` would fork
+    ``ldconfig -p`` from the manager (a second child beside its webhook process, for a moment)."""
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a process was started: {args}")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+    monkeypatch.setattr(memory, "_looked_up", False)
+    monkeypatch.setattr(memory, "_malloc_trim", None)
+    assert memory.trim_heap() is True
