@@ -3,9 +3,7 @@
 Start order (v0.22): HTTP servers (metrics, probes) -> webhooks -> caches (wait for sync) ->
 runnables that do not need leader election -> leader election -> leader-election runnables
 (controllers). Probes answer while caches sync; webhooks come before caches because a
-conversion webhook served by this process may be needed to list a CRD at all. One difference
-(docs/behaviour/framework.md D.15): a controller starts once the caches have started listing and
-waits for its own sources only, not for every cache.
+conversion webhook served by this process may be needed to list a CRD at all.
 
 Stop order: others, leader-election runnables, caches, webhooks, HTTP servers, all within one
 graceful-shutdown budget (30 s); only then is the lease released (if ``release_on_cancel``).
@@ -19,7 +17,7 @@ import asyncio
 import dataclasses
 import enum
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Unpack
 
@@ -129,18 +127,11 @@ class _RunnableGroup:
     manager then stops), and ``stop`` cancels and awaits all of them within the budget it is given.
     """
 
-    def __init__(
-        self,
-        group: Group,
-        on_error: Callable[[Runnable, BaseException], None],
-        gate: Callable[[Runnable], Awaitable[None]] | None = None,
-    ) -> None:
+    def __init__(self, group: Group, on_error: Callable[[Runnable, BaseException], None]) -> None:
         self.group = group
         self.members: list[Runnable] = []
         self.started = False
         self._on_error = on_error
-        self._gate = gate
-        """Awaited before a member starts (None: members start at once)."""
         self._runnables: dict[asyncio.Task[object], Runnable] = {}
         self._tasks = TaskSet(f"runnables:{group.value}", on_error=self._failed)
 
@@ -157,14 +148,9 @@ class _RunnableGroup:
 
     def _launch(self, runnable: Runnable) -> tuple[asyncio.Event, asyncio.Task[None]]:
         ready = asyncio.Event()
-        task = self._tasks.spawn(self._run(runnable, ready), name=f"{self.group.value}:{runnable!r}")
+        task = self._tasks.spawn(runnable.start(ready), name=f"{self.group.value}:{runnable!r}")
         self._runnables[task] = runnable
         return ready, task
-
-    async def _run(self, runnable: Runnable, ready: asyncio.Event) -> None:
-        if self._gate is not None:
-            await self._gate(runnable)
-        await runnable.start(ready)
 
     def _failed(self, task: asyncio.Task[object], err: BaseException) -> None:
         self._on_error(self._runnables[task], err)
@@ -213,14 +199,7 @@ class Manager:
         self.liveness = CheckSet()
         self.readiness = CheckSet()
         self._groups = {g: _RunnableGroup(g, self._runnable_failed) for g in Group}
-        self._groups[Group.LEADER_ELECTION] = _RunnableGroup(
-            Group.LEADER_ELECTION, self._runnable_failed, gate=self._after_caches_unless_own_sources
-        )
         self._election = TaskSet("leader-election", on_error=self._lead_failed)
-        self._after_caches = TaskSet("start:after-caches", on_error=self._after_caches_failed)
-        self._in_order = asyncio.Event()
-        """Set once the caches have synced and the others started: where controller-runtime's
-        order starts the leader-election runnables."""
         self._controller_names: set[str] = set()
         self._caches_synced = False
         self._running = False
@@ -372,7 +351,9 @@ class Manager:
                 if self.options.leader_election:
                     lead_task = self._election.spawn(self._lead(), name="leader-election")
                 else:
-                    await self._start_leading()
+                    await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
+                    if not self._stop_requested.is_set():
+                        self.elected.set()
                 await self._stop_requested.wait()
         finally:
             await self._shutdown(lead_task)
@@ -444,57 +425,18 @@ class Manager:
         )
 
     async def _start_in_order(self) -> None:
-        """HTTP servers, then webhooks, each group ready before the next; then the caches start
-        listing, and the rest of the order (caches synced, then others) goes on in the
-        background while leader election and the controllers start (D.15)."""
         assert self._stop_requested is not None
-        for group in (Group.HTTP_SERVERS, Group.WEBHOOKS):
+        for group in START_ORDER[:-1]:
             if self._stop_requested.is_set():
                 return
+            if group is Group.CACHES:
+                await self._warm_informers()
             await self._groups[group].start(self._stop_requested)
-        if self._stop_requested.is_set():
-            return
-        await self._warm_informers()
-        self._after_caches.spawn(self._start_caches_then_others(), name="start:caches-then-others")
-
-    async def _start_caches_then_others(self) -> None:
-        assert self._stop_requested is not None
-        await self._groups[Group.CACHES].start(self._stop_requested)
-        if self._stop_requested.is_set():
-            return
-        self._caches_synced = True
-        log.info("caches synced")
-        await self._groups[Group.OTHERS].start(self._stop_requested)
-        if not self._stop_requested.is_set():
-            self._in_order.set()
-
-    async def _start_leading(self) -> None:
-        """The leader-election group, then ``elected``: set, as in controller-runtime, once
-        every runnable has started (those the order puts before it included)."""
-        stop = self._stop_requested
-        assert stop is not None
-        await self._groups[Group.LEADER_ELECTION].start(stop)
-        waiters = TaskSet("start:in-order")
-        try:
-            in_order, stopping = waiters.spawn(self._in_order.wait()), waiters.spawn(stop.wait())
-            await asyncio.wait({in_order, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            await waiters.cancel()
-        if not stop.is_set():
-            self.elected.set()
-
-    def _after_caches_failed(self, _task: asyncio.Task[object], err: BaseException) -> None:
-        self._runnable_failed(self.cluster.cache, err)
-
-    async def _after_caches_unless_own_sources(self, runnable: Runnable) -> None:
-        """A leader-election runnable starts once every cache has synced and the others have
-        started (controller-runtime's order), except a controller: it waits for its own sources
-        to sync before its workers (A.7), so one whose kinds are listed need not wait for
-        another component's informers, such as the 100,000 Pods of a cluster that the TrainJob
-        controller never reads (D.15)."""
-        if callable(getattr(runnable, "watched_kinds", None)):
-            return
-        await self._in_order.wait()
+            if self._stop_requested.is_set():
+                return
+            if group is Group.CACHES:
+                self._caches_synced = True
+                log.info("caches synced")
 
     async def _warm_informers(self) -> None:
         """Create the informer of every kind a leader-election runnable watches, so the caches
@@ -512,7 +454,9 @@ class Manager:
     async def _lead(self) -> None:
         assert self.elector is not None and self._stop_requested is not None
         await self.elector.acquire()
-        await self._start_leading()
+        await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
+        if not self._stop_requested.is_set():
+            self.elected.set()
         # keep renewing even while stopping: shutdown cancels us (and releases) after the groups stopped
         await self.elector.renew()
         # renew() returned: the lease is gone and someone else may already be leading
@@ -531,7 +475,6 @@ class Manager:
             timeout = None
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        await self._after_caches.cancel()  # a start still under way (caches syncing) goes no further
         all_stopped = True
         for group in STOP_ORDER:
             remaining = None if deadline is None else max(0.0, deadline - loop.time())

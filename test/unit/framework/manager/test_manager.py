@@ -128,37 +128,6 @@ async def test_start_order_waits_for_caches_and_stop_order_is_reversed() -> None
     assert log[5:] == ["stop other", "stop controller", "stop caches", "stop webhook", "stop server"]
 
 
-async def test_a_controller_starts_on_its_own_sources_while_other_caches_still_sync() -> None:
-    """D.15: a controller waits for its own sources, not for every cache; a leader-election
-    runnable without sources of its own, the others group, ``elected`` and readiness still wait
-    for every cache, in controller-runtime's order."""
-    log: list[str] = []
-    cluster = StubCluster(log)  # the gate stays shut: some informer is still listing
-    mgr = Manager(cluster, options())  # type: ignore[arg-type]
-    sprocket = GroupVersionKind("example.com", "v1", "Sprocket")
-    reconciled: list[str] = []
-
-    async def reconcile(req: Request) -> None:
-        reconciled.append(req.name)
-
-    Builder(mgr).for_(sprocket).complete(reconcile)
-    mgr.add(Rec("sourceless", log))
-    mgr.add(Rec("other", log, leader=False))
-    async with running(mgr):
-        cluster.cache.informer(sprocket).create({"metadata": {"name": "g", "namespace": "ns"}})
-        await eventually(lambda: reconciled == ["g"], timeout=5, interval=0.01)
-        assert log == ["start caches"]  # neither the others nor the sourceless runnable yet
-        assert not mgr.elected.is_set()
-        status, _ = await get(mgr.health_server.port if mgr.health_server else None, "/readyz/cache-sync")
-        assert status == 500
-
-        cluster.cache.gate.set()
-        await asyncio.wait_for(mgr.elected.wait(), 5)
-        assert log == ["start caches", "start other", "start sourceless"]
-        status, _ = await get(mgr.health_server.port if mgr.health_server else None, "/readyz/cache-sync")
-        assert status == 200
-
-
 async def test_health_endpoints_follow_the_upstream_format() -> None:
     log: list[str] = []
     cluster = StubCluster(log)
