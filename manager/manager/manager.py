@@ -454,15 +454,22 @@ class Manager:
     async def _lead(self) -> None:
         assert self.elector is not None and self._stop_requested is not None
         await self.elector.acquire()
-        await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
-        if not self._stop_requested.is_set():
-            self.elected.set()
+        # as controller-runtime's OnStartedLeading, which client-go runs beside its renew loop:
+        # the group's start waits for every controller's sources to sync, which can last longer
+        # than a lease (an informer that was not warmed, a CRD that is not served yet)
+        self._election.spawn(self._start_leading(), name="leader-election:start")
         # keep renewing even while stopping: shutdown cancels us (and releases) after the groups stopped
         await self.elector.renew()
         # renew() returned: the lease is gone and someone else may already be leading
         log.error("leader election lost")
         self._lease_lost = True
         self._stop_requested.set()
+
+    async def _start_leading(self) -> None:
+        assert self._stop_requested is not None
+        await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
+        if not self._stop_requested.is_set():
+            self.elected.set()
 
     def _lead_failed(self, _task: asyncio.Task[object], err: BaseException) -> None:
         self._runnable_failed(self.elector, err)  # type: ignore[arg-type]

@@ -323,6 +323,45 @@ async def test_controllers_wait_for_leadership() -> None:
         assert cluster.client.spec()["holderIdentity"] == "me"
 
 
+async def test_the_leader_renews_its_lease_while_its_controllers_start() -> None:
+    """The lease is renewed from the moment it is taken, beside the leader-election group's start
+    (controller-runtime's OnStartedLeading runs beside client-go's renew loop): a controller
+    whose sources take longer than a lease to sync must not cost the lease."""
+    log: list[str] = []
+    cluster = StubCluster(log)
+    cluster.cache.gate.set()
+    clock = FakeClock()
+    mgr = Manager(cluster, le_options(clock))  # type: ignore[arg-type]
+    synced = asyncio.Event()
+
+    class SlowSources(Rec):
+        async def start(self, started: asyncio.Event) -> None:
+            self.log.append(f"start {self.name}")
+            await synced.wait()  # its sources sync only now
+            started.set()
+            await asyncio.Event().wait()
+
+    mgr.add(SlowSources("controller", log))
+    async with running(mgr):
+
+        def held() -> None:
+            assert cluster.client.spec()["holderIdentity"] == "me"
+
+        await eventually(held, timeout=5, interval=0.01, retry_on=(KeyError,))
+        acquired = cluster.client.spec()["renewTime"]
+        for _ in range(10):  # 20 s: longer than the 15 s lease
+            await clock.advance(2)
+
+        def renewed() -> None:
+            assert cluster.client.spec()["renewTime"] != acquired
+
+        await eventually(renewed, timeout=5, interval=0.01)
+        held()
+        assert "start controller" in log and not mgr.elected.is_set()
+        synced.set()
+        await asyncio.wait_for(mgr.elected.wait(), 5)
+
+
 async def test_lease_loss_stops_everything_and_raises() -> None:
     log: list[str] = []
     cluster = StubCluster(log)
