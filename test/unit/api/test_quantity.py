@@ -358,3 +358,20 @@ def test_everything_the_crd_pattern_admits_parses(text: str) -> None:
         return  # astronomically large exponents: valid, but not worth materializing here
     q = Quantity(text)
     assert Quantity(str(q)) == q
+
+
+def test_a_text_is_parsed_once_and_an_invalid_one_refused_each_time() -> None:
+    """Pods repeat the same few request texts: one parse serves every later constructor (a
+    100k-Pod list spent about half its ElasticQuota transform reparsing them, docs/scale.md),
+    each constructed value equal and printed as if parsed afresh; errors are not kept."""
+    from manager.meta import quantity
+
+    text = "31415.926Ki"  # a text no other test uses, so its first parse is here
+    misses = quantity._parsed.cache_info().misses
+    first, second = Quantity(text), Quantity(f" {text} ")
+    info = quantity._parsed.cache_info()
+    assert info.misses == misses + 1 and info.hits >= 1
+    assert first == second == Quantity.parse(text) and str(first) == str(second) == str(Quantity.parse(text))
+    for _ in range(2):
+        with pytest.raises(QuantityError):
+            Quantity("12 apples")
