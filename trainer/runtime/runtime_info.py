@@ -136,8 +136,9 @@ def new_runtime_info(
         labels=labels,
         annotations=annotations,
         runtime_policy=RuntimePolicy(
-            # the caller's policies, not copies (as upstream keeps its pointers): both callers
-            # parse the runtime afresh for each TrainJob, and the plugins only read them
+            # the caller's policies, not copies, as upstream keeps its pointers: a plugin may
+            # change them (MPI's slots per node), and both callers parse the runtime afresh for
+            # each TrainJob, so nothing else holds them
             ml_policy=ml_policy,
             pod_group_policy=pod_group_policy,
         ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ctypes.util
 import gc
+import platform
 import subprocess
 import sys
 
@@ -83,7 +84,7 @@ def test_a_manager_runs_a_trimmer_unless_told_not_to() -> None:
     assert trimmers(off) == []
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
 def test_finding_malloc_trim_starts_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """The lookup reads the process's own symbols: ``ctypes.util.find_library`` would fork
     ``ldconfig -p`` from the manager (a second child beside its webhook process, for a moment)."""
