@@ -23,6 +23,7 @@ from typing import Unpack
 
 import structlog
 
+from manager import collector
 from manager._http import HTTPServer, is_disabled
 from manager._tls import TLSOption
 from manager.client.interfaces import ClientProtocol
@@ -116,6 +117,11 @@ class Options:
     heap_trim_interval: float | None = 5.0
     """Seconds between returning freed heap memory to the OS (``manager.memory``; glibc only);
     ``None`` never does (not in controller-runtime: Go's runtime does it on its own)."""
+    gc_young_generation: int | None = collector.DEFAULT_YOUNG
+    """Container allocations between two runs of the cyclic collector's youngest generation while
+    the manager runs (CPython's default is 700), and what exists at the start frozen
+    (``manager.collector``); ``None`` leaves the collector as it is (not in controller-runtime:
+    Go's collector is paced by GOGC)."""
     group_kind_concurrency: dict[str, int] = field(default_factory=dict)
     """Workers per controller keyed by ``Kind.group`` of its main kind, e.g. ``TrainJob.trainer.kubeflow.org``."""
 
@@ -345,18 +351,19 @@ class Manager:
         self._stop_requested = asyncio.Event()
         self._setup_servers()
         lead_task: asyncio.Task[None] | None = None
-        try:
-            await self._start_in_order()
-            if not self._stop_requested.is_set():
-                if self.options.leader_election:
-                    lead_task = self._election.spawn(self._lead(), name="leader-election")
-                else:
-                    await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
-                    if not self._stop_requested.is_set():
-                        self.elected.set()
-                await self._stop_requested.wait()
-        finally:
-            await self._shutdown(lead_task)
+        with collector.tuned(self.options.gc_young_generation):
+            try:
+                await self._start_in_order()
+                if not self._stop_requested.is_set():
+                    if self.options.leader_election:
+                        lead_task = self._election.spawn(self._lead(), name="leader-election")
+                    else:
+                        await self._groups[Group.LEADER_ELECTION].start(self._stop_requested)
+                        if not self._stop_requested.is_set():
+                            self.elected.set()
+                    await self._stop_requested.wait()
+            finally:
+                await self._shutdown(lead_task)
         if self._lease_lost:
             raise LeaderElectionLost()
         if self._error is not None:
