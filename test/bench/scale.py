@@ -470,6 +470,7 @@ async def scrape_text(session: aiohttp.ClientSession, m: burst.Manager) -> str:
 async def measure(
     run: Run, kube: Kube, trainjobs: int, probe: str | None, quiet_s: float, timeout: float
 ) -> dict[str, Any]:
+    served_before = await burst.apiserver_requests(kube)
     await run.start(kube)
     ready_s = round(time.monotonic() - run.started_at, 2)
     first_reconcile = all_reconciled = None
@@ -513,6 +514,16 @@ async def measure(
             for verb, v in s["requests"].items():
                 requests[verb] = requests.get(verb, 0) + int(v)
         errors = {m.name: int(sum(s["errors"].values())) for m, s in zip(run.metrics, scraped, strict=True)}
+        # every client's writes the API server served meanwhile, by verb and resource: which
+        # objects the managers wrote (the bench's own clients are idle in this window; KWOK's
+        # node heartbeats are in it)
+        served = await burst.apiserver_requests(kube)
+        writes = {
+            key: int(n - served_before.get(key, 0.0))
+            for key, n in sorted(served.items())
+            if key.split(" ")[0] in ("POST", "PUT", "PATCH", "APPLY", "DELETE")
+            and n > served_before.get(key, 0.0)
+        }
         latency = await probe_latency(kube, probe, run.level) if probe else None
     controllers = run.started_controllers()
     await run.stop(kube)
@@ -532,6 +543,7 @@ async def measure(
         "peak_rss_mb_total": round(sum(peak.values()), 1),
         "cpu_s_total": round(sum(cpu_s.values()), 2),
         "requests_by_verb": dict(sorted(requests.items())),
+        "apiserver_writes_by_resource": writes,
         "requests_total": sum(requests.values()),
         "reconcile_errors": errors,
         "probe": latency,
