@@ -19,7 +19,12 @@ from trainer.controllers.jobset import status as S
 from trainer.controllers.jobset.jobs import construct_job
 from trainer.controllers.jobset.metrics import JobSetMetrics
 from trainer.controllers.jobset.pod_reconciler import PodReconciler
-from trainer.controllers.jobset.reconciler import JOB_OWNER_KEY, JobSetReconciler, VolumeClaimError
+from trainer.controllers.jobset.reconciler import (
+    JOB_OWNER_KEY,
+    JOBSET_GVK,
+    JobSetReconciler,
+    VolumeClaimError,
+)
 from trainer.jobset.levels import v0_10_controller, v0_12_controller
 from trainer.jobset.levels.controller import ControllerSteps
 from trainer.jobset.placement import POD_JOB_KEY, PlacementError
@@ -452,6 +457,61 @@ async def test_an_already_existing_pvc_is_no_error() -> None:
     client.inject_error("create", AlreadyExists("exists", code=409))
     await rec.reconcile(REQ)
     assert events.items == [] and client.names("Job") == ["test-jobset-w-0"]
+
+
+class DeletedAfterTheRead(RecordingClient):
+    """The JobSet is deleted (or replaced by a new one of its name) right after the pass read it:
+    the TrainJob controller's deadline, the TTL, the garbage collector in the same moment."""
+
+    def __init__(self, *objects: Any, replacement: Object | None = None) -> None:
+        super().__init__(*objects)
+        self.replacement = replacement
+        self.reads = 0
+
+    async def get(self, kind: Any, name: str, namespace: str = "") -> Any:
+        result = await super().get(kind, name, namespace)
+        if kind == JOBSET_GVK:
+            self.reads += 1
+            if self.reads == 1:
+                await super().delete(result)
+                if self.replacement is not None:
+                    await super().create(self.replacement)
+        return result
+
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["deleted", "replaced"])
+async def test_no_pvc_and_no_job_for_a_jobset_deleted_during_the_pass(replaced: bool) -> None:
+    js = jobset(mounting("shared"), uid=UID, volumeClaimPolicies=POLICIES[:1])
+    newer = jobset(mounting("shared"), uid="jobset-uid-2", volumeClaimPolicies=POLICIES[:1])
+    client = DeletedAfterTheRead(js, replacement=newer if replaced else None)
+    client.add_index(JOB_GVK, JOB_OWNER_KEY, V0_12.job_owner_index)
+    events = Events()
+    rec = JobSetReconciler(
+        client, events, now=lambda: NOW, metrics=JobSetMetrics(CollectorRegistry()), steps=V0_12
+    )
+    await rec.reconcile(REQ)
+    # no claim would outlive its JobSet until the garbage collector removes it, no Job starts Pods
+    assert client.names("PersistentVolumeClaim") == []
+    assert client.names("Job") == []
+    assert events.items == []
+
+
+async def test_a_jobset_deleted_after_its_claims_gets_no_jobs() -> None:
+    js = jobset(mounting("shared"), uid=UID, volumeClaimPolicies=POLICIES[:1])
+    client, rec, events = setup(V0_12, js)
+    created = client.create
+
+    async def create_then_delete_the_jobset(obj: Any, **kwargs: Any) -> Any:
+        result = await created(obj, **kwargs)
+        if obj.get("kind") == "PersistentVolumeClaim":
+            await client.delete(js)
+        return result
+
+    client.create = create_then_delete_the_jobset  # type: ignore[method-assign]
+    await rec.reconcile(REQ)
+    assert client.names("PersistentVolumeClaim") == ["shared-test-jobset"]
+    assert client.names("Job") == []
+    assert events.items == []
 
 
 # -- the Pod reconciler: the leader's own pods -----------------------------------------------------

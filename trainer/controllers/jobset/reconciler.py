@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -385,6 +386,21 @@ class JobSetReconciler:
             raise lagging[0]
         return created
 
+    async def _still_cached(self, js: Object) -> bool:
+        """The cache still holds this JobSet, the same incarnation, not being deleted.
+
+        A pass works on the JobSet the cache gave it at its start; a delete that lands meanwhile
+        (this process's own: the TrainJob deadline, the TTL, both hidden from reads at once by
+        the cache; another's, once its watch event arrives) is seen here without a round trip.
+        """
+        meta = meta_of(js)
+        try:
+            cached = await self.client.get(JOBSET_GVK, name_of(js), str(meta.get("namespace") or ""))
+        except NotFound:
+            return False
+        cached_meta = meta_of(cached)
+        return cached_meta.get("uid") == meta.get("uid") and not cached_meta.get("deletionTimestamp")
+
     async def _jobset_gone(self, js: Object) -> bool:
         """The JobSet was deleted (or replaced) after the cache gave it to us.
 
@@ -438,6 +454,11 @@ class JobSetReconciler:
         errors: list[RequestError] = []
         for claims in self.steps.volume_claims(js):
             for claim in claims:
+                if not await self._still_cached(js):
+                    # Deleted while this pass ran (J-18): a claim made now would outlive its
+                    # JobSet until the garbage collector removes it again.
+                    log.debug("JobSet deleted during the pass; PVC not created", extra={"pvc": _ref(claim)})
+                    return
                 try:
                     await self.client.create(claim)
                     log.debug("successfully created PVC", extra={"pvc": _ref(claim)})
@@ -518,7 +539,14 @@ class JobSetReconciler:
             status = by_name.get(str(rjob.get("name")), {})
             if gated_by_order and P.all_replicas_started(J.replicas_of(rjob), status):
                 continue
-            created += await self.create_jobs(J.jobs_to_create(js, rjob, owned, self.steps), js)
+            missing = iter(J.jobs_to_create(js, rjob, owned, self.steps))
+            first = next(missing, None)
+            if first is not None:
+                if not await self._still_cached(js):
+                    # Deleted while this pass ran (J-18): its Jobs would start Pods for nothing.
+                    log.debug("JobSet deleted during the pass; its Jobs are not created")
+                    return created
+                created += await self.create_jobs(itertools.chain((first,), missing), js)
             if gated_by_order:
                 S.set_condition(js, S.in_order_in_progress_condition(), opts, self.now())
                 return created
