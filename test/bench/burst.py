@@ -290,7 +290,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-async def _apiserver_metrics(kube: Kube) -> list[tuple[str, dict[str, str], float]]:
+async def apiserver_metrics(kube: Kube) -> list[tuple[str, dict[str, str], float]]:
     status, body = await kube.request("GET", "/metrics")
     if status != 200 or not isinstance(body, str):
         raise RuntimeError(f"GET /metrics of the API server: {status}")
@@ -298,14 +298,14 @@ async def _apiserver_metrics(kube: Kube) -> list[tuple[str, dict[str, str], floa
 
 
 async def apiserver_histograms(kube: Kube) -> Histograms:
-    return admission_histograms(await _apiserver_metrics(kube))
+    return admission_histograms(await apiserver_metrics(kube))
 
 
 async def apiserver_requests(kube: Kube) -> dict[str, float]:
     """The API server's requests served so far, every client's, by ``VERB resource[/subresource]``
     (``apiserver_request_total``; watches and the metrics reads left out)."""
     out: dict[str, float] = {}
-    for name, labels, value in await _apiserver_metrics(kube):
+    for name, labels, value in await apiserver_metrics(kube):
         if name != "apiserver_request_total" or labels.get("verb") in ("WATCH", "CONNECT"):
             continue
         resource = labels.get("resource") or labels.get("component", "?")

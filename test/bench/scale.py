@@ -471,6 +471,8 @@ async def measure(
     run: Run, kube: Kube, trainjobs: int, probe: str | None, quiet_s: float, timeout: float
 ) -> dict[str, Any]:
     served_before = await burst.apiserver_requests(kube)
+    admission_before = await burst.apiserver_histograms(kube)
+    applies_before = await apiserver_apply_seconds(kube)
     await run.start(kube)
     ready_s = round(time.monotonic() - run.started_at, 2)
     first_reconcile = all_reconciled = None
@@ -490,6 +492,14 @@ async def measure(
                 all_reconciled = now
                 break
             await asyncio.sleep(0.5)
+        # what the first reconciles waited on: the API server's time per JobSet apply, and the
+        # webhooks' answers within it (mjobset, vjobset), from the restart to the last first pass
+        admission = burst.admission_summary(
+            burst.histogram_delta(await burst.apiserver_histograms(kube), admission_before)
+        )
+        applies = await apiserver_apply_seconds(kube)
+        apply_n = applies[1] - applies_before[1]
+        apply_mean_ms = round(1000 * (applies[0] - applies_before[0]) / apply_n, 1) if apply_n else None
         # steady: CPU quiet for quiet_s (under 5 % of a core), at most 120 s more
         pids = [m.pid for m in run.metrics]
         cpu = sum(burst.cpu_seconds(p) for p in pids)
@@ -547,7 +557,23 @@ async def measure(
         "requests_total": sum(requests.values()),
         "reconcile_errors": errors,
         "probe": latency,
+        "startup_jobset_applies": {"count": int(apply_n), "mean_ms": apply_mean_ms},
+        "startup_admission": admission,
     }
+
+
+async def apiserver_apply_seconds(kube: Kube) -> tuple[float, float]:
+    """The API server's ``apiserver_request_duration_seconds`` sum and count of JobSet APPLYs
+    so far (webhooks included: the API server calls them inside the request)."""
+    total = count = 0.0
+    for name, labels, value in await burst.apiserver_metrics(kube):
+        if labels.get("verb") != "APPLY" or labels.get("resource") != "jobsets" or labels.get("subresource"):
+            continue
+        if name == "apiserver_request_duration_seconds_sum":
+            total += value
+        elif name == "apiserver_request_duration_seconds_count":
+            count += value
+    return total, count
 
 
 async def probe_latency(kube: Kube, name: str, level: bench_level.BenchLevel) -> dict[str, Any]:
