@@ -80,9 +80,14 @@ class BenchLevel:
         """The ClusterTrainingRuntimes the level ships (``config/<ApiLevel.runtimes>``), in order."""
         return install.resource_files(install.ROOT / "config" / self.api.runtimes)
 
-    def our_manager(self, ca: TinyCA, base: Path, kubeconfig: Path) -> harness.OurManager:
-        """Our manager at this level (``--api-level``), every component on."""
-        return harness.our_manager(ca, base, kubeconfig, api_level=self.api)
+    def our_manager(
+        self, ca: TinyCA, base: Path, kubeconfig: Path, config_overrides: dict[str, Any] | None = None
+    ) -> harness.OurManager:
+        """Our manager at this level (``--api-level``), every component on; ``config_overrides``:
+        Configuration fields beyond the harness's (the shipped ``controller`` and ``clientConnection``)."""
+        return harness.our_manager(
+            ca, base, kubeconfig, api_level=self.api, config_overrides=config_overrides
+        )
 
     def go_managers(self, ca: TinyCA, base: Path, kubeconfig: Path, **kwargs: Any) -> harness.GoManagers:
         """The level's Go originals (built now when not cached) configured under ``base``;

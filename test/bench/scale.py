@@ -34,14 +34,17 @@ Job (watches). RSS per relevant Pod is (S1 - S0) / relevant Pods, per unrelated 
 
 The cluster, both sides and the TrainJobs are of one API level (``--level``, default v2.3;
 ``bench_level.py``): the level's CRDs and shipped runtimes, TrainJobs valid at it. Sides:
-``ours`` (``python -m trainer --api-level=<level>``, shipped defaults, every component: the
+``ours`` (``python -m trainer --api-level=<level>``, every component: the
 ElasticQuota controller needs every Pod, so our Pod cache runs in its all-Pods mode) and
 ``theirs`` (the Go originals of the level, jobset v0.12.0 and trainer v2.3.0 at v2.3, jobset
 v0.10.1 and trainer v2.1.0 at v2.1, as the conformance harness runs them, plus the
 scheduler-plugins v0.34.7 controller when ``--scheduler-plugins`` is given and it builds).
 Each side's admission webhooks (ours: the level's manifests'; theirs: upstream's of the level)
 are registered while it runs and removed when it stops (a stopped manager's webhooks would
-refuse every write to the shared cluster).
+refuse every write to the shared cluster). Both sides run a bare Configuration's defaults (ours:
+1 TrainJob worker, qps 1000; Go's: 1 worker, qps 50 / 20); ``--shipped`` gives each its shipped
+``controller`` and ``clientConnection`` instead, as the burst runs them (ours: 5 TrainJob workers;
+Go's: qps 500, its shipped TrainJob workers never apply, docs/divergences.md T-2).
 
     python test/bench/scale.py                          # 5,000 nodes, 100,000 Pods
     python test/bench/scale.py --pods 10000 --nodes 500 # the smaller scenario `make bench` runs
@@ -343,9 +346,14 @@ class Run:
         workdir: Path,
         scheduler_plugins: bool,
         level: bench_level.BenchLevel,
+        shipped: bool = False,
     ) -> None:
         self.side, self.env, self.kubeconfig, self.workdir = side, env, env.kubeconfig, workdir
         self.level = level
+        self.shipped = shipped
+        """Each side with its shipped Configuration's ``controller`` and ``clientConnection``
+        (ours: 5 TrainJob workers, qps 1000; Go's: qps 500, whose shipped TrainJob workers never
+        apply, T-2), as the burst runs them; else both at the defaults of a bare Configuration."""
         self.hooks: list[tuple[dict[str, Any], int]] = []  # webhook configuration, port serving it
         self.scheduler_plugins = scheduler_plugins
         self.processes: list[Process] = []
@@ -359,14 +367,15 @@ class Run:
         env = {"KUBECONFIG": str(self.kubeconfig)}
         readiness: list[tuple[Process, int]] = []
         if self.side == "ours":
-            ours = self.level.our_manager(ca, base, self.kubeconfig)  # every component
+            overrides = burst.shipped_overrides() if self.shipped else None
+            ours = self.level.our_manager(ca, base, self.kubeconfig, overrides)  # every component
             self.processes.append(ours.process)
             self.metrics.append(burst.Manager("trainer-py", 0, f"http://127.0.0.1:{ours.metrics}/metrics"))
             readiness.append((ours.process, ours.health))
             self.hooks = self.level.our_hooks(ours)
         else:
-            # the Go defaults for client QPS/burst, as the scale figures were measured
-            go = self.level.go_managers(ca, base, self.kubeconfig, client_connection=False)
+            # the Go defaults for client QPS/burst, as the scale figures were measured, unless shipped
+            go = self.level.go_managers(ca, base, self.kubeconfig, client_connection=self.shipped)
             self.processes += [go.jobset, go.trainer]
             token = await burst.metrics_token(harness.Side("theirs", kube, env=self.env))
             self.metrics.append(
@@ -658,7 +667,7 @@ async def scenario(args: argparse.Namespace) -> dict[str, Any]:
             "TrainJobs",
         )
         say("warm-up: our manager creates the TrainJobs' JobSets and Jobs")
-        warm = Run("ours", env, workdir, False, level)
+        warm = Run("ours", env, workdir, False, level, args.shipped)
         results["warmup"] = await measure(warm, kube, args.trainjobs, None, args.quiet, args.timeout)
 
         wanted = (
@@ -671,7 +680,7 @@ async def scenario(args: argparse.Namespace) -> dict[str, Any]:
                 if wanted is not None and (state, side) not in wanted:
                     continue
                 say(f"{state}: measuring {side}")
-                run = Run(side, env, workdir, args.scheduler_plugins, level)
+                run = Run(side, env, workdir, args.scheduler_plugins, level, args.shipped)
                 r = await measure(
                     run,
                     kube,
@@ -814,6 +823,12 @@ def parser() -> argparse.ArgumentParser:
         "--scheduler-plugins", action="store_true", help="add the Go scheduler-plugins controller to theirs"
     )
     parser.add_argument("--final-only", action="store_true", help="measure S2 only (no per-Pod RSS)")
+    parser.add_argument(
+        "--shipped",
+        action="store_true",
+        help="each side with its shipped controller and clientConnection settings (ours 5 TrainJob "
+        "workers, qps 1000; Go qps 500), as the burst; default: a bare Configuration's defaults",
+    )
     parser.add_argument(
         "--measure",
         default="",
