@@ -42,9 +42,10 @@ scheduler-plugins v0.34.7 controller when ``--scheduler-plugins`` is given and i
 Each side's admission webhooks (ours: the level's manifests'; theirs: upstream's of the level)
 are registered while it runs and removed when it stops (a stopped manager's webhooks would
 refuse every write to the shared cluster). Both sides run a bare Configuration's defaults (ours:
-1 TrainJob worker, qps 1000; Go's: 1 worker, qps 50 / 20); ``--shipped`` gives each its shipped
-``controller`` and ``clientConnection`` instead, as the burst runs them (ours: 5 TrainJob workers;
-Go's: qps 500, its shipped TrainJob workers never apply, docs/divergences.md T-2).
+1 TrainJob worker, qps 1000; Go's: trainer 1 worker and qps 50 / burst 100, jobset qps 500);
+``--shipped`` gives each its shipped ``controller`` and ``clientConnection`` instead, as the burst
+runs them (ours: 5 TrainJob workers; Go's trainer: qps 500 / burst 1000, its shipped TrainJob
+workers never apply, docs/divergences.md T-2).
 
     python test/bench/scale.py                          # 5,000 nodes, 100,000 Pods
     python test/bench/scale.py --pods 10000 --nodes 500 # the smaller scenario `make bench` runs
@@ -352,8 +353,8 @@ class Run:
         self.level = level
         self.shipped = shipped
         """Each side with its shipped Configuration's ``controller`` and ``clientConnection``
-        (ours: 5 TrainJob workers, qps 1000; Go's: qps 500, whose shipped TrainJob workers never
-        apply, T-2), as the burst runs them; else both at the defaults of a bare Configuration."""
+        (ours: 5 TrainJob workers, qps 1000; Go's trainer: qps 500, its shipped TrainJob workers
+        never apply, T-2), as the burst runs them; else both at a bare Configuration's defaults."""
         self.hooks: list[tuple[dict[str, Any], int]] = []  # webhook configuration, port serving it
         self.scheduler_plugins = scheduler_plugins
         self.processes: list[Process] = []
@@ -827,7 +828,7 @@ def parser() -> argparse.ArgumentParser:
         "--shipped",
         action="store_true",
         help="each side with its shipped controller and clientConnection settings (ours 5 TrainJob "
-        "workers, qps 1000; Go qps 500), as the burst; default: a bare Configuration's defaults",
+        "workers, qps 1000; Go's trainer qps 500), as the burst; default: a bare Configuration's",
     )
     parser.add_argument(
         "--measure",
