@@ -393,13 +393,7 @@ class JobSetReconciler:
         (this process's own: the TrainJob deadline, the TTL, both hidden from reads at once by
         the cache; another's, once its watch event arrives) is seen here without a round trip.
         """
-        meta = meta_of(js)
-        try:
-            cached = await self.client.get(JOBSET_GVK, name_of(js), str(meta.get("namespace") or ""))
-        except NotFound:
-            return False
-        cached_meta = meta_of(cached)
-        return cached_meta.get("uid") == meta.get("uid") and not cached_meta.get("deletionTimestamp")
+        return await _holds(self.client, js)
 
     async def _jobset_gone(self, js: Object) -> bool:
         """The JobSet was deleted (or replaced) after the cache gave it to us.
@@ -408,13 +402,7 @@ class JobSetReconciler:
         ``mjob.kb.io``) for a JobSet already gone is expected cache lag: the JobSet's delete event
         ends the work. Read live: the cache is exactly what lags here.
         """
-        meta = meta_of(js)
-        try:
-            live = await self.api_reader.get(JOBSET_GVK, name_of(js), str(meta.get("namespace") or ""))
-        except NotFound:
-            return True
-        live_meta = meta_of(live)
-        return bool(live_meta.get("deletionTimestamp")) or live_meta.get("uid") != meta.get("uid")
+        return not await _holds(self.api_reader, js)
 
     async def _is_cache_lag(self, job: Object) -> bool:
         meta = meta_of(job)
@@ -623,6 +611,17 @@ OWNER_NOT_YET_SEEN_RETRY = 1.0
 class OwnerNotYetSeen(Exception):
     """A Job create was refused NotFound naming its JobSet, which the API server has: the refusing
     admission webhook's cache is behind the JobSet's create (``create_jobs``)."""
+
+
+async def _holds(reader: Any, js: Object) -> bool:
+    """``reader`` has this JobSet: the same uid, no ``deletionTimestamp``."""
+    meta = meta_of(js)
+    try:
+        found = await reader.get(JOBSET_GVK, name_of(js), str(meta.get("namespace") or ""))
+    except NotFound:
+        return False
+    found_meta = meta_of(found)
+    return found_meta.get("uid") == meta.get("uid") and not found_meta.get("deletionTimestamp")
 
 
 def _names_jobset(err: NotFound, js: Object) -> bool:
