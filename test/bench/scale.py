@@ -483,8 +483,12 @@ async def measure(
     served_before = await burst.apiserver_requests(kube)
     admission_before = await burst.apiserver_histograms(kube)
     applies_before = await apiserver_apply_seconds(kube)
+    sync_before = await apiserver_sync_costs(kube)
     await run.start(kube)
     ready_s = round(time.monotonic() - run.started_at, 2)
+    # what the sync waited on: the API server's LISTs (by resource) and its CPU, restart → ready
+    startup_sync = sync_summary(sync_before, await apiserver_sync_costs(kube))
+    startup_sync["manager_cpu_s"] = round(sum(burst.cpu_seconds(m.pid) for m in run.metrics), 2)
     first_reconcile = all_reconciled = None
     async with aiohttp.ClientSession() as session:
         deadline = run.started_at + timeout
@@ -569,6 +573,7 @@ async def measure(
         "probe": latency,
         "startup_jobset_applies": {"count": int(apply_n), "mean_ms": apply_mean_ms},
         "startup_admission": admission,
+        "startup_sync": startup_sync,
     }
 
 
@@ -584,6 +589,35 @@ async def apiserver_apply_seconds(kube: Kube) -> tuple[float, float]:
         elif name == "apiserver_request_duration_seconds_count":
             count += value
     return total, count
+
+
+async def apiserver_sync_costs(kube: Kube) -> dict[str, float]:
+    """The API server's own figures a cache sync costs it: ``LIST <resource>`` duration sums and
+    counts (``apiserver_request_duration_seconds``) and its ``process_cpu_seconds_total``."""
+    out: dict[str, float] = {}
+    for name, labels, value in await burst.apiserver_metrics(kube):
+        if name == "process_cpu_seconds_total":
+            out["cpu"] = value
+        elif labels.get("verb") == "LIST" and name.startswith("apiserver_request_duration_seconds_"):
+            field = name.rsplit("_", 1)[1]
+            if field in ("sum", "count"):
+                key = f"{labels.get('resource', '?')} {field}"
+                out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def sync_summary(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """Per listed resource: the LISTs served between the two scrapes and the API server's mean
+    time each; and its CPU seconds meanwhile (every client's work, KWOK's heartbeats included)."""
+    lists: dict[str, dict[str, float]] = {}
+    for key in after:
+        resource, _, field = key.rpartition(" ")
+        if field != "count" or after[key] <= before.get(key, 0.0):
+            continue
+        n = after[key] - before.get(key, 0.0)
+        spent = after[f"{resource} sum"] - before.get(f"{resource} sum", 0.0)
+        lists[resource] = {"count": int(n), "sum_s": round(spent, 2), "mean_ms": round(1000 * spent / n, 1)}
+    return {"apiserver_cpu_s": round(after.get("cpu", 0.0) - before.get("cpu", 0.0), 2), "lists": lists}
 
 
 async def probe_latency(kube: Kube, name: str, level: bench_level.BenchLevel) -> dict[str, Any]:
@@ -752,6 +786,15 @@ def _cell(v: Any) -> str:
     return "n/a" if v is None else f"{v:g}" if isinstance(v, (int, float)) else str(v)
 
 
+def _sync(run: dict[str, Any], key: str) -> Any:
+    return (run.get("startup_sync") or {}).get(key)
+
+
+def _pod_lists(run: dict[str, Any]) -> str | None:
+    pods = ((run.get("startup_sync") or {}).get("lists") or {}).get("pods")
+    return f"{pods['count']} · {pods['mean_ms']:g}" if pods else None
+
+
 def table(results: dict[str, Any], command: str) -> str:
     s2 = results["states"]["S2"]
     sides = [s for s in ("ours", "theirs") if s in s2]
@@ -763,6 +806,9 @@ def table(results: dict[str, Any], command: str) -> str:
         ("Pod controller's caches synced (s)", [s2[s]["pod_controller_synced_s"] for s in sides]),
         ("first TrainJob reconcile (s)", [s2[s]["first_trainjob_reconcile_s"] for s in sides]),
         ("every TrainJob reconciled once (s)", [s2[s]["all_trainjobs_reconciled_s"] for s in sides]),
+        ("until ready: manager CPU (s)", [_sync(s2[s], "manager_cpu_s") for s in sides]),
+        ("until ready: API server CPU (s)", [_sync(s2[s], "apiserver_cpu_s") for s in sides]),
+        ("until ready: LIST pods served · API server's mean (ms)", [_pod_lists(s2[s]) for s in sides]),
         ("steady RSS (MB)", [s2[s]["rss_mb_total"] for s in sides]),
         ("peak RSS (MB)", [s2[s]["peak_rss_mb_total"] for s in sides]),
     ]
