@@ -6,7 +6,9 @@ Importable by its module name from every test (``test/`` is on ``sys.path``).
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -47,3 +49,31 @@ async def serving_client(
             yield Client(transport, mapper)
         finally:
             await transport.aclose()
+
+
+#: The bookmark annotation that ends a watch-list's initial events (kube-apiserver's).
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+def initial_events(items: list[dict[str, Any]], resource_version: str) -> bytes:
+    """What kube-apiserver streams first on a watch-list (``sendInitialEvents=true``): every
+    object as ADDED, then a bookmark at ``resource_version`` annotated as the initial events' end."""
+    lines = [json.dumps({"type": "ADDED", "object": item}) for item in items]
+    bookmark = {
+        "kind": "Bookmark",
+        "metadata": {"resourceVersion": resource_version, "annotations": {INITIAL_EVENTS_END: "true"}},
+    }
+    lines.append(json.dumps({"type": "BOOKMARK", "object": bookmark}))
+    return "\n".join(lines).encode() + b"\n"
+
+
+async def open_watch(
+    request: web.Request, listed: list[dict[str, Any]], resource_version: str
+) -> web.StreamResponse:
+    """Start answering a watch; a watch-list request first gets ``listed`` as its initial events
+    (``initial_events``). The caller writes the changes that follow."""
+    resp = web.StreamResponse()
+    await resp.prepare(request)
+    if request.query.get("sendInitialEvents") == "true":
+        await resp.write(initial_events(listed, resource_version))
+    return resp

@@ -373,8 +373,13 @@ class Client(_Writes, TypedReader):
         timeout_seconds: int | None = None,
         allow_bookmarks: bool = True,
         inactivity_timeout: float | None = None,
+        send_initial_events: bool = False,
     ) -> AsyncIterator[Object]:
-        """Raw watch events; an in-stream ERROR is raised as its ``ApiError`` (410 -> ``Gone``)."""
+        """Raw watch events; an in-stream ERROR is raised as its ``ApiError`` (410 -> ``Gone``).
+
+        ``send_initial_events``: a watch-list (every object as ADDED first, not older than
+        ``resource_version`` or, without one, the current state; then a bookmark annotated
+        ``k8s.io/initial-events-end``; then the changes)."""
         params: Object = {
             "watch": True,
             "resourceVersion": resource_version,
@@ -383,6 +388,9 @@ class Client(_Writes, TypedReader):
             "fieldSelector": encode_field_selector(field_selector),
             "timeoutSeconds": timeout_seconds,
         }
+        if send_initial_events:
+            params["sendInitialEvents"] = True
+            params["resourceVersionMatch"] = "NotOlderThan"
         return _watch_events(
             self.transport.stream(
                 mapping.collection_path(namespace), params=params, inactivity_timeout=inactivity_timeout

@@ -138,7 +138,8 @@ async def test_watch_reconnects_after_server_ends_stream(
             watches = reflector.watches
             await eventually(lambda w=watches: reflector.watches > w, timeout=10)  # type: ignore[misc]
         await eventually(lambda: sorted(rec.names("add")) == [f"r{i}" for i in range(6)])
-        assert reflector.lists == 1  # reconnects resumed from the last resourceVersion
+        assert reflector.syncs == 1  # reconnects resumed from the last resourceVersion
+        assert reflector.streamed == 1  # the state came as a watch-list (a real API server serves it)
         assert reflector.watches >= 7
     finally:
         task.cancel()
@@ -194,7 +195,7 @@ async def test_expired_watch_relists_and_synthesises_missed_changes(
     task = asyncio.create_task(informer.run())
     try:
         reflector = informer.reflectors[0]
-        await eventually(lambda: reflector.lists >= 2, timeout=60)
+        await eventually(lambda: reflector.syncs >= 2, timeout=60)
         assert reflector.expired >= 1  # the resumed watch was told 410 Gone
         await eventually(
             lambda: (

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from local_http import serving
+from local_http import open_watch, serving
 
 from manager.cache import Cache
 from manager.client import Client, RestTransport
@@ -65,8 +65,7 @@ class Api:
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         if request.query.get("watch") == "true":
-            resp = web.StreamResponse()
-            await resp.prepare(request)
+            resp = await open_watch(request, self.listed, "3")
             while True:
                 event = await self.events.get()
                 await resp.write(json.dumps(event).encode() + b"\n")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from local_http import serving_client
+from local_http import open_watch, serving_client
 
 from manager.cache import Cache, CacheNotStarted, CacheOptions, CacheSyncTimeout, ResourceNotCached
 from manager.cache.informer import SharedInformer
@@ -30,15 +30,16 @@ class Api:
         self.lists = 0
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        initial = request.query.get("sendInitialEvents") == "true"
+        if request.query.get("watch") != "true" or initial:
+            self.lists += 1  # a LIST or a watch-list: the whole state read
+            if self.broken:
+                return web.json_response({"kind": "Status", "code": 500, "message": "etcd down"}, status=500)
+        item = {"metadata": {"name": "w", "namespace": "ns", "resourceVersion": "3"}, "spec": {}}
         if request.query.get("watch") == "true":
-            resp = web.StreamResponse()
-            await resp.prepare(request)
+            resp = await open_watch(request, [item], "3")
             await asyncio.sleep(3600)
             return resp
-        self.lists += 1
-        if self.broken:
-            return web.json_response({"kind": "Status", "code": 500, "message": "etcd down"}, status=500)
-        item = {"metadata": {"name": "w", "namespace": "ns", "resourceVersion": "3"}, "spec": {}}
         return web.json_response({"items": [item], "metadata": {"resourceVersion": "3"}})
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from local_http import serving_client
+from local_http import open_watch, serving_client
 
 from manager.cache.backoff import ReflectorBackoff
 from manager.cache.informer import SharedInformer
@@ -149,7 +149,8 @@ def test_backoff_grows_with_jitter_caps_and_resets() -> None:
 
 
 class StallingServer:
-    """Lists one object, then serves watches that send nothing and never end."""
+    """Serves one object (its LIST or a watch-list's initial events), then watches that send nothing
+    and never end."""
 
     def __init__(self) -> None:
         self.watches = 0
@@ -158,8 +159,9 @@ class StallingServer:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.query.get("watch") == "true":
             self.watches += 1
-            resp = web.StreamResponse()
-            await resp.prepare(request)
+            if request.query.get("sendInitialEvents") == "true":
+                self.lists += 1  # the whole state, read as a watch-list
+            resp = await open_watch(request, [obj("first", "10")], "10")
             if self.watches == 2:
                 event = b'{"type":"ADDED","object":{"metadata":{"name":"late","namespace":"ns","resourceVersion":"11"}}}\n'
                 await resp.write(event)

@@ -47,8 +47,11 @@ def the_jobset(**spec: Any) -> Object:
     return jobset(rjob("a", 1), rjob("b", 2), uid=UID, **spec)
 
 
-def setup(steps: ControllerSteps, *objects: Object) -> tuple[RecordingClient, JobSetReconciler, Events]:
-    client = RecordingClient(*objects)
+def setup(
+    steps: ControllerSteps, *objects: Object, client: RecordingClient | None = None
+) -> tuple[RecordingClient, JobSetReconciler, Events]:
+    """A reconciler on ``client`` (a ``RecordingClient`` of ``objects`` unless one is given)."""
+    client = client if client is not None else RecordingClient(*objects)
     client.add_index(JOB_GVK, JOB_OWNER_KEY, steps.job_owner_index)
     events = Events()
     rec = JobSetReconciler(
@@ -483,11 +486,8 @@ class DeletedAfterTheRead(RecordingClient):
 async def test_no_pvc_and_no_job_for_a_jobset_deleted_during_the_pass(replaced: bool) -> None:
     js = jobset(mounting("shared"), uid=UID, volumeClaimPolicies=POLICIES[:1])
     newer = jobset(mounting("shared"), uid="jobset-uid-2", volumeClaimPolicies=POLICIES[:1])
-    client = DeletedAfterTheRead(js, replacement=newer if replaced else None)
-    client.add_index(JOB_GVK, JOB_OWNER_KEY, V0_12.job_owner_index)
-    events = Events()
-    rec = JobSetReconciler(
-        client, events, now=lambda: NOW, metrics=JobSetMetrics(CollectorRegistry()), steps=V0_12
+    client, rec, events = setup(
+        V0_12, client=DeletedAfterTheRead(js, replacement=newer if replaced else None)
     )
     await rec.reconcile(REQ)
     # no claim would outlive its JobSet until the garbage collector removes it, no Job starts Pods
