@@ -59,6 +59,10 @@ Grant = tuple[str, str, str]  # apiGroup, resource, verb
 # nor justified here fails the test (the role would be wider than this file says).
 _UPSTREAM = "upstream's Trainer ClusterRole (config/rbac/role.yaml), shipped as upstream ships it"
 _CACHED = "reads are served by the informer cache (list/watch, used); get is for uncached reads"
+_WATCH_LIST = (
+    "the informer reads the state as a watch-list (watch, used; docs/divergences.md F-IO-5); list is "
+    "its fallback where the API server does not serve watch-lists"
+)
 _JOBSET_ROLE = "jobset v0.10.1's ClusterRole, which this manager's JobSet controller replaces"
 EXTRA_NOT_EXERCISED: dict[tuple[str, str], str] = {
     ("batch", "jobs"): "JobSet restarts, failure and success policies delete Jobs; resume updates them",
@@ -91,6 +95,8 @@ def why_not_exercised(grant: Grant, used: set[Grant]) -> str | None:
         return _UPSTREAM
     if verb == "get" and {(group, resource, "list"), (group, resource, "watch")} & used:
         return _CACHED
+    if verb == "list" and (group, resource, "watch") in used:
+        return _WATCH_LIST
     return EXTRA_NOT_EXERCISED.get((group, resource))
 
 
