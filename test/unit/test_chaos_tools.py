@@ -20,7 +20,7 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
 
 from faultproxy import FaultPlan, FaultProxy
-from local_http import serving
+from local_http import initial_events, serving
 from workload import Snapshot, build, problems
 from workload_v2_1 import V2_1
 
@@ -137,6 +137,8 @@ async def test_an_expiry_between_the_reads_of_one_event_still_ends_the_watch_in_
             )
         resp = web.StreamResponse()
         await resp.prepare(request)
+        if request.query.get("sendInitialEvents") == "true":  # the state, read as a watch-list
+            await resp.write(initial_events([], "1"))
         await resp.write(orjson.dumps({"type": "ADDED", "object": _widget("2", "")}) + b"\n")
         await resp.write(modified[: len(modified) // 2])  # the rest is never sent
         half_sent.set()
@@ -164,7 +166,7 @@ async def test_an_expiry_between_the_reads_of_one_event_still_ends_the_watch_in_
             await asyncio.sleep(0.3)  # the proxy has read the half; the rest never comes
             with caplog.at_level(logging.INFO, logger="manager.cache.reflector"):
                 assert proxy.expire_watches() == 1
-                await eventually(lambda: reflector.lists == 2, timeout=5)
+                await eventually(lambda: reflector.syncs == 2, timeout=5)
             assert reflector.expired == 1
             assert [r.getMessage() for r in caplog.records if "expired at rv" in r.getMessage()] == [
                 f"watch of {WIDGETS.gvk} expired at rv 2: relisting"
