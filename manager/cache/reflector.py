@@ -150,9 +150,9 @@ class Reflector:
                 # way): the current state instead
                 self._expired()
                 return await self._stream_state("")
+            except TooManyRequests:
+                raise  # throttled: run() waits and retries the watch-list, no LIST
             except (ApiError, _NoInitialEventsEnd) as err:
-                if isinstance(err, TooManyRequests):
-                    raise
                 # client-go falls back to a LIST the same way ("expected if watchlist is not
                 # supported or disabled in kube-apiserver")
                 log.info("watch-list of %s not served (%s): listing instead", self.mapping.gvk, err)
@@ -224,28 +224,29 @@ class Reflector:
     async def _follow(self, events: AsyncIterator[Object]) -> None:
         """Apply one watch's events to the sink; returns when the server ends it."""
         async with contextlib.aclosing(events):  # type: ignore[type-var]
-            await self._apply(events)
+            async for event in events:
+                self._apply(event)
 
-    async def _apply(self, events: AsyncIterator[Object]) -> None:
-        async for event in events:
-            kind = event.get("type")
-            obj = event.get("object") or {}
-            rv = (obj.get("metadata") or {}).get("resourceVersion")
-            if kind == "BOOKMARK":
-                pass
-            elif kind in ("ADDED", "MODIFIED"):
-                obj.setdefault("apiVersion", self.mapping.gvk.api_version)
-                obj.setdefault("kind", self.mapping.gvk.kind)
-                self.sink.upsert(obj)
-            elif kind == "DELETED":
-                obj.setdefault("apiVersion", self.mapping.gvk.api_version)
-                obj.setdefault("kind", self.mapping.gvk.kind)
-                self.sink.remove(obj)
-            else:
-                log.warning("unexpected watch event type %r for %s", kind, self.mapping.gvk)
-                continue
-            if rv:
-                self.last_resource_version = rv
+    def _apply(self, event: Object) -> None:
+        """One watch event into the sink; the last RV advances past it."""
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind == "BOOKMARK":
+            pass
+        elif kind in ("ADDED", "MODIFIED"):
+            obj.setdefault("apiVersion", self.mapping.gvk.api_version)
+            obj.setdefault("kind", self.mapping.gvk.kind)
+            self.sink.upsert(obj)
+        elif kind == "DELETED":
+            obj.setdefault("apiVersion", self.mapping.gvk.api_version)
+            obj.setdefault("kind", self.mapping.gvk.kind)
+            self.sink.remove(obj)
+        else:
+            log.warning("unexpected watch event type %r for %s", kind, self.mapping.gvk)
+            return
+        if rv:
+            self.last_resource_version = rv
 
     async def run(self) -> None:
         """List and watch until cancelled.
