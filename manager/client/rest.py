@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import TypedDict, Unpack
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 from prometheus_client import Counter
@@ -21,6 +21,7 @@ from prometheus_client import Counter
 from manager import _json, loops
 from manager.client import metrics
 from manager.client.errors import ApiError, TooManyRequests, TransportError
+from manager.client.http1 import ConnectionLost, Http1Pool
 from manager.client.ratelimit import QPSLimiter
 from manager.config import RestConfig
 from manager.meta.object import Json, json_kind
@@ -65,7 +66,11 @@ def _encode_params(params: Params | None) -> dict[str, str]:
     return out
 
 
-_NO_TOTAL = aiohttp.ClientTimeout(total=None, sock_connect=30)
+def _target(path: str, params: Params | None) -> str:
+    query = _encode_params(params)
+    if not query:
+        return path
+    return f"{path}{'&' if '?' in path else '?'}{urlencode(query)}"
 
 
 class _Deadlines:
@@ -137,6 +142,7 @@ class RestTransport:
         self.max_retry_after = max_retry_after
         self._limiter = QPSLimiter(config.qps, config.burst) if config.qps else None
         self._session: aiohttp.ClientSession | None = None
+        self._pool: Http1Pool | None = None
         self._series: dict[tuple[int | str, str], Counter] = {}
         self._deadlines: _Deadlines | None = None  # made on the session's loop
 
@@ -153,7 +159,24 @@ class RestTransport:
             )
         return self._session
 
+    @property
+    def pool(self) -> Http1Pool:
+        """The unary requests' connections (watches go through ``session``), on the running loop."""
+        pool = self._pool
+        if pool is None or pool.loop is not asyncio.get_running_loop():
+            pool = self._pool = Http1Pool(
+                self.config.host,
+                self.config.ssl_context,
+                limit=100,
+                # as aiohttp sent them: the API server gzips an answer over 128 KiB (a list page)
+                headers={"User-Agent": self.config.user_agent, "Accept-Encoding": "gzip"},
+            )
+        return pool
+
     async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -223,20 +246,12 @@ class RestTransport:
             if task is not None and seconds:
                 deadlines.add(task, seconds)
             try:
-                async with self.session.request(
-                    method,
-                    self.config.host + path,
-                    params=_encode_params(params),
-                    data=data,
-                    headers=headers,
-                    timeout=_NO_TOTAL,
-                ) as response:
-                    raw = await response.read()
-                    self._count(response.status, method)
-                    if response.status < 300:
-                        return response.status, raw
-                    error = self._error(response.status, raw, response.headers.get("Retry-After"))
-            except (aiohttp.ClientError, TimeoutError) as err:
+                answer = await self.pool.request(method, _target(path, params), headers, data)
+                self._count(answer.status, method)
+                if answer.status < 300:
+                    return answer.status, answer.body
+                error = self._error(answer.status, answer.body, answer.headers.get("retry-after"))
+            except (ConnectionLost, OSError, TimeoutError) as err:
                 self._count("<error>", method)
                 raise TransportError(f"{method} {path}: {err!r}") from err
             except asyncio.CancelledError:
