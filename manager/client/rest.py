@@ -174,9 +174,9 @@ class RestTransport:
         return pool
 
     async def aclose(self) -> None:
-        if self._pool is not None:
-            await self._pool.aclose()
-            self._pool = None
+        pool, self._pool = self._pool, None
+        if pool is not None and pool.loop is asyncio.get_running_loop():
+            await pool.aclose()  # a pool of another (ended) loop went with that loop's transports
         if self._session is not None:
             await self._session.close()
             self._session = None
