@@ -155,6 +155,16 @@ class Http1Pool:
         self._closed = False
         self.connections_made = 0  # observability and tests
 
+    @property
+    def idle(self) -> int:
+        """Connections open and free."""
+        return len(self._idle)
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a connection (the pool at its limit)."""
+        return sum(1 for waiter in self._waiters if not waiter.done())
+
     async def request(self, method: str, target: str, headers: dict[str, str], body: bytes | None) -> Answer:
         """Send ``method target`` (``target``: path and query) with ``headers`` and ``body``;
         return the whole answer. Raises ``ConnectionLost`` or ``OSError`` when the exchange
@@ -189,29 +199,22 @@ class Http1Pool:
         return answer
 
     async def _acquire(self, *, fresh: bool = False) -> _Connection:
-        while not fresh and self._idle:
-            conn = self._idle.pop()  # most recently used: the least likely to be timed out
-            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
-                conn.reused = True
-                return conn
-        if self._closed:
-            raise ConnectionLost("the pool is closed")
-        if self._open >= self.limit:
-            waiter: asyncio.Future[_Connection | None] = self.loop.create_future()
-            self._waiters.append(waiter)
-            try:
-                handed = await waiter
-            except BaseException:
-                handed = None
-                if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                    handed = waiter.result()
-                if handed is not None:
-                    self._release(handed)  # handed over as we were cancelled: pass it on
-                raise
+        while True:
+            # a fresh connection when there is room for one; at the limit, whatever is idle
+            while self._idle and (not fresh or self._open >= self.limit):
+                conn = self._idle.pop()  # most recently used: the least likely to be timed out
+                if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+                    conn.reused = True
+                    return conn
+            if self._closed:
+                raise ConnectionLost("the pool is closed")
+            if self._open < self.limit:
+                break
+            handed = await self._wait_for_connection()
             if handed is not None:
                 handed.reused = True
                 return handed
-            # a connection closed: its slot is ours to open
+            # a connection closed: its slot is free, unless another request took it first
         self._open += 1
         try:
             async with asyncio.timeout(self.connect_timeout):
@@ -229,6 +232,22 @@ class Http1Pool:
         self.connections_made += 1
         self._all.add(protocol)
         return protocol
+
+    async def _wait_for_connection(self) -> _Connection | None:
+        """Wait for a request to finish (its connection, handed over) or a connection to close
+        (None: a slot to open one in)."""
+        waiter: asyncio.Future[_Connection | None] = self.loop.create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                handed = waiter.result()
+                if handed is not None:
+                    self._release(handed)  # handed over as we were cancelled: pass it on
+                else:
+                    self._hand_slot()
+            raise
 
     def _release(self, conn: _Connection) -> None:
         """A connection is free again: to the first waiter, else to the idle list."""

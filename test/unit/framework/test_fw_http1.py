@@ -18,6 +18,14 @@ Reply = Callable[[int, bytes, asyncio.StreamWriter], Awaitable[bool]]
 """(connection number, request head, writer) -> keep the connection open."""
 
 
+async def until(condition: Callable[[], bool], what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + 5
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not within 5 s: {what}")
+        await asyncio.sleep(0.005)
+
+
 class Server:
     """Reads each request (head and Content-Length body) and lets ``reply`` answer it; records every
     request with the number of the connection it came on."""
@@ -138,7 +146,7 @@ async def test_an_idle_connection_the_server_closed_is_not_written_to() -> None:
     async with Server(once) as server:
         pool = Http1Pool(f"http://127.0.0.1:{server.port}", None)
         await pool.request("GET", "/a", {}, None)
-        await asyncio.sleep(0.05)  # the server's close reaches the pool
+        await until(lambda: pool.idle == 0, "the server's close reaches the pool")
         got = await pool.request("POST", "/b", {}, b"{}")
         await pool.aclose()
     assert got.body == b'{"path": "/b", "conn": 2}'
@@ -206,7 +214,7 @@ async def test_a_request_cancelled_mid_answer_closes_its_connection() -> None:
     async with Server(stall_first) as server:
         pool = Http1Pool(f"http://127.0.0.1:{server.port}", None)
         stalled = asyncio.ensure_future(pool.request("GET", "/stall", {}, None))
-        await asyncio.sleep(0.05)
+        await until(lambda: len(server.requests) == 1, "the server reads the request")
         stalled.cancel()
         with pytest.raises(asyncio.CancelledError):
             await stalled
@@ -253,3 +261,41 @@ async def test_no_server_is_an_os_error_and_a_header_with_a_line_break_is_refuse
     with pytest.raises(ValueError, match="'Authorization' holds a line break"):
         await pool.request("GET", "/a", {"Authorization": "Bearer t\r\nX-Injected: 1"}, None)
     await pool.aclose()
+
+
+async def test_at_the_limit_a_waiter_gets_a_freed_connection_or_a_closed_ones_slot() -> None:
+    gate = asyncio.Event()
+
+    async def gated(number: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
+        path = head.split(b" ")[1]
+        if path == b"/slow":
+            await gate.wait()
+        if path == b"/closing":
+            writer.write(answer(b'{"path": "/closing"}', "Connection: close"))
+            return False
+        return await echo_path(number, head, writer)
+
+    async with Server(gated) as server:
+        pool = Http1Pool(f"http://127.0.0.1:{server.port}", None, limit=1)
+        slow = asyncio.ensure_future(pool.request("GET", "/slow", {}, None))
+        await until(lambda: len(server.requests) == 1, "the server reads the slow request")
+        abandoned = asyncio.ensure_future(pool.request("GET", "/never", {}, None))
+        waiting = asyncio.ensure_future(pool.request("GET", "/after-slow", {}, None))
+        await until(lambda: pool.waiting == 2, "both wait for the only connection")
+        abandoned.cancel()  # a waiter that gives up leaves its place to the next
+        gate.set()
+        assert (await slow).status == 200
+        assert (await waiting).body == b'{"path": "/after-slow", "conn": 1}'
+        # the only connection closes after its answer: the next request opens another in its slot
+        closing = asyncio.ensure_future(pool.request("GET", "/closing", {}, None))
+        queued = asyncio.ensure_future(pool.request("GET", "/queued", {}, None))
+        assert (await closing).body == b'{"path": "/closing"}'
+        assert (await asyncio.wait_for(queued, 5)).body == b'{"path": "/queued", "conn": 2}'
+        await pool.aclose()
+    assert abandoned.cancelled()
+    assert [h.split(b" ")[1] for _, h, _ in server.requests] == [
+        b"/slow",
+        b"/after-slow",
+        b"/closing",
+        b"/queued",
+    ]
