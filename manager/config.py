@@ -116,7 +116,8 @@ class RestConfigError(Error):
 class RestConfig:
     """Everything needed to open connections to one API server.
 
-    ``token_source`` is awaited before each request so rotating credentials (projected service
+    ``ssl_context`` for an ``https`` host; without one the server is verified against the
+    system's CAs. ``token_source`` is awaited before each request so rotating credentials (projected service
     account tokens, exec plugins) are picked up without rebuilding the client.
     """
 

@@ -149,7 +149,8 @@ class RestTransport:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(ssl=self.config.ssl_context or False, limit=100)
+            # no context: the system's CAs, as the unary requests' pool (never unverified)
+            connector = aiohttp.TCPConnector(ssl=self.config.ssl_context or True, limit=100)
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 headers={"User-Agent": self.config.user_agent},
