@@ -20,7 +20,7 @@ import asyncio
 import ssl
 import zlib
 from collections import deque
-from typing import NamedTuple
+from typing import NamedTuple, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -59,8 +59,8 @@ class _Connection(asyncio.Protocol):
     # asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a write transport, whatever its class (uvloop's are not asyncio.Transport subclasses)
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         if self.waiter is None:  # nothing asked: a server speaking out of turn is not trusted again
