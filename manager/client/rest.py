@@ -1,8 +1,9 @@
-"""The HTTP layer: one shared aiohttp session per API server, raw JSON in and out.
+"""The HTTP layer: one transport per API server, raw JSON in and out.
 
 Every request goes through ``RestTransport.request`` so error mapping, the 429 retry policy,
-client-side throttling and ``rest_client_requests_total`` live in one place. Watches use
-``stream`` which yields decoded watch events line by line. The session, the throttle and the
+client-side throttling and ``rest_client_requests_total`` live in one place; it is sent over the
+transport's pool of HTTP/1.1 keep-alive connections (``http1.Http1Pool``). Watches use
+``stream``, over an aiohttp session, which yields decoded watch events line by line. The session, the throttle and the
 credentials belong to the loop that made them: a request from a guest loop (``manager.loops``,
 the admission webhook server's) is sent from there; a watch is only opened on that loop.
 """
