@@ -156,22 +156,21 @@ async def test_an_idle_connection_the_server_closed_is_not_written_to() -> None:
     ]
 
 
-async def scripted_drop() -> tuple[Server, Http1Pool, list[object]]:
-    seen: list[object] = []
+async def scripted_drop() -> tuple[Server, Http1Pool]:
+    """A server whose first connection dies, unanswered, on its second request."""
 
     async def reply(number: int, head: bytes, writer: asyncio.StreamWriter) -> bool:
-        seen.append(head)
-        if number == 1 and len(seen) == 2:
+        if number == 1 and len(server.requests) == 2:
             return False  # the second request: read, then the connection dies, nothing answered
         return await echo_path(number, head, writer)
 
     server = Server(reply)
     await server.__aenter__()
-    return server, Http1Pool(f"http://127.0.0.1:{server.port}", None), seen
+    return server, Http1Pool(f"http://127.0.0.1:{server.port}", None)
 
 
 async def test_a_get_whose_reused_connection_dies_unanswered_is_sent_once_more() -> None:
-    server, pool, _ = await scripted_drop()
+    server, pool = await scripted_drop()
     try:
         await pool.request("GET", "/first", {}, None)
         got = await pool.request("GET", "/second", {}, None)
@@ -187,7 +186,7 @@ async def test_a_get_whose_reused_connection_dies_unanswered_is_sent_once_more()
 
 
 async def test_a_post_whose_connection_dies_unanswered_fails_and_is_not_sent_twice() -> None:
-    server, pool, _ = await scripted_drop()
+    server, pool = await scripted_drop()
     try:
         await pool.request("GET", "/first", {}, None)
         with pytest.raises(ConnectionLost):
