@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
+import sys
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -31,6 +33,27 @@ T = TypeVar("T")
 GUEST_STACK_SIZE = 16 * 1024 * 1024
 """The guest thread's stack: at least a main thread's usual 8 MiB, so deeply nested input (a
 webhook's hostile JSON) recurses there as far as it would on the main thread."""
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A new loop for the manager, its webhook process and its guest threads: uvloop's (libuv,
+    its sockets and TLS in C: on asyncio's own loop the pure-Python TLS reads of the watches and
+    requests are a busy manager's largest share of CPU after its reconciles), asyncio's in
+    asyncio's debug mode (``PYTHONASYNCIODEBUG``, ``python -X dev``: its checks exist only there)
+    and where uvloop is not installed (it is a dependency where it builds: not on Windows)."""
+    if sys.flags.dev_mode or os.environ.get("PYTHONASYNCIODEBUG"):
+        return asyncio.new_event_loop()
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` on :func:`new_event_loop`: the manager's entry points run on this."""
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(main)
 
 
 class _Local(threading.local):
@@ -115,7 +138,7 @@ async def run_guest(main: Coroutine[Any, Any, T], *, name: str) -> T:
     guest loop and waits for the thread to end (a second cancellation stops the wait; the thread
     is a daemon and still finishes ``main``'s cleanup)."""
     host = asyncio.get_running_loop()
-    loop = asyncio.new_event_loop()
+    loop = new_event_loop()
     task = loop.create_task(main, name=name)  # the loop runs nowhere yet: safe from this thread
     done: concurrent.futures.Future[Outcome] = concurrent.futures.Future()
     done.set_running_or_notify_cancel()  # only the thread ends it, never a cancelled waiter

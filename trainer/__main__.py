@@ -15,7 +15,6 @@ if __name__ == "__main__":  # python -m trainer: signals kept from the first lin
     early_signals.defer()
 
 import argparse
-import asyncio
 import contextlib
 import dataclasses
 import importlib
@@ -23,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from manager import Manager, Options
+from manager import Manager, Options, loops
 from manager import log as mlog
 from manager.client.errors import Forbidden, RequestError
 from manager.cluster import Cluster
@@ -359,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     except external_plugins.PluginConfigError as err:
         log.error("unable to load the runtime plugins", error=str(err))
         return 1
-    return asyncio.run(run(args, cfg, options, argv))
+    return loops.run(run(args, cfg, options, argv))
 
 
 if __name__ == "__main__":

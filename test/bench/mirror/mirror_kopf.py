@@ -6,7 +6,9 @@ finalizer, no progress annotations patched onto the ConfigMap), the Secret creat
 kubernetes-asyncio (the async official client) and adopted with ``kopf.adopt``
 (kopf keeps no cache: create, and on 409 a merge patch); kopf runs
 ``--standalone`` (no peering) on one namespace at its defaults (one worker per object, no
-``worker_limit``: a limit makes each object wait for a worker's 5 s idle timeout).
+``worker_limit``: a limit makes each object wait for a worker's 5 s idle timeout), on the event
+loop ``kopf run`` picks: uvloop's where it is installed (kopf/_kits/loops.py), as it is here,
+a dependency of ours.
 
     python test/bench/mirror/mirror_kopf.py --namespace bench --workers 16   # KUBECONFIG set
 """
@@ -61,4 +63,11 @@ if __name__ == "__main__":
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(kopf.operator(standalone=True, namespaces=[args.namespace], clusterwide=False))
+    operator = kopf.operator(standalone=True, namespaces=[args.namespace], clusterwide=False)
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(operator)
+    else:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(operator)

@@ -12,12 +12,11 @@ controller-runtime's default.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
 import sys
 from typing import Any
 
-from manager import Builder, GroupVersionKind, Manager, Options, Request, Result
+from manager import Builder, GroupVersionKind, Manager, Options, Request, Result, loops
 from manager.cache.cache import CacheOptions
 from manager.client.errors import NotFound
 from manager.cluster import Cluster
@@ -76,4 +75,4 @@ if __name__ == "__main__":
     parser.add_argument("--namespace", default="bench")
     parser.add_argument("--workers", type=int, default=16)
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.namespace, args.workers)))
+    sys.exit(loops.run(main(args.namespace, args.workers)))

@@ -1,15 +1,54 @@
-"""Guest loops (manager.loops): a coroutine on a thread of its own, what it hands back to its host,
-how it stops; and the cache store read from another thread while the informer writes it."""
+"""Event loops (manager.loops): the loop the manager runs on; guest loops, a coroutine on a
+thread of its own, what it hands back to its host, how it stops; and the cache store read from
+another thread while the informer writes it."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
+import uvloop
 
 from manager import loops
 from manager.cache.store import Store, field_index_func, field_index_name
+
+
+def test_the_manager_runs_on_uvloop_and_returns_what_main_returns() -> None:
+    async def main() -> type:
+        return type(asyncio.get_running_loop())
+
+    assert loops.run(main()) is uvloop.Loop
+
+
+LOOP_MODULE = (
+    "import asyncio; from manager import loops\n"
+    "async def main(): return type(asyncio.get_running_loop()).__module__\n"
+    "print(loops.run(main()))"
+)
+
+
+@pytest.mark.parametrize(
+    ("flags", "env"), [(["-X", "dev"], {}), ([], {"PYTHONASYNCIODEBUG": "1"})], ids=["-X dev", "env"]
+)
+def test_asyncio_debug_mode_keeps_asyncio_loop(flags: list[str], env: dict[str, str]) -> None:
+    # asyncio's debug checks exist only on its own loop: asking for them must give it
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONASYNCIODEBUG", "PYTHONDEVMODE")}
+    out = subprocess.run(
+        [sys.executable, *flags, "-c", LOOP_MODULE], capture_output=True, text=True, env=base | env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["asyncio.unix_events"], out.stdout + out.stderr
+
+
+async def test_a_guest_runs_on_the_managers_kind_of_loop() -> None:
+    async def main() -> type:
+        return type(asyncio.get_running_loop())
+
+    assert await loops.run_guest(main(), name="guest-loop-kind") is uvloop.Loop
 
 
 async def test_run_guest_runs_main_on_its_own_thread_and_returns_its_result() -> None:
