@@ -342,9 +342,14 @@ def _run_on_stop(on_stop: Callable[[], None] | None, progress: Progress) -> None
         progress.say(f"could not report the results so far: {describe(err)}")
 
 
-def run_async(main: Coroutine[Any, Any, T]) -> T:
+def run_async(
+    main: Coroutine[Any, Any, T],
+    *,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+) -> T:
     """``asyncio.run(main)``, wired to the running :func:`command`: a stop signal cancels ``main``
-    (its ``finally`` blocks run), background task failures are printed."""
+    (its ``finally`` blocks run), background task failures are printed. ``loop_factory``: the
+    loop to run on (asyncio's by default; ``loops.new_event_loop`` for the manager's)."""
     state = _current
 
     async def wrapped() -> T:
@@ -357,7 +362,8 @@ def run_async(main: Coroutine[Any, Any, T]) -> T:
         return await main
 
     try:
-        return asyncio.run(wrapped())
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(wrapped())
     finally:
         if state is not None:
             state.loop = state.task = None

@@ -1,6 +1,7 @@
 """Informer throughput and memory per cached object against a real kube-apiserver.
 
-Run: ``.venv/bin/python test/bench/bench_cache.py [--pods 10000]`` (a script, not a pytest test:
+Run: ``.venv/bin/python test/bench/bench_cache.py [--pods 10000]`` (a script, not a pytest test,
+on the manager's event loop, ``loops.new_event_loop``:
 it starts its own etcd + kube-apiserver and takes a minute or two).
 
 Measures:
@@ -22,7 +23,7 @@ import time
 import tracemalloc
 from typing import Any
 
-from manager import _json, longrun
+from manager import _json, longrun, loops
 from manager.cache.informer import SharedInformer
 from manager.client import Client, Patch
 from manager.cluster import Cluster
@@ -200,7 +201,7 @@ def main() -> int:
 
     def body() -> int:
         with progress.step(f"{args.pods} Pods through one informer"):
-            results = longrun.run_async(run(args.pods, args.compact))
+            results = longrun.run_async(run(args.pods, args.compact), loop_factory=loops.new_event_loop)
         for key, value in results.items():
             print(f"{key:45s} {value:12.1f}" if isinstance(value, float) else f"{key:45s} {value:12d}")
         return 0

@@ -227,3 +227,15 @@ def test_a_child_killed_meanwhile_is_named_on_the_error_line(capfd: pytest.Captu
         "cmd: error after 0 scenarios, during s/waiting for the child: ConnectionResetError: the child "
         "hung up (meanwhile: sleep was killed by SIGKILL: out of memory? (see dmesg))"
     )
+
+
+def test_run_async_runs_on_the_loop_it_is_given() -> None:
+    import uvloop
+
+    from manager import loops
+
+    async def kind() -> type:
+        return type(asyncio.get_running_loop())
+
+    assert longrun.run_async(kind(), loop_factory=loops.new_event_loop) is uvloop.Loop
+    assert longrun.run_async(kind()) is not uvloop.Loop  # asyncio's, as before
