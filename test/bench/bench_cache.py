@@ -1,8 +1,8 @@
 """Informer throughput and memory per cached object against a real kube-apiserver.
 
-Run: ``.venv/bin/python test/bench/bench_cache.py [--pods 10000]`` (a script, not a pytest test,
-on the manager's event loop, ``loops.new_event_loop``:
-it starts its own etcd + kube-apiserver and takes a minute or two).
+Run: ``.venv/bin/python test/bench/bench_cache.py [--pods 10000]`` (a script, not a pytest test:
+it starts its own etcd + kube-apiserver and takes a minute or two). The informer runs on the
+manager's event loop (``loops.new_event_loop``).
 
 Measures:
 * initial LIST + sync of N Pods through a SharedInformer (objects/s delivered to a handler);

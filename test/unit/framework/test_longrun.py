@@ -14,8 +14,9 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
+import uvloop
 
-from manager import longrun
+from manager import longrun, loops
 from manager.longrun import Progress
 
 
@@ -230,10 +231,6 @@ def test_a_child_killed_meanwhile_is_named_on_the_error_line(capfd: pytest.Captu
 
 
 def test_run_async_runs_on_the_loop_it_is_given() -> None:
-    import uvloop
-
-    from manager import loops
-
     async def kind() -> type:
         return type(asyncio.get_running_loop())
 
