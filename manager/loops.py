@@ -1,4 +1,5 @@
-"""Guest loops: an event loop on a thread of its own, started by the manager's loop (its host).
+"""Event loops: the manager's (``run``, ``new_event_loop``: uvloop's) and guest loops, an event
+loop on a thread of its own, started by the manager's loop (its host).
 
 The manager runs every controller, informer and client on one asyncio loop. A server whose
 answers must not wait behind that loop's work (the admission webhook server: the API server
