@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from manager.meta import conditions, object, times, validation
+from manager.meta import conditions, gotext, object, times, validation
 from manager.meta.duration import DurationError, parse_duration
 from manager.meta.field import FieldError, aggregate
 
@@ -157,3 +159,26 @@ def test_atoi_refuses_what_go_refuses_with_its_words(text: str, error: str) -> N
     with pytest.raises(ValueError) as refused:
         atoi(text)
     assert str(refused.value) == error
+
+
+@pytest.mark.parametrize(
+    ("text", "quoted"),
+    [
+        ("job-0", '"job-0"'),
+        ('say "hi"', '"say \\"hi\\""'),
+        ("a\\b", '"a\\\\b"'),
+        ("tab\there", '"tab\\there"'),
+        ("nul\x00", '"nul\\x00"'),
+        ("zero\u200bwidth", '"zero\\u200bwidth"'),
+        ("café 😀", '"café 😀"'),
+        ("lone\ud800", '"lone\ufffd"'),
+    ],
+)
+def test_go_quote_matches_strconv_quote(text: str, quoted: str) -> None:
+    # outputs of Go's strconv.Quote (%q) for the same text
+    assert gotext.go_quote(text) == quoted
+
+
+@given(st.text())
+def test_go_quote_fast_path_agrees_with_escaping_each_character(text: str) -> None:
+    assert gotext.go_quote(text) == gotext._quote_each(text)
