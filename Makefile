@@ -291,8 +291,9 @@ bench-kueue: $(STAMP) build-assets build-originals build-kueue
 	  --out $(BURST_OUT) $(KUEUE_BURST_ARGS)
 
 # Framework scenario: MIRROR_N ConfigMaps mirrored into Secrets by one trivial
-# reconciler on manager/, on kopf and on controller-runtime (test/bench/mirror/), and written by
-# a bare client (the floor), each on its own etcd + kube-apiserver. MIRROR_ARGS e.g. `--sides ours,kopf`.
+# reconciler on manager/, on kopf and on controller-runtime (test/bench/mirror/), by the same
+# requests and watches without the framework (python-io), and written by a bare client (the
+# floor), each on its own etcd + kube-apiserver. MIRROR_ARGS e.g. `--sides ours,kopf`.
 MIRROR_N ?= 5000
 MIRROR_ARGS ?=
 bench-mirror: $(BENCH_STAMP) build-assets

@@ -8,6 +8,10 @@ Every ConfigMap of namespace ``bench`` is mirrored into a Secret of the same nam
   v0.34.1, the versions jobset v0.10.1 builds with), built once from the Go module proxy into the
   envtest cache (``manager.envtest.assets.ensure_go_source``);
 
+``python-io``: ``test/bench/mirror/mirror_io.py``, the same watches and writes on this
+repository's REST transport without the framework (no cache, queue or reconcile): what the I/O
+costs in Python, so ``ours / python-io`` is the framework's own share;
+
 and, as the ``floor``, by no controller: this script's own bare aiohttp client writes each Secret
 right after its ConfigMap, in ``--concurrency`` + 16 lanes (the creates in flight plus the
 controllers' workers): the API server's own rate for the same writes.
@@ -46,7 +50,7 @@ from trainer.conformance.kube import Kube
 HERE = Path(__file__).resolve().parent
 NAMESPACE = "bench"
 WORKERS = 16
-SIDES = ("ours", "kopf", "controller-runtime", "floor")
+SIDES = ("ours", "kopf", "controller-runtime", "python-io", "floor")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -86,6 +90,8 @@ def argv_of(side: str) -> list[str]:
         return [sys.executable, str(HERE / "mirror" / "mirror_ours.py")]
     if side == "kopf":
         return [sys.executable, str(HERE / "mirror" / "mirror_kopf.py")]
+    if side == "python-io":
+        return [sys.executable, str(HERE / "mirror" / "mirror_io.py")]
     binary, seconds = ensure_go_source(HERE / "mirror" / "mirror-go", "mirror-go")
     if seconds:
         say(f"built mirror-go in {seconds:.0f}s")
@@ -246,7 +252,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     head = ["", *order]
     ratios = [
         (f"ours / {o}", o)
-        for o in ("kopf", "controller-runtime", "floor")
+        for o in ("kopf", "controller-runtime", "python-io", "floor")
         if o in results and "ours" in results
     ]
     head += [label for label, _ in ratios]

@@ -182,7 +182,7 @@ def summary(data: dict[str, Any]) -> str:
     fw = data.get("framework")
     if fw and "ours" in fw:
         ours = fw["ours"]
-        for other in ("kopf", "controller-runtime", "floor"):
+        for other in ("kopf", "controller-runtime", "python-io", "floor"):
             if other not in fw:
                 continue
             theirs = fw[other]
