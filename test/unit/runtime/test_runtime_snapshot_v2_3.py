@@ -236,6 +236,23 @@ def test_the_snapshot_yaml_is_gos_typed_document_keys_sorted() -> None:
     assert text == yaml.safe_dump(doc, sort_keys=True, default_flow_style=False, width=1 << 30)
 
 
+def test_a_runtime_is_encoded_once_per_content_and_an_edit_is_encoded_anew() -> None:
+    # every TrainJob of a runtime snapshots the same runtime: the YAML is made once for it
+    rt = runtime()
+    first = encode_runtime(rt)
+    reordered = dict(reversed(list(copy.deepcopy(rt).items())))
+    assert encode_runtime(reordered) is first
+    changed = copy.deepcopy(rt)
+    changed["metadata"]["resourceVersion"] = "2"
+    changed["spec"]["mlPolicy"] = {"numNodes": 3}
+    text = encode_runtime(changed)
+    assert text != first
+    doc = yaml.safe_load(text)
+    assert doc["metadata"]["resourceVersion"] == "2"
+    assert doc["spec"]["mlPolicy"]["numNodes"] == 3
+    assert encode_runtime(rt) == first  # the unedited runtime still gets its own text
+
+
 def test_volume_claim_policies_are_written_as_jobset_v0_12_0s_struct_does() -> None:
     rt = runtime()
     rt["spec"]["template"]["spec"]["volumeClaimPolicies"] = [
