@@ -592,6 +592,7 @@ async def burst(
         await asyncio.sleep(3)  # the status writes after the last Job
         await stop_profile(spy)
         admission_after = await apiserver_histograms(side.kube)
+        requests_after = await apiserver_requests(side.kube)
         cpu = {m.name: round(cpu_seconds(m.pid) - cpu_before[m.name], 2) for m in managers}
         webhook_cpu = {
             m.name: round(webhook_cpu_seconds(m.pid) - webhook_before[m.name], 2) for m in managers
@@ -649,6 +650,13 @@ async def burst(
             if v - requests_before.get(k, 0.0) >= 1
         },
         "control_plane_cpu_s": plane_cpu,
+        # what the API server served over the whole burst, every client's, by verb and resource:
+        # which writes the managers' reconciles cost it
+        "apiserver_requests_burst": {
+            k: int(v - requests_before.get(k, 0.0))
+            for k, v in sorted(requests_after.items())
+            if v - requests_before.get(k, 0.0) >= 1
+        },
         "admission_creates": admission_summary(histogram_delta(admission_created, admission_before)),
         "admission_burst": admission_summary(histogram_delta(admission_after, admission_before)),
         "jobsets_seen": len(watcher.jobsets),
