@@ -68,8 +68,11 @@ async def test_fewer_calls_than_the_limit_get_one_worker_each() -> None:
 
     tasks = len(asyncio.all_tasks())
     run = asyncio.create_task(run_bounded([call, call, call], limit=50))
-    while peak < 3:
+    for _ in range(100):  # each worker reaches its call within a few loop turns
+        if peak == 3:
+            break
         await asyncio.sleep(0)
+    assert peak == 3, f"{peak} of the 3 calls started"
     assert len(asyncio.all_tasks()) == tasks + 1 + 3  # the run and its three workers, not fifty
     release.set()
     assert await run == []
