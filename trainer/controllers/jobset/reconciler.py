@@ -70,7 +70,7 @@ async def run_bounded(
     is created 50 Jobs at a time, never a million pending calls), and there are never more
     workers than calls: none for no call (the Jobs to delete, on nearly every reconcile), the
     caller's own task for one. Fifty tasks started for an empty list were ~5 % of the manager's
-    CPU in a running burst (docs/bench.md)."""
+    interpreter time in a running burst of 1,000 TrainJobs (docs/bench.md)."""
     iterator = iter(calls)
     head = list(itertools.islice(iterator, limit))
     if len(head) < min(limit, 2):  # the iterable ended within the limit, at no call or one

@@ -86,9 +86,9 @@ def encode_runtime(runtime: Json) -> str:
 
     Encoded once per runtime content: every TrainJob of a runtime snapshots the same runtime, and
     again on each reconcile that runs before the cache holds its snapshot. Pure-Python YAML costs
-    ~0.8 ms for the shipped torch-distributed runtime, about a tenth of the manager's CPU in a
-    burst of 1,000 TrainJobs (docs/bench.md); the key, the runtime as JSON with its keys sorted,
-    costs ~1 us."""
+    ~0.8 ms for the shipped torch-distributed runtime, a tenth of the manager's interpreter time
+    in a running burst of 1,000 TrainJobs (docs/bench.md); the key, the runtime as JSON with its
+    keys sorted, costs ~1 us."""
     try:
         key = orjson.dumps(runtime, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # not JSON-shaped (no cached runtime is): encoded as it is
