@@ -316,6 +316,11 @@ async def apiserver_requests(kube: Kube) -> dict[str, float]:
     return out
 
 
+def requests_since(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
+    """The requests served between two ``apiserver_requests`` readings, those that happened."""
+    return {k: int(v - before.get(k, 0.0)) for k, v in sorted(after.items()) if v - before.get(k, 0.0) >= 1}
+
+
 async def metrics_token(side: harness.Side) -> str:
     """A ServiceAccount token allowed to GET /metrics (the Go JobSet manager serves it with authn/authz),
     returned once the API server authorizes it (the RBAC authorizer learns of a binding from its
@@ -644,19 +649,11 @@ async def burst(
         "control_plane_cpu_s_creates": plane_creates,
         # what the API server served during the creates, every client's (the N creates, and the
         # managers' reconciles of the TrainJobs created so far, which share its cores)
-        "apiserver_requests_creates": {
-            k: int(v - requests_before.get(k, 0.0))
-            for k, v in sorted(requests_created.items())
-            if v - requests_before.get(k, 0.0) >= 1
-        },
+        "apiserver_requests_creates": requests_since(requests_before, requests_created),
         "control_plane_cpu_s": plane_cpu,
         # what the API server served over the whole burst, every client's, by verb and resource:
         # which writes the managers' reconciles cost it
-        "apiserver_requests_burst": {
-            k: int(v - requests_before.get(k, 0.0))
-            for k, v in sorted(requests_after.items())
-            if v - requests_before.get(k, 0.0) >= 1
-        },
+        "apiserver_requests_burst": requests_since(requests_before, requests_after),
         "admission_creates": admission_summary(histogram_delta(admission_created, admission_before)),
         "admission_burst": admission_summary(histogram_delta(admission_after, admission_before)),
         "jobsets_seen": len(watcher.jobsets),
