@@ -5,7 +5,8 @@ Each request is written in one piece on an idle connection and its answer parsed
 need, without the per-request machinery they do not (URL objects, header multidicts, cookie,
 proxy, redirect and trace hooks, a response object and a stream per answer): measured against
 envtest, a POST cost aiohttp's client ~270 us of CPU and costs this pool ~110 (docs/bench.md,
-"The API requests' own HTTP client"). Watches stay on aiohttp (``RestTransport.stream``).
+"The API requests' own HTTP client"). Watches take a connection of their own from ``connect``
+(``manager.client.http1_stream``).
 
 As Go's transport: idle connections are reused most recent first; a connection the server closed
 while idle is never written to; an idempotent request whose reused connection dies before any
@@ -20,13 +21,16 @@ import asyncio
 import ssl
 import zlib
 from collections import deque
-from typing import NamedTuple, cast
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar, cast
 from urllib.parse import urlsplit
 
 import httptools
 
 # RFC 9110: a request a server may receive twice with the effect of once
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+P = TypeVar("P", bound=asyncio.BaseProtocol)
 
 
 class ConnectionLost(ConnectionError):
@@ -169,13 +173,7 @@ class Http1Pool:
         """Send ``method target`` (``target``: path and query) with ``headers`` and ``body``;
         return the whole answer. Raises ``ConnectionLost`` or ``OSError`` when the exchange
         fails, ``TimeoutError`` when no connection is made in time."""
-        head = [f"{method} {self.prefix}{target} HTTP/1.1\r\n", self._fixed]
-        for name, value in headers.items():
-            head.append(f"{name}: {_value(name, value)}\r\n")
-        if body is not None:
-            head.append(f"Content-Length: {len(body)}\r\n")
-        head.append("\r\n")
-        data = "".join(head).encode("latin-1") + (body or b"")
+        data = self.encode(method, target, headers, body)
         conn = await self._acquire()
         try:
             return await self._exchange(conn, data)
@@ -185,6 +183,29 @@ class Http1Pool:
         # the server dropped a reused connection as we wrote to it: once more on a fresh one
         conn = await self._acquire(fresh=True)
         return await self._exchange(conn, data)
+
+    def encode(self, method: str, target: str, headers: dict[str, str], body: bytes | None) -> bytes:
+        """The request as written on the wire: the pool's fixed headers, then ``headers``."""
+        head = [f"{method} {self.prefix}{target} HTTP/1.1\r\n", self._fixed]
+        for name, value in headers.items():
+            head.append(f"{name}: {_value(name, value)}\r\n")
+        if body is not None:
+            head.append(f"Content-Length: {len(body)}\r\n")
+        head.append("\r\n")
+        return "".join(head).encode("latin-1") + (body or b"")
+
+    async def connect(self, protocol: Callable[[], P]) -> P:
+        """A new connection to the pool's server speaking ``protocol``, outside the pool (a
+        watch holds its own for as long as it lasts); ``TimeoutError`` past ``connect_timeout``."""
+        async with asyncio.timeout(self.connect_timeout):
+            _, made = await self.loop.create_connection(
+                protocol,
+                self.hostname,
+                self.port,
+                ssl=self.ssl_context,
+                server_hostname=self.hostname if self.https else None,
+            )
+        return made
 
     async def _exchange(self, conn: _Connection, data: bytes) -> Answer:
         try:
@@ -217,14 +238,7 @@ class Http1Pool:
             # a connection closed: its slot is free, unless another request took it first
         self._open += 1
         try:
-            async with asyncio.timeout(self.connect_timeout):
-                _, protocol = await self.loop.create_connection(
-                    lambda: _Connection(self),
-                    self.hostname,
-                    self.port,
-                    ssl=self.ssl_context,
-                    server_hostname=self.hostname if self.https else None,
-                )
+            protocol = await self.connect(lambda: _Connection(self))
         except BaseException:
             self._open -= 1
             self._hand_slot()

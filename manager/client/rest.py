@@ -3,7 +3,8 @@
 Every request goes through ``RestTransport.request`` so error mapping, the 429 retry policy,
 client-side throttling and ``rest_client_requests_total`` live in one place; it is sent over the
 transport's pool of HTTP/1.1 keep-alive connections (``http1.Http1Pool``). Watches use
-``stream``, over an aiohttp session, which yields decoded watch events line by line. The session, the throttle and the
+``stream``, each on a connection of its own (``http1_stream``), which yields decoded watch events
+line by line. The aiohttp session (absolute URLs: ``trainer.statusserver_v2_3``), the throttle and the
 credentials belong to the loop that made them: a request from a guest loop (``manager.loops``,
 the admission webhook server's) is sent from there; a watch is only opened on that loop.
 """
@@ -23,6 +24,7 @@ from manager import _json, loops
 from manager.client import metrics
 from manager.client.errors import ApiError, TooManyRequests, TransportError
 from manager.client.http1 import ConnectionLost, Http1Pool
+from manager.client.http1_stream import open_stream
 from manager.client.ratelimit import QPSLimiter
 from manager.config import RestConfig
 from manager.meta.object import Json, json_kind
@@ -307,37 +309,29 @@ class RestTransport:
             )
         await self._throttle("GET")
         headers = await self._headers(None)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=inactivity_timeout)
         try:
-            async with self.session.get(
-                self.config.host + path,
-                params=_encode_params(params),
-                headers=headers,
-                timeout=timeout,
-            ) as response:
-                self._count(response.status, "GET")
-                if response.status >= 300:
-                    raw = await response.read()
-                    raise self._error(response.status, raw, response.headers.get("Retry-After"))
-                buffer = bytearray()
-                async for chunk in response.content.iter_any():
-                    buffer += chunk
-                    start = 0
-                    while (newline := buffer.find(b"\n", start)) >= 0:
-                        line = bytes(buffer[start:newline])
-                        start = newline + 1
-                        if line.strip():
-                            yield _json.loads(line)
-                    del buffer[:start]
-                if buffer.strip():
-                    yield _json.loads(bytes(buffer))
-        except aiohttp.ClientPayloadError:
-            return  # the server closed the stream mid-chunk: same as a normal end
-        except aiohttp.ServerTimeoutError as err:
-            raise TimeoutError(f"watch {path}: no data for {inactivity_timeout}s") from err
-        except aiohttp.ClientError as err:
+            opened = await open_stream(
+                self.pool, _target(path, params), headers, inactivity_timeout=inactivity_timeout
+            )
+        except TimeoutError as err:
+            # as a silent stream: the caller reconnects from where it was
+            self._count("<error>", "GET")
+            raise TimeoutError(f"watch {path}: no connection or answer in time") from err
+        except (ConnectionLost, OSError) as err:
             self._count("<error>", "GET")
             raise TransportError(f"GET {path} (watch): {err!r}") from err
+        async with opened:
+            self._count(opened.status, "GET")
+            if opened.status >= 300:
+                raise self._error(opened.status, await opened.body(), opened.headers.get("retry-after"))
+            try:
+                async for line in opened.lines():
+                    yield _json.loads(line)
+            except TimeoutError as err:
+                raise TimeoutError(f"watch {path}: no data for {inactivity_timeout}s") from err
+            except ConnectionLost as err:
+                self._count("<error>", "GET")
+                raise TransportError(f"GET {path} (watch): {err}") from err
 
 
 def _object(raw: bytes, method: str, path: str, status: int = 200) -> Json:
