@@ -124,8 +124,9 @@ class _StreamConnection(asyncio.Protocol):
         unzip, self.unzip = self.unzip, None
         if unzip is not None:
             self.on_body(unzip.flush())
-        if self.partial.strip():
+        if self.partial.strip():  # a last line without its newline
             self.lines.append(self.partial)
+            self.pending += len(self.partial)
         self.partial = b""
         self._end()
         if self.transport is not None:

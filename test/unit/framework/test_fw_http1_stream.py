@@ -224,3 +224,18 @@ async def test_a_body_that_is_not_the_gzip_it_says_fails_the_stream() -> None:
     async with Server(serve) as server, RestTransport(RestConfig(host=server.url)) as transport:
         with pytest.raises(TransportError, match="malformed gzip body"):
             await events(transport)
+
+
+async def test_a_last_line_without_its_newline_is_read_and_leaves_no_backlog() -> None:
+    async def serve(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(HEAD + chunk(event("a") + b"\n" + event("b")) + END)
+        await writer.drain()
+
+    async with (
+        Server(serve) as server,
+        RestTransport(RestConfig(host=server.url)) as transport,
+        await open_stream(transport.pool, "/api/v1/pods?watch=true", {}) as stream,
+    ):
+        got = [json.loads(line)["object"]["metadata"]["name"] async for line in stream.lines()]
+        assert stream.backlog == 0
+    assert got == ["a", "b"]
