@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import resource
 import statistics
 import sys
 import time
@@ -23,18 +22,12 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
+from bench_post import LANES, cpu_seconds  # test/bench is this script's directory
 
 from manager import _json, loops
 from manager.client.rest import RestTransport
 from manager.config import RestConfig, load_kubeconfig
 from manager.envtest import Environment
-
-LANES = 16
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def configmaps(namespace: str) -> str:
