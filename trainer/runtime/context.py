@@ -85,6 +85,7 @@ class SetupContext:
                 self.manager.cache,
                 level=self.level,
                 writer=getattr(self.manager, "client", None),  # what v2.3's runtime snapshot is applied with
+                confirmed_reader=self.reader(confirm_misses=True),  # MPI's immutable Secret (T-20)
             )
         return self._runtimes
 

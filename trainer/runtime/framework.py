@@ -82,18 +82,20 @@ class Framework:
         indexer: FieldIndexer | None,
         index_names: IndexNames | None = None,
         level: RuntimeLevel = V2_1,
+        confirmed_reader: Reader | None = None,
     ) -> Framework:
         """Register the runtimeClass indexes on ``indexer`` (awaited: the cache may create the
         informer), build every plugin and sort it into extension points.
 
         ``indexer`` None registers no index: for a second framework over the same cache (the
         webhooks' runtimes), whose indexes the first one registered. ``level``: the API level
-        the plugins validate at (``PluginContext.level``).
+        the plugins validate at (``PluginContext.level``); ``confirmed_reader``: reads whose cache
+        miss is confirmed live (``PluginContext.confirmed_reader``).
         """
         if indexer is not None:
             await cls._register_indexes(indexer, index_names or IndexNames())
         framework = cls(level=level)
-        context = PluginContext(reader=reader, level=level)
+        context = PluginContext(reader=reader, level=level, confirmed_reader=confirmed_reader)
         third_party = {name for name, _ in external.enabled_factories()}
         for key, factory in registry.items():
             if key not in third_party:

@@ -299,16 +299,23 @@ async def new_runtimes(
     index_names: IndexNames | None = None,
     level: RuntimeLevel = V2_1,
     writer: Any = None,
+    confirmed_reader: Reader | None = None,
 ) -> dict[str, Runtime]:
     """Both runtimes by GroupKind key; registers the TrainJob indexes, then the framework's, on
     ``indexer`` (None: none, the cache already has them; see ``Framework.new``). ``level``: how
     a TrainJob customises its runtime (trainer/runtime/levels); ``writer``: the client the
-    level's runtime source writes through (v2.3's snapshot ConfigMap)."""
+    level's runtime source writes through (v2.3's snapshot ConfigMap); ``confirmed_reader``: the
+    plugins' reads whose cache miss is confirmed live (``PluginContext.confirmed_reader``)."""
     if indexer is not None:
         await _register_trainjob_indexes(indexer)
     try:
         framework = await Framework.new(
-            reader, new_registry(level) if registry is None else registry, indexer, index_names, level
+            reader,
+            new_registry(level) if registry is None else registry,
+            indexer,
+            index_names,
+            level,
+            confirmed_reader=confirmed_reader,
         )
     except RuntimeFailure as failure:
         raise RuntimeFailure(f'initializing runtime "{TRAINING_RUNTIME_KEY}": {failure.message}') from failure

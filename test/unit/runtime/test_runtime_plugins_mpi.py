@@ -15,6 +15,7 @@ from trainer.runtime.errors import RuntimeFailure
 from trainer.runtime.info import ContainerInfo, Info, PodSet, RuntimePolicy, TemplateSpec
 from trainer.runtime.plugins.base import PluginContext
 from trainer.runtime.plugins.mpi import MPI
+from trainer.runtime.readers import CacheReader
 
 Json = dict[str, Any]
 
@@ -202,6 +203,20 @@ async def test_f45_existing_secret_is_not_regenerated() -> None:
     info = mpi_info(mpi_policy(run_launcher_as_node=True), [launcher()])
     objects = await enforce_and_build(info, mpi_trainjob(), FakeReader([existing]))
     assert objects == [hostfile("trainJob-launcher-0-0.trainJob slots=1\n")]
+
+
+async def test_a_secret_the_cache_has_not_seen_yet_is_not_built_again() -> None:
+    # docs/divergences.md T-20: the miss is confirmed live before new keys are built
+    existing = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "trainJob-mpi-ssh-auth", "namespace": "default"},
+    }
+    confirmed = CacheReader(FakeReader(), FakeReader([existing]), confirm_misses=True)
+    plugin = MPI(PluginContext(FakeReader(), confirmed_reader=confirmed))
+    info = mpi_info(mpi_policy(run_launcher_as_node=True), [launcher()])
+    plugin.enforce_ml_policy(info, mpi_trainjob())
+    assert await plugin.build(info, mpi_trainjob()) == [hostfile("trainJob-launcher-0-0.trainJob slots=1\n")]
 
 
 async def test_f46_secret_read_error_is_returned() -> None:

@@ -43,10 +43,17 @@ __all__ = [
 @dataclass(frozen=True)
 class PluginContext:
     """What a plugin is built with: the cache reader, its only way to see the cluster, and the
-    API level's rules where the built-in plugins' validation differs (trainer/runtime/levels)."""
+    API level's rules where the built-in plugins' validation differs (trainer/runtime/levels).
+
+    ``confirmed_reader`` reads the same cache but confirms a miss with one live GET (None: the
+    ``reader``): for an object a plugin builds only when it is absent and must not build twice
+    (MPI's immutable SSH Secret, docs/divergences.md T-20), where a cache that has not seen the
+    plugin's own create yet would otherwise make it build a different one.
+    """
 
     reader: Reader
     level: RuntimeLevel = V2_1
+    confirmed_reader: Reader | None = None
 
 
 class Plugin(Protocol):

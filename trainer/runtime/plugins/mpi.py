@@ -120,7 +120,9 @@ class MPI:
     name = "MPI"
 
     def __init__(self, context: PluginContext) -> None:
-        self._reader = context.reader
+        # the Secret is immutable: a cache miss is confirmed live before new keys are built (a
+        # pass woken before the Secret's own event would otherwise apply other keys, refused; T-20)
+        self._secret_reader = context.confirmed_reader or context.reader
         self._level = context.level
 
     @staticmethod
@@ -218,7 +220,7 @@ class MPI:
         tj_name, namespace = name_of(trainjob), namespace_of(trainjob)
         secret_name = f"{tj_name}{SSH_AUTH_SECRET_SUFFIX}"
         try:
-            await self._reader.get(SECRET_GVK, secret_name, namespace)
+            await self._secret_reader.get(SECRET_GVK, secret_name, namespace)
         except NotFound:
             objects.append(
                 {
