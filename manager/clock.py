@@ -30,15 +30,18 @@ class Clock(Protocol):
 
 
 class RealClock:
-    """The running event loop's monotonic clock."""
+    """The event loops' monotonic clock.
+
+    ``now()`` reads ``time.monotonic()`` (CLOCK_MONOTONIC): asyncio's ``loop.time()`` is that
+    clock, and uvloop's is the same clock cached once per loop iteration (up to 1 ms behind), so
+    a deadline ``now() + d`` given to ``call_at`` falls where the loop expects it, and a timer
+    that fired finds ``now()`` past its deadline. Not ``asyncio.get_running_loop().time()``:
+    CPython 3.11 makes a ``getpid()`` system call in every ``get_running_loop`` (its fork check),
+    five times the cost of the read, and the work queue reads the clock several times an event.
+    """
 
     def now(self) -> float:
-        try:
-            return asyncio.get_running_loop().time()
-        except (
-            RuntimeError
-        ):  # e.g. a metrics scrape from another thread; same clock for asyncio's default loop
-            return time.monotonic()
+        return time.monotonic()
 
     def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
         return asyncio.get_running_loop().call_at(when, callback)

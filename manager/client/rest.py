@@ -166,8 +166,11 @@ class RestTransport:
     @property
     def pool(self) -> Http1Pool:
         """The unary requests' connections (watches go through ``session``), on the running loop."""
+        return self._pool_on(asyncio.get_running_loop())
+
+    def _pool_on(self, loop: asyncio.AbstractEventLoop) -> Http1Pool:
         pool = self._pool
-        if pool is None or pool.loop is not asyncio.get_running_loop():
+        if pool is None or pool.loop is not loop:
             pool = self._pool = Http1Pool(
                 self.config.host,
                 self.config.ssl_context,
@@ -243,14 +246,16 @@ class RestTransport:
         while True:
             await self._throttle(method)
             headers = await self._headers(content_type)
-            task = asyncio.current_task()
+            # the loop read once: each asyncio.get_running_loop() is a getpid() system call
+            loop = asyncio.get_running_loop()
+            task = asyncio.current_task(loop)
             deadlines = self._deadlines
-            if deadlines is None or deadlines.loop is not asyncio.get_running_loop():
-                deadlines = self._deadlines = _Deadlines(asyncio.get_running_loop())
+            if deadlines is None or deadlines.loop is not loop:
+                deadlines = self._deadlines = _Deadlines(loop)
             if task is not None and seconds:
                 deadlines.add(task, seconds)
             try:
-                answer = await self.pool.request(method, _target(path, params), headers, data)
+                answer = await self._pool_on(loop).request(method, _target(path, params), headers, data)
                 self._count(answer.status, method)
                 if answer.status < 300:
                     return answer.status, answer.body
