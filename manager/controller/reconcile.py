@@ -1,7 +1,9 @@
 """What a controller hands to user code and what it gets back.
 
 A ``Request`` names one object (namespace and name); it is hashable, so it is also the work
-queue key and repeated events for one object collapse into one reconcile. Returning ``None``
+queue key and repeated events for one object collapse into one reconcile. It is a named tuple:
+the queue hashes and compares it several times an event, which a tuple does in C (a frozen
+dataclass's generated ``__hash__`` and ``__eq__`` run as Python, four times the cost). Returning ``None``
 or ``Result()`` means done; ``Result(requeue_after=s)`` asks to look again in ``s`` seconds;
 raising asks for a retry with backoff, except ``TerminalError``, which is recorded and not
 retried until the object changes again.
@@ -13,7 +15,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 from manager.client.errors import NotFound, RequestError
 from manager.client.interfaces import Reader
@@ -23,8 +25,7 @@ from manager.meta.object import Json
 from manager.scheme import GroupVersionKind, ObjectKey
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(NamedTuple):
     namespace: str
     name: str
 

@@ -344,7 +344,7 @@ class ElasticQuotaReconciler:
         if same_resources(parse_used(eq), used):
             return
         await self.client.status.patch(eq, Patch.merge(used_patch(eq, used)))
-        await self.recorder.event(eq, "Normal", c.SyncedReason, SYNCED_MESSAGE % req)
+        await self.recorder.event(eq, "Normal", c.SyncedReason, SYNCED_MESSAGE % (req,))
 
     def _space(self, namespace: str, seconds: float) -> None:
         """Hold the namespace's next sum back by ``RECOMPUTE_SPACING`` times this one's cost."""
