@@ -21,14 +21,13 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
+from cache_lag import LaggingReads, Passes
 from trainer_wrappers import RES4, rjob, runtime, trainjob
 
-from manager.cache.cache import not_found
 from manager.client import Client
 from manager.client.errors import ApiError
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
-from manager.controller.reconcile import Request
 from manager.envtest import Environment
 from manager.scheme import GroupVersionKind
 from trainer.controllers.trainjob import RECORDER_NAME, TrainJobReconciler
@@ -38,78 +37,32 @@ from trainer.runtime.plugins.mpi import ssh_auth_secret_data
 
 Json = dict[str, Any]
 SECRET = GroupVersionKind("", "v1", "Secret")
-EVENT = GroupVersionKind("", "v1", "Event")
 IMMUTABLE = "field is immutable when `immutable` is set"
-
-
-class SecretLag:
-    """The manager's cache as a pass sees it before the Secret informer has delivered: every
-    read answers what the server has (a synced cache), except Secrets while ``lagging``.
-    Writes go to the API server. Field indexes are accepted and unused (no read here lists
-    through one)."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.lagging = False
-
-    async def get(self, gvk: GroupVersionKind, name: str, namespace: str | None = None) -> Json:
-        if self.lagging and gvk == SECRET:
-            raise not_found(gvk, name)
-        obj: Json = await self.client.get(gvk, name, namespace)
-        return obj
-
-    async def index_field(self, gvk: GroupVersionKind, name: str, extract: Any) -> None:
-        return None
-
-    def __getattr__(self, name: str) -> Any:  # list, apply, patch, delete: as the client does
-        return getattr(self.client, name)
 
 
 @dataclass
 class ManagerView:
     """What ``SetupContext.runtimes`` reads of the manager."""
 
-    cache: SecretLag
+    cache: LaggingReads
     api_reader: Client
-    client: SecretLag
+    client: LaggingReads
 
 
-@dataclass
-class Live:
-    api: Client
-    namespace: str
-    lag: SecretLag
-    reconciler: TrainJobReconciler
-    cluster: Cluster
-
-    async def reconcile(self, name: str) -> None:
-        """One pass of the TrainJob reconciler, as the manager would run it."""
-        await self.reconciler.reconcile(Request(self.namespace, name))
-
-    async def warnings(self, name: str) -> list[str]:
-        """The TrainJob's Warning events, as ``kubectl get events`` shows them: reason, message."""
-        await self.cluster.flush_events()
-        events = await self.api.list(EVENT, namespace=self.namespace)
-        return [
-            f"{e['reason']}: {e.get('message', '')}"
-            for e in events
-            if e.get("type") == "Warning" and (e.get("involvedObject") or {}).get("name") == name
-        ]
-
-    async def secret(self, name: str) -> Json:
-        found: Json = await self.api.get(SECRET, f"{name}-mpi-ssh-auth", self.namespace)
-        return found
+async def ssh_secret(live: Passes, name: str) -> Json:
+    found: Json = await live.api.get(SECRET, f"{name}-mpi-ssh-auth", live.namespace)
+    return found
 
 
 @pytest.fixture
-async def live(control_plane: Environment, namespace: str) -> AsyncIterator[Live]:
+async def live(control_plane: Environment, namespace: str) -> AsyncIterator[Passes]:
     config = await load_kubeconfig(control_plane.kubeconfig)
     async with Cluster(config, field_owner="trainer", event_source="trainer-controller-manager") as cluster:
         api = Client(cluster.transport, cluster.mapper, field_owner="test")
-        lag = SecretLag(Client(cluster.transport, cluster.mapper, field_owner="trainer"))
+        lag = LaggingReads(Client(cluster.transport, cluster.mapper, field_owner="trainer"), SECRET)
         runtimes = await SetupContext(cast(Any, ManagerView(lag, api, lag))).runtimes()
         recorder = V2_1.trainjob_event_recorder(cluster, RECORDER_NAME)
-        yield Live(api, namespace, lag, TrainJobReconciler(lag, runtimes, recorder), cluster)
+        yield Passes(api, namespace, lag, TrainJobReconciler(lag, runtimes, recorder), cluster)
 
 
 def mpi_runtime(namespace: str) -> Json:
@@ -128,13 +81,13 @@ def mpi_runtime(namespace: str) -> Json:
     return runtime("mpi", namespace, rjobs=[launcher, node], ml_policy={"numNodes": 1, "mpi": mpi})
 
 
-async def test_a_pass_before_the_cache_has_the_ssh_secret_keeps_it_without_a_failure(live: Live) -> None:
+async def test_a_pass_before_the_cache_has_the_ssh_secret_keeps_it_without_a_failure(live: Passes) -> None:
     await live.api.create(mpi_runtime(live.namespace))
     await live.api.create(trainjob("ds", live.namespace, "mpi", trainer={"numNodes": 2}))
-    live.lag.lagging = True  # the Secret informer is behind for both passes
+    live.reads.lagging = True  # the Secret informer is behind for both passes
 
     await live.reconcile("ds")  # creates the Secret, the hostfile ConfigMap and the JobSet
-    created = await live.secret("ds")
+    created = await ssh_secret(live, "ds")
     assert created["immutable"] is True and created["type"] == "kubernetes.io/ssh-auth"
 
     # the cause, at the API server: new keys for the Secret that exists, as upstream builds
@@ -154,7 +107,7 @@ async def test_a_pass_before_the_cache_has_the_ssh_secret_keeps_it_without_a_fai
     # the next pass still misses the Secret in the cache: it keeps the keys, nothing fails
     await live.reconcile("ds")  # raises ReconcileError when an apply is refused
     assert await live.warnings("ds") == []
-    kept = await live.secret("ds")
+    kept = await ssh_secret(live, "ds")
     assert kept["data"] == created["data"]
     assert kept["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     public_key = base64.b64decode(kept["data"]["ssh-publickey"])

@@ -23,25 +23,23 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from cache_lag import LaggingReads, Passes
 from module_env import V2_3_CRDS, module_control_plane
 
 from manager import Manager, Options
-from manager.cache.cache import CacheOptions, not_found
+from manager.cache.cache import CacheOptions
 from manager.client import Client
 from manager.client.errors import ApiError, NotFound
 from manager.client.patch import Patch
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
-from manager.controller.reconcile import Request
 from manager.envtest import Environment
 from manager.envtest.certs import TinyCA
-from manager.scheme import GroupVersionKind
 from manager.testing import eventually
 from manager.webhook import WebhookServer
 from trainer.components import component
@@ -67,50 +65,6 @@ def env_v2_3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
         yield env
 
 
-class LaggingClient:
-    """The reconciler's client (field owner ``trainer``): reads live, except that while
-    ``lagging`` the JobSet informer has not delivered the JobSet yet, so a JobSet read answers
-    the cache's NotFound; writes go to the API server."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.lagging = False
-
-    async def get(self, gvk: GroupVersionKind, name: str, namespace: str | None = None) -> Json:
-        if self.lagging and gvk == JOBSET_GVK:
-            raise not_found(gvk, name)
-        obj: Json = await self.client.get(gvk, name, namespace)
-        return obj
-
-    def __getattr__(self, name: str) -> Any:  # list, apply, patch, delete: as the client does
-        return getattr(self.client, name)
-
-
-@dataclass
-class Live:
-    api: Client
-    namespace: str
-    client: LaggingClient
-    reconciler: TrainJobReconciler
-    cluster: Cluster
-
-    async def reconcile(self, name: str) -> None:
-        """One pass of the TrainJob reconciler, as the manager would run it."""
-        await self.reconciler.reconcile(Request(self.namespace, name))
-
-    async def warnings(self, name: str) -> list[str]:
-        """The TrainJob's Warning events as ``kubectl events`` shows them: reason, note."""
-        await self.cluster.flush_events()
-        events = await self.api.list(
-            GroupVersionKind("events.k8s.io", "v1", "Event"), namespace=self.namespace
-        )
-        return [
-            f"{e['reason']}: {e.get('note', '')}"
-            for e in events
-            if e.get("type") == "Warning" and (e.get("regarding") or {}).get("name") == name
-        ]
-
-
 def scoped_jobset_webhooks(namespace: str, target: Path) -> Path:
     """Our JobSet webhook configurations (CREATE-only defaulting, as JobSet v0.12.0's), renamed
     for this test and limited to its namespace."""
@@ -124,9 +78,9 @@ def scoped_jobset_webhooks(namespace: str, target: Path) -> Path:
 
 
 @pytest.fixture
-async def live(env_v2_3: Environment, tmp_path: Path) -> AsyncIterator[Live]:
+async def live(env_v2_3: Environment, tmp_path: Path) -> AsyncIterator[Passes]:
     """JobSet v0.12.0's component with its webhooks in this process, and a v2.3 TrainJob
-    reconciler whose reads, its runtime's included, go through a ``LaggingClient``."""
+    reconciler whose reads, its runtime's included, go through ``LaggingReads`` (JobSets)."""
     config = await load_kubeconfig(env_v2_3.kubeconfig)
     namespace = f"vcp-{uuid.uuid4().hex[:8]}"
     namespace_obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
@@ -157,11 +111,13 @@ async def live(env_v2_3: Environment, tmp_path: Path) -> AsyncIterator[Live]:
                 [manifest], host="127.0.0.1", port=server.bound_port or 0, ca_bundle=ca.cert_pem
             )
             await wait_webhooks_effective(env_v2_3, configurations([manifest]), namespace)
-            client = LaggingClient(Client(cluster.transport, cluster.mapper, field_owner="trainer"))
+            client = LaggingReads(
+                Client(cluster.transport, cluster.mapper, field_owner="trainer"), JOBSET_GVK
+            )
             runtimes = await new_runtimes(client, None, level=V2_3, writer=client)
             recorder = V2_3.trainjob_event_recorder(cluster, RECORDER_NAME)
             reconciler = TrainJobReconciler(client, runtimes, recorder, level=V2_3)
-            yield Live(api, namespace, client, reconciler, cluster)
+            yield Passes(api, namespace, client, reconciler, cluster)
         finally:
             for name in names:
                 plural = (
@@ -197,17 +153,17 @@ def tune_job(namespace: str, name: str, **spec: Any) -> Json:
     }
 
 
-async def jobset(live: Live, name: str) -> Json:
+async def jobset(live: Passes, name: str) -> Json:
     found: Json = await live.api.get(JOBSET_GVK, name, live.namespace)
     return found
 
 
 async def test_a_pass_before_the_cache_has_the_new_jobset_applies_it_again_without_a_failure(
-    live: Live,
+    live: Passes,
 ) -> None:
     await live.api.create(qwen_runtime(live.namespace))
     await live.api.create(tune_job(live.namespace, "tune"))
-    live.client.lagging = True  # the JobSet informer is behind for both passes
+    live.reads.lagging = True  # the JobSet informer is behind for both passes
 
     await live.reconcile("tune")  # creates the snapshot and the JobSet (defaulted by the webhook)
     created = await jobset(live, "tune")
@@ -235,7 +191,7 @@ async def test_a_pass_before_the_cache_has_the_new_jobset_applies_it_again_witho
     assert again["spec"]["volumeClaimPolicies"] == created["spec"]["volumeClaimPolicies"]
 
 
-async def test_a_suspended_torchtune_trainjob_resumes(live: Live) -> None:
+async def test_a_suspended_torchtune_trainjob_resumes(live: Passes) -> None:
     await live.api.create(qwen_runtime(live.namespace))
     await live.api.create(tune_job(live.namespace, "held", suspend=True))
 
