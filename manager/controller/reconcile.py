@@ -3,10 +3,11 @@
 A ``Request`` names one object (namespace and name); it is hashable, so it is also the work
 queue key and repeated events for one object collapse into one reconcile. It is a named tuple:
 the queue hashes and compares it several times an event, which a tuple does in C (a frozen
-dataclass's generated ``__hash__`` and ``__eq__`` run as Python, four times the cost). Returning ``None``
-or ``Result()`` means done; ``Result(requeue_after=s)`` asks to look again in ``s`` seconds;
-raising asks for a retry with backoff, except ``TerminalError``, which is recorded and not
-retried until the object changes again.
+dataclass's generated ``__hash__`` and ``__eq__`` run as Python, four times the cost).
+
+Returning ``None`` or ``Result()`` means done; ``Result(requeue_after=s)`` asks to look again in
+``s`` seconds; raising asks for a retry with backoff, except ``TerminalError``, which is recorded
+and not retried until the object changes again.
 """
 
 from __future__ import annotations
