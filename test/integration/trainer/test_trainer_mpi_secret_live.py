@@ -29,14 +29,13 @@ from manager.client.errors import ApiError
 from manager.cluster import Cluster
 from manager.config import load_kubeconfig
 from manager.envtest import Environment
-from manager.scheme import GroupVersionKind
+from manager.meta.gvk import SECRET
 from trainer.controllers.trainjob import RECORDER_NAME, TrainJobReconciler
 from trainer.runtime.context import SetupContext
 from trainer.runtime.levels.v2_1 import V2_1
 from trainer.runtime.plugins.mpi import ssh_auth_secret_data
 
 Json = dict[str, Any]
-SECRET = GroupVersionKind("", "v1", "Secret")
 IMMUTABLE = "field is immutable when `immutable` is set"
 
 
