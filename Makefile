@@ -247,7 +247,7 @@ bench: $(BENCH_STAMP) build-assets build-originals build-kueue
 	  $(PY) test/bench/scale.py --pods $(BENCH_SCALE_PODS) --nodes $(BENCH_SCALE_NODES) --level $(LEVEL) \
 	    --out $(BENCH_OUT); \
 	else echo "bench: no test/bench/scale.py on this branch: scale scenario not run"; fi
-	$(PY) test/bench/framework.py --n $(MIRROR_N) --out $(BENCH_OUT)
+	$(PY) test/bench/framework.py --n $(MIRROR_N) --rounds $(MIRROR_ROUNDS) --out $(BENCH_OUT)
 	$(PY) test/bench/floor.py --n $(BURST_N) --level $(LEVEL) --out $(BENCH_OUT)
 	$(PY) test/bench/floor.py --n $(BURST_N) --level $(LEVEL) --out $(BENCH_OUT) --running
 	$(MAKE) bench-report
@@ -293,11 +293,13 @@ bench-kueue: $(STAMP) build-assets build-originals build-kueue
 # Framework scenario: MIRROR_N ConfigMaps mirrored into Secrets by one trivial
 # reconciler on manager/, on kopf and on controller-runtime (test/bench/mirror/), by the same
 # requests and watches without the framework (python-io), and written by a bare client (the
-# floor), each on its own etcd + kube-apiserver. MIRROR_ARGS e.g. `--sides ours,kopf`.
+# floor), each on its own etcd + kube-apiserver; MIRROR_ROUNDS rounds, the sides' order rotated
+# each round, medians reported. MIRROR_ARGS e.g. `--sides ours,kopf`.
 MIRROR_N ?= 5000
+MIRROR_ROUNDS ?= 3
 MIRROR_ARGS ?=
 bench-mirror: $(BENCH_STAMP) build-assets
-	$(PY) test/bench/framework.py --n $(MIRROR_N) --out $(BURST_OUT) $(MIRROR_ARGS)
+	$(PY) test/bench/framework.py --n $(MIRROR_N) --rounds $(MIRROR_ROUNDS) --out $(BURST_OUT) $(MIRROR_ARGS)
 
 # Floor: the burst's JobSets and Jobs written by a bare client, no manager running, at LEVEL
 # (floor-$(LEVEL).json).

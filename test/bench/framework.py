@@ -24,7 +24,13 @@ Secret appearing. Measured: throughput (N / time from the first create to the la
 latency p50/p99/max, the controller's CPU seconds during the run (and per 1,000 reconciles) and
 its peak RSS (``VmHWM``).
 
+``--rounds R`` runs every side R times, the order of the sides rotated each round (so no side is
+always first or last while the machine drifts), and reports each side's median of every figure
+and, for the ratios, the median (and range) of the ratios taken within each round: two sides of
+one round share the machine's conditions of that minute, which a ratio of medians would mix.
+
     python test/bench/framework.py --n 5000            # what ``make bench`` runs
+    python test/bench/framework.py --n 5000 --rounds 3 # what ``make bench-mirror`` runs
     python test/bench/framework.py --n 500 --sides ours,floor
 """
 
@@ -34,6 +40,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -247,38 +254,99 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x" if a is not None and b else "n/a"
 
 
+ROWS: list[tuple[str, str, str | None]] = [
+    ("throughput, ConfigMaps mirrored (objects/s)", "objects_per_s", None),
+    ("first create to last Secret (s)", "total_s", None),
+    ("ConfigMap to Secret p50 (s)", "latency_s", "p50"),
+    ("ConfigMap to Secret p99 (s)", "latency_s", "p99"),
+    ("controller CPU (s)", "cpu_s", None),
+    ("controller CPU per 1,000 reconciles (s)", "cpu_s_per_1000", None),
+    ("controller peak RSS (MB)", "peak_rss_mb", None),
+]
+"""The table's rows: label, the result's key, the sub-key of a percentile dict."""
+
+OTHERS = ("kopf", "controller-runtime", "python-io", "floor")
+
+
+def _value(result: dict[str, Any], key: str, sub: str | None) -> Any:
+    v = result.get(key)
+    return v.get(sub) if sub and isinstance(v, dict) else v
+
+
+def _median(values: list[Any]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 3) if present else None
+
+
+def combine(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """One result per side from several rounds: each figure the side's median over the rounds,
+    the rounds' own results under ``rounds``; ``ours`` also carries, per other side and figure,
+    the ratio ours / other of every round (``round_ratios``). One round comes back as it is."""
+    if len(rounds) == 1:
+        return rounds[0]
+    combined: dict[str, dict[str, Any]] = {}
+    for side in [s for s in SIDES if all(s in r for r in rounds)]:
+        runs = [r[side] for r in rounds]
+        result = dict(runs[-1])
+        for _, key, sub in ROWS:
+            median = _median([_value(run, key, sub) for run in runs])
+            if sub:
+                result[key] = {**result[key], sub: median}
+            else:
+                result[key] = median
+        result["complete"] = all(run["complete"] for run in runs)
+        result["create_failures_count"] = sum(run["create_failures_count"] for run in runs)
+        result["create_failures"] = [f for run in runs for f in run["create_failures"]][:5]
+        result["rounds"] = runs
+        combined[side] = result
+    if "ours" in combined:
+        combined["ours"]["round_ratios"] = {
+            other: {
+                key + (f".{sub}" if sub else ""): [
+                    round(a / b, 3) if a is not None and b else None
+                    for a, b in ((_value(r["ours"], key, sub), _value(r[other], key, sub)) for r in rounds)
+                ]
+                for _, key, sub in ROWS
+            }
+            for other in OTHERS
+            if other in combined
+        }
+    return combined
+
+
+def _round_ratio(results: dict[str, dict[str, Any]], other: str, key: str, sub: str | None) -> str:
+    """The median of the per-round ratios, with their range: ``0.18x (0.17-0.20x)``."""
+    per_round = results["ours"].get("round_ratios", {}).get(other, {}).get(key + (f".{sub}" if sub else ""))
+    if per_round is None:
+        return _ratio(_value(results["ours"], key, sub), _value(results[other], key, sub))
+    present = [v for v in per_round if v is not None]
+    if not present:
+        return "n/a"
+    return f"{statistics.median(present):.2f}x ({min(present):.2f}-{max(present):.2f}x)"
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
     order = [s for s in SIDES if s in results]
     head = ["", *order]
-    ratios = [
-        (f"ours / {o}", o)
-        for o in ("kopf", "controller-runtime", "python-io", "floor")
-        if o in results and "ours" in results
-    ]
+    ratios = [(f"ours / {o}", o) for o in OTHERS if o in results and "ours" in results]
     head += [label for label, _ in ratios]
-    rows: list[tuple[str, str, Any]] = [
-        ("throughput, ConfigMaps mirrored (objects/s)", "objects_per_s", None),
-        ("first create to last Secret (s)", "total_s", None),
-        ("ConfigMap to Secret p50 (s)", "latency_s", "p50"),
-        ("ConfigMap to Secret p99 (s)", "latency_s", "p99"),
-        ("controller CPU (s)", "cpu_s", None),
-        ("controller CPU per 1,000 reconciles (s)", "cpu_s_per_1000", None),
-        ("controller peak RSS (MB)", "peak_rss_mb", None),
-    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for label, key, sub in rows:
-
-        def value(side: str, key: str = key, sub: Any = sub) -> Any:
-            v = results[side].get(key)
-            return v.get(sub) if sub and isinstance(v, dict) else v
-
-        cells = [label, *("n/a" if value(s) is None else f"{value(s):g}" for s in order)]
-        cells += [_ratio(value("ours"), value(other)) for _, other in ratios]
+    for label, key, sub in ROWS:
+        values = [_value(results[s], key, sub) for s in order]
+        cells = [label, *("n/a" if v is None else f"{v:g}" for v in values)]
+        cells += [_round_ratio(results, other, key, sub) for _, other in ratios]
         lines.append("| " + " | ".join(cells) + " |")
     first = results[order[0]]
+    rounds = len(first.get("rounds", ())) or 1
+    how = (
+        f"{rounds} rounds, the sides' order rotated each round; each figure a side's median, each "
+        "ratio the median of the rounds' own ratios (their range in brackets)"
+        if rounds > 1
+        else "one round"
+    )
     return (
         f"{first['n']} ConfigMaps mirrored into Secrets ({first['concurrency']} creates in flight, "
-        f"{WORKERS} concurrent reconciles), each side on its own etcd + kube-apiserver.\n\n"
+        f"{WORKERS} concurrent reconciles), each side on its own etcd + kube-apiserver; {how}.\n\n"
         + "\n".join(lines)
         + "\n"
     )
@@ -292,27 +360,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", default=",".join(SIDES), help=f"any of {', '.join(SIDES)}")
     parser.add_argument("--concurrency", type=int, default=50, help="ConfigMap creates in flight")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the Secrets")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="run every side this many times, in rotated order (default 1)"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="framework.json/.md go here")
     args = parser.parse_args(argv)
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     for side in sides:
         if side not in SIDES:
             parser.error(f"--sides: unknown side {side!r} ({', '.join(SIDES)})")
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
     return longrun.command(PROGRESS, lambda: run_sides(args, sides))
 
 
+def rotated(sides: list[str], r: int) -> list[str]:
+    """Round ``r``'s order: the sides rotated by ``r``."""
+    k = r % len(sides)
+    return sides[k:] + sides[:k]
+
+
 def run_sides(args: argparse.Namespace, sides: list[str]) -> int:
-    results: dict[str, dict[str, Any]] = {}
-    for side in sides:
-        say(f"{side}: {args.n} ConfigMaps")
-        with PROGRESS.scenario(side):
-            results[side] = longrun.run_async(run_side(side, args.n, args.concurrency, args.timeout))
+    rounds: list[dict[str, dict[str, Any]]] = []
+    for r in range(args.rounds):
+        results: dict[str, dict[str, Any]] = {}
+        for side in rotated(sides, r):
+            label = side if args.rounds == 1 else f"{side} (round {r + 1} of {args.rounds})"
+            say(f"{label}: {args.n} ConfigMaps")
+            with PROGRESS.scenario(label):
+                results[side] = longrun.run_async(run_side(side, args.n, args.concurrency, args.timeout))
+        rounds.append(results)
+    combined = combine(rounds)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "framework.json").write_text(json.dumps(results, indent=2) + "\n")
-    report = table(results)
+    (args.out / "framework.json").write_text(json.dumps(combined, indent=2) + "\n")
+    report = table(combined)
     (args.out / "framework.md").write_text(report)
     print(report)
-    incomplete = [r["side"] for r in results.values() if not r["complete"] or r["create_failures_count"]]
+    incomplete = [r["side"] for r in combined.values() if not r["complete"] or r["create_failures_count"]]
     if incomplete:
         say(f"incomplete on: {', '.join(incomplete)}")
         return 1
