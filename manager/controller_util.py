@@ -22,6 +22,7 @@ from manager.client.patch import Patch, merge_diff
 from manager.errors import Error
 from manager.meta.object import Json as Object
 from manager.meta.object import json_copy
+from manager.scheme import GroupVersionKind
 
 T = TypeVar("T")
 
@@ -204,24 +205,34 @@ class OperationResult(StrEnum):
     UPDATED_STATUS_ONLY = "updatedStatusOnly"
 
 
-def _identity(obj: Object) -> tuple[str, str, str, str]:
-    gvk = gvk_of(obj)
+_Identity = tuple[GroupVersionKind, str, str]
+"""Kind, namespace and name: what ``mutate`` must leave as it found it."""
+
+
+def _identity(obj: Object) -> _Identity:
     meta = obj.get("metadata") or {}
-    return gvk.api_version, gvk.kind, meta.get("namespace") or "", meta.get("name") or ""
+    return gvk_of(obj), meta.get("namespace") or "", meta.get("name") or ""
+
+
+def _check_identity(identity: _Identity, mutated: Object) -> None:
+    if _identity(mutated) != identity:
+        raise ValueError("mutate changed the object's kind, namespace or name")
 
 
 async def _current_or_desired(
     client: ClientProtocol, obj: Object, mutate: Callable[[Object], None]
-) -> tuple[Object | None, Object]:
-    """The object as it is (None if missing), or else ``obj`` mutated: what to create."""
-    _, _, namespace, name = _identity(obj)
+) -> tuple[Object | None, Object, _Identity]:
+    """The object as it is (None if missing), or else ``obj`` mutated: what to create; and the
+    identity ``obj`` names (read once, checked after every ``mutate``)."""
+    identity = _identity(obj)
+    gvk, namespace, name = identity
     try:
-        return await client.get(gvk_of(obj), name, namespace), obj
+        return await client.get(gvk, name, namespace), obj, identity
     except NotFound:
         desired = json_copy(obj)
         mutate(desired)
-        _check_identity(obj, desired)
-        return None, desired
+        _check_identity(identity, desired)
+        return None, desired, identity
 
 
 async def create_or_update(
@@ -230,13 +241,13 @@ async def create_or_update(
     """Get ``obj`` (live would be the caller's choice of client), apply ``mutate``; create it if
     missing, update it only if ``mutate`` changed something. ``mutate`` must not change the
     name, namespace or kind. Status changes are not written (use ``create_or_patch``)."""
-    current, desired = await _current_or_desired(client, obj, mutate)
+    current, desired, identity = await _current_or_desired(client, obj, mutate)
     if current is None:
         created: Object = await client.create(desired)
         return created, OperationResult.CREATED
     before = json_copy(current)
     mutate(current)
-    _check_identity(obj, current)
+    _check_identity(identity, current)
     if current == before:
         return current, OperationResult.NONE
     updated: Object = await client.update(current)
@@ -248,7 +259,7 @@ async def create_or_patch(
 ) -> tuple[Object, OperationResult]:
     """Like ``create_or_update`` but sends merge patches: one for everything but status, one for
     status (through the status subresource), so each only carries what ``mutate`` changed."""
-    current, desired = await _current_or_desired(client, obj, mutate)
+    current, desired, identity = await _current_or_desired(client, obj, mutate)
     if current is None:
         status = desired.pop("status", None)
         created: Object = await client.create(desired)
@@ -258,7 +269,7 @@ async def create_or_patch(
         return created, OperationResult.CREATED
     before = json_copy(current)
     mutate(current)
-    _check_identity(obj, current)
+    _check_identity(identity, current)
     before_status, after_status = before.pop("status", None), current.pop("status", None)
     result = OperationResult.NONE
     spec_patch = merge_diff(before, current)
@@ -276,8 +287,3 @@ async def create_or_patch(
     elif after_status is not None:
         current.setdefault("status", after_status)
     return current, result
-
-
-def _check_identity(original: Object, mutated: Object) -> None:
-    if _identity(original) != _identity(mutated):
-        raise ValueError("mutate changed the object's kind, namespace or name")

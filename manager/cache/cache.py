@@ -306,7 +306,9 @@ class Cache(TypedReader):
         return obj if no_copy else _copy(obj)
 
     async def _get_object(self, gvk: GroupVersionKind, name: str, namespace: str) -> Object:
-        informer = await self._synced_informer(gvk)
+        informer = self._informers.get(gvk)
+        if informer is None or not informer.has_synced():
+            informer = await self._synced_informer(gvk)
         store_key = f"{namespace}/{name}" if namespace and informer.mapping.namespaced else name
         obj = informer.store.get(store_key)
         if obj is None or (self._deleted and self._is_deleted(gvk, store_key, obj)):

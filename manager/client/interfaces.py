@@ -146,6 +146,8 @@ class TypedReader(abc.ABC):
 
     async def get(self, kind: GroupVersionKind | type[M], name: str, namespace: str = "") -> Object | M:
         """One object; ``NotFound`` if absent. Returns a model instance when ``kind`` is a model."""
+        if type(kind) is GroupVersionKind:  # the JSON object itself, no conversion to look for
+            return await self._get_object(kind, name, namespace)
         return cast("Object | M", objects.like(kind, await self._get_object(gvk_for(kind), name, namespace)))
 
     @overload

@@ -12,9 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _framework() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_framework", ROOT / "test" / "bench" / "framework.py"
-    )
+    spec = importlib.util.spec_from_file_location("bench_framework", ROOT / "test" / "bench" / "framework.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["bench_framework"] = module
