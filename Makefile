@@ -330,6 +330,7 @@ bench-framework: $(STAMP) build-assets
 	$(PY) test/bench/bench_cache.py --pods 10000
 	$(PY) test/bench/bench_post.py
 	$(PY) test/bench/bench_watch.py
+	$(PY) test/bench/bench_mirror_inproc.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
