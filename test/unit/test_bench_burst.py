@@ -2,24 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
+from bench_scripts import load
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _burst() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_burst", ROOT / "test" / "bench" / "burst.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_burst"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-burst = _burst()
+burst = load("burst")
 
 METRICS = """# HELP rest_client_requests_total Number of HTTP requests
 # TYPE rest_client_requests_total counter

@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench_scripts import load
 
-
-def _framework() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_framework", ROOT / "test" / "bench" / "framework.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_framework"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fw = _framework()
+fw = load("framework")
 
 
 def result(side: str, *, rate: float, cpu: float | None, p99: float = 1.0) -> dict[str, Any]:

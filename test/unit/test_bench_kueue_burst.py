@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from bench_scripts import BENCH, load
 
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "test" / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-sys.path.insert(0, str(ROOT / "test" / "bench"))  # kueue_burst imports burst
-kb = _load("kueue_burst")
+sys.path.insert(0, str(BENCH))  # kueue_burst imports burst
+kb = load("kueue_burst", "kueue_burst")
 
 
 def _wl(owner: str, *conditions: str) -> dict[str, Any]:

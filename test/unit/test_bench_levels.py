@@ -5,38 +5,26 @@ a TrainJob valid at it), and the report naming each figure's level. No cluster."
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
+from bench_scripts import load
 
 from manager.envtest.certs import TinyCA
 from trainer import levels
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "test" / "bench"
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[f"bench_{name}"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_level = _load("bench_level")
-burst = _load("burst")
-floor = _load("floor")
-scale = _load("scale")
-admission = _load("admission")
-report = _load("report")
+bench_level = load("bench_level")
+burst = load("burst")
+floor = load("floor")
+scale = load("scale")
+admission = load("admission")
+report = load("report")
 
 SCENARIOS = {"burst": burst, "floor": floor, "scale": scale, "report": report}
 V2_3 = levels.get("v2.3")
