@@ -82,7 +82,7 @@ def gvk_for(ref: KindRef) -> GroupVersionKind:
 
 def gvk_of_object(obj: Mapping[str, object]) -> GroupVersionKind:
     """The GVK an object's ``apiVersion`` and ``kind`` name (empty strings when absent)."""
-    return GroupVersionKind.from_api_version(_text(obj.get("apiVersion")), _text(obj.get("kind")))
+    return _parsed_gvk(_text(obj.get("apiVersion")), _text(obj.get("kind")))
 
 
 def key_of(obj: Mapping[str, object]) -> ObjectKey:

@@ -56,25 +56,39 @@ class _ByObjects(abc.ABC):
     def requests(self, obj: Object) -> Iterable[Request]:
         """The requests ``obj`` maps to."""
 
+    @staticmethod
+    def _add_new(queue: RequestQueue, requests: Iterable[Request], seen: set[Request]) -> None:
+        for req in requests:
+            if req not in seen:
+                seen.add(req)
+                queue.add(req)
+
     def _add_all(self, queue: RequestQueue, *objects: Object) -> None:
+        """The objects' requests, each once."""
         seen: set[Request] = set()
         for obj in objects:
-            for req in self.requests(obj):
-                if req not in seen:
-                    seen.add(req)
-                    queue.add(req)
+            self._add_new(queue, self.requests(obj), seen)
+
+    def _add(self, queue: RequestQueue, obj: Object) -> None:
+        """One object's requests, each once; the object itself (a one-request tuple, every event
+        of a ``for_`` kind) without building a set."""
+        requests = self.requests(obj)
+        if isinstance(requests, tuple) and len(requests) == 1:
+            queue.add(requests[0])
+        else:
+            self._add_new(queue, requests, set())
 
     def create(self, event: CreateEvent, queue: RequestQueue) -> None:
-        self._add_all(queue, event.object)
+        self._add(queue, event.object)
 
     def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
         self._add_all(queue, event.object_old, event.object_new)
 
     def delete(self, event: DeleteEvent, queue: RequestQueue) -> None:
-        self._add_all(queue, event.object)
+        self._add(queue, event.object)
 
     def generic(self, event: GenericEvent, queue: RequestQueue) -> None:
-        self._add_all(queue, event.object)
+        self._add(queue, event.object)
 
 
 class EnqueueRequestForObject(_ByObjects):
@@ -83,7 +97,7 @@ class EnqueueRequestForObject(_ByObjects):
 
     def update(self, event: UpdateEvent, queue: RequestQueue) -> None:
         # old and new name the same object; controller-runtime enqueues the new one only
-        self._add_all(queue, event.object_new)
+        self._add(queue, event.object_new)
 
 
 def enqueue_for_object() -> EventHandler:

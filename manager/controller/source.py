@@ -47,19 +47,21 @@ class _Dispatch:
         self.predicates = tuple(predicates)
         self.queue = queue
 
+    # ``not self.predicates or``: most sources have none, and every event passes through here
+
     def on_add(self, obj: Object, is_in_initial_list: bool) -> None:
         event = CreateEvent(obj, is_in_initial_list)
-        if all(p.create(event) for p in self.predicates):
+        if not self.predicates or all(p.create(event) for p in self.predicates):
             self.handler.create(event, self.queue)
 
     def on_update(self, old: Object, new: Object) -> None:
         event = UpdateEvent(old, new)
-        if all(p.update(event) for p in self.predicates):
+        if not self.predicates or all(p.update(event) for p in self.predicates):
             self.handler.update(event, self.queue)
 
     def on_delete(self, obj: Object) -> None:
         event = DeleteEvent(obj)
-        if all(p.delete(event) for p in self.predicates):
+        if not self.predicates or all(p.delete(event) for p in self.predicates):
             self.handler.delete(event, self.queue)
 
 

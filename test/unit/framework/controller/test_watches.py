@@ -135,6 +135,38 @@ def test_match_every_owner() -> None:
     assert added == [Request("ns", "a"), Request("ns", "b")], "every owner once"
 
 
+def test_each_event_maps_its_object_once_and_adds_each_request_once() -> None:
+    from manager.controller import enqueue_for_object
+    from manager.controller.event import GenericEvent
+    from manager.scheme import ObjectKey
+
+    added: list[Request] = []
+
+    class Q:
+        def add(self, item: Request) -> None:
+            added.append(item)
+
+    mapped: list[str] = []
+
+    def users_of(o: dict[str, Any]) -> list[Request | ObjectKey]:
+        mapped.append(o["metadata"]["name"])
+        return [ObjectKey("ns", "a"), Request("ns", "a"), Request("ns", "b")]
+
+    by_map = enqueue_from_map(users_of)
+    by_map.create(CreateEvent(obj("cm")), Q())
+    by_map.generic(GenericEvent(obj("cm")), Q())
+    assert mapped == ["cm", "cm"], "the map function runs once per event"
+    assert added == [Request("ns", "a"), Request("ns", "b")] * 2, "each request once per event"
+
+    added.clear()
+    itself = enqueue_for_object()
+    itself.create(CreateEvent(obj("w")), Q())
+    itself.update(UpdateEvent(obj("w"), obj("w")), Q())
+    itself.delete(DeleteEvent(obj("w")), Q())
+    itself.generic(GenericEvent(obj("w", namespace="")), Q())
+    assert added == [Request("ns", "w")] * 3 + [Request("", "w")]
+
+
 async def test_watches_with_map_function(mgr: Any, name: str, clock: FakeClock, running: Any) -> None:
     calls = Calls()
 
