@@ -47,8 +47,8 @@ class _Dispatch:
         self.predicates = tuple(predicates)
         self.queue = queue
 
-    # ``not self.predicates or``: most sources have none, and every event passes through here
-
+    # each on_*: ``not self.predicates or`` first, as most sources have none and every event
+    # of the informer comes through here
     def on_add(self, obj: Object, is_in_initial_list: bool) -> None:
         event = CreateEvent(obj, is_in_initial_list)
         if not self.predicates or all(p.create(event) for p in self.predicates):
