@@ -22,7 +22,6 @@ from manager.client.patch import Patch, merge_diff
 from manager.errors import Error
 from manager.meta.object import Json as Object
 from manager.meta.object import json_copy
-from manager.scheme import GroupVersionKind
 
 T = TypeVar("T")
 
@@ -205,13 +204,13 @@ class OperationResult(StrEnum):
     UPDATED_STATUS_ONLY = "updatedStatusOnly"
 
 
-_Identity = tuple[GroupVersionKind, str, str]
-"""Kind, namespace and name: what ``mutate`` must leave as it found it."""
+_Identity = tuple[object, object, str, str]
+"""apiVersion, kind, namespace and name as written: what ``mutate`` must leave as it found it."""
 
 
 def _identity(obj: Object) -> _Identity:
     meta = obj.get("metadata") or {}
-    return gvk_of(obj), meta.get("namespace") or "", meta.get("name") or ""
+    return obj.get("apiVersion"), obj.get("kind"), meta.get("namespace") or "", meta.get("name") or ""
 
 
 def _check_identity(identity: _Identity, mutated: Object) -> None:
@@ -224,8 +223,9 @@ async def _current_or_desired(
 ) -> tuple[Object | None, Object, _Identity]:
     """The object as it is (None if missing), or else ``obj`` mutated: what to create; and the
     identity ``obj`` names (read once, checked after every ``mutate``)."""
+    gvk = gvk_of(obj)  # refuses an object without apiVersion and kind
     identity = _identity(obj)
-    gvk, namespace, name = identity
+    _, _, namespace, name = identity
     try:
         return await client.get(gvk, name, namespace), obj, identity
     except NotFound:

@@ -252,7 +252,9 @@ class Client(_Writes, TypedReader):
     # -- reads -------------------------------------------------------------------------------
 
     async def _get_object(self, gvk: GroupVersionKind, name: str, namespace: str) -> Object:
-        if self.cache is not None and gvk not in self.uncached:
+        # ``not self.uncached or``: a GVK's hash is its generated __hash__, and most clients
+        # have no uncached kind
+        if self.cache is not None and (not self.uncached or gvk not in self.uncached):
             if self._cached_object is not None:
                 return await self._cached_object(gvk, name, namespace)
             return await self.cache.get(gvk, name, namespace)
@@ -266,7 +268,7 @@ class Client(_Writes, TypedReader):
         ``unsafe_disable_deep_copy``: cached kinds return the cache's own objects, uncopied (for
         read-only use; controller-runtime's ``client.UnsafeDisableDeepCopy``); live lists are fresh
         objects anyway."""
-        if self.cache is not None and gvk not in self.uncached:
+        if self.cache is not None and (not self.uncached or gvk not in self.uncached):
             options = query.selection()
             options["unsafe_disable_deep_copy"] = query.unsafe_disable_deep_copy
             return await self.cache.list(gvk, **options)

@@ -134,6 +134,30 @@ async def test_create_or_update() -> None:
         await create_or_update(c, desired, lambda o: o["metadata"].update(name="renamed"))
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda o: o["metadata"].update(name="renamed"),
+        lambda o: o["metadata"].update(namespace="elsewhere"),
+        lambda o: o.update(kind="Secret"),
+        lambda o: o.update(apiVersion="v2"),
+        lambda o: o.pop("apiVersion"),
+    ],
+    ids=["name", "namespace", "kind", "apiVersion", "no apiVersion"],
+)
+@pytest.mark.parametrize("write", [create_or_update, create_or_patch])
+@pytest.mark.parametrize("exists", [False, True], ids=["to create", "to update"])
+async def test_mutate_must_leave_kind_namespace_and_name(write: Any, exists: bool, change: Any) -> None:
+    c = FakeClient([child()] if exists else [])
+    writes = c.writes
+    with pytest.raises(ValueError, match="mutate changed the object's kind, namespace or name"):
+        await write(c, child(), change)
+    assert c.writes == writes, "nothing written"
+    if not exists:
+        with pytest.raises(NotFound):
+            await c.get(CM, "c", "ns")
+
+
 async def test_create_or_patch_writes_spec_and_status_separately() -> None:
     c = FakeClient(status_subresource=[JOB])
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ns"}}
