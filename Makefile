@@ -324,13 +324,15 @@ bench-scale: $(STAMP) build-assets build-originals
 
 # Workqueue ops/s and informer events/s to a no-op reconcile (in-process), then informer
 # throughput and memory per cached Pod at 10k Pods against a real kube-apiserver, then CPU per
-# POST and per watch event through RestTransport against a bare aiohttp session.
+# POST and per watch event through RestTransport against a bare aiohttp session, then the mirror's
+# reconciler on the manager over an in-memory API server, with and without its second pass.
 bench-framework: $(STAMP) build-assets
 	$(PY) -m pytest test/bench/test_framework_core_bench.py -m bench -s $(PYTEST_ARGS)
 	$(PY) test/bench/bench_cache.py --pods 10000
 	$(PY) test/bench/bench_post.py
 	$(PY) test/bench/bench_watch.py
 	$(PY) test/bench/bench_mirror_inproc.py
+	$(PY) test/bench/bench_mirror_inproc.py --first-pass-only
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
