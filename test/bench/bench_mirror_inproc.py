@@ -41,9 +41,9 @@ from mirror_ours import CONFIGMAP, SECRET, Mirror
 
 import manager.cluster
 from manager import Builder, Manager, Options, Request, Result, log, loops
-from manager.controller import Funcs
 from manager.cache.cache import CacheOptions
 from manager.config import RestConfig
+from manager.controller import Funcs
 from manager.meta.object import json_copy
 
 NAMESPACE = "bench"
@@ -172,7 +172,9 @@ async def one_round(n: int, *, first_pass_only: bool = False) -> float:
             await until(lambda: all(server.watches.values()), "the manager's two watches open")
             # as framework.py's warm-up: one ConfigMap mirrored proves the controller is running
             server.create("configmaps", configmap(-1))
-            await until(lambda: reconciles >= passes and server.creates >= 2, "the warm-up ConfigMap mirrored")
+            await until(
+                lambda: reconciles >= passes and server.creates >= 2, "the warm-up ConfigMap mirrored"
+            )
             reconciles, server.creates = 0, 0
             objects = [configmap(i) for i in range(n)]
             cpu = time.process_time()
