@@ -214,8 +214,18 @@ def _identity(obj: Object) -> _Identity:
 
 
 def _check_identity(identity: _Identity, mutated: Object) -> None:
-    if _identity(mutated) != identity:
+    found = _identity(mutated)
+    if found != identity and not (found[2:] == identity[2:] and _same_kind(found, identity)):
         raise ValueError("mutate changed the object's kind, namespace or name")
+
+
+def _same_kind(a: _Identity, b: _Identity) -> bool:
+    """Whether two identities written differently name one kind (``/v1`` is ``v1``): compared as
+    parsed, only when the text differs."""
+    try:
+        return gvk_of({"apiVersion": a[0], "kind": a[1]}) == gvk_of({"apiVersion": b[0], "kind": b[1]})
+    except ValueError:  # no apiVersion or kind on one side: not the same
+        return False
 
 
 async def _current_or_desired(

@@ -229,12 +229,22 @@ class Client(_Writes, TypedReader):
     ) -> None:
         deletions = cache if isinstance(cache, DeletionObserver) else None
         super().__init__(transport, mapper, field_owner, deletions)
-        self.cache = cache
+        self._cache = cache
         # A TypedReader cache (manager.cache.Cache) is read at its GVK level: the same object as
-        # its typed ``get`` returns for a GVK, two coroutines and a kind check fewer per read.
-        self._cached_object = cache._get_object if isinstance(cache, TypedReader) else None
+        # its typed ``get`` returns for a GVK, two coroutines and a kind check fewer per read;
+        # not when its class has a ``get`` of its own, which every read must go through.
+        self._cached_object = (
+            cache._get_object
+            if isinstance(cache, TypedReader) and type(cache).get is TypedReader.get
+            else None
+        )
         self.uncached = set(uncached or ())
         self.status = StatusSubresourceWriter(transport, mapper, field_owner, deletions)
+
+    @property
+    def cache(self) -> Reader | None:
+        """The reader ``get`` and ``list`` use for cached kinds, fixed when the client is made."""
+        return self._cache
 
     @property
     def api_reader(self) -> Client:

@@ -138,3 +138,40 @@ async def test_list_copies_unless_told_not_to(api: tuple[Api, Client]) -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_client_reads_through_its_cache_and_its_override(api: tuple[Api, Client]) -> None:
+    """A client over a cache hands out copies (an edit leaves the cache alone); over a cache whose
+    class has a ``get`` of its own, every read goes through that ``get``; the cache it reads is
+    the one it was made with."""
+    _, client = api
+
+    class CountingCache(Cache):
+        reads = 0
+
+        async def get(self, kind: Any, name: str, namespace: str = "") -> Any:
+            CountingCache.reads += 1
+            return await super().get(kind, name, namespace)
+
+    plain, counting = Cache(client), CountingCache(client)
+    tasks = []
+    try:
+        for cache in (plain, counting):
+            await cache.get_informer(GVK)
+            started = asyncio.Event()
+            tasks.append(asyncio.create_task(cache.start(started)))
+            await asyncio.wait_for(started.wait(), 10)
+        over_plain = Client(client.transport, client.mapper, cache=plain)
+        read = await over_plain.get(GVK, "w", "ns")
+        read["spec"]["edited"] = True
+        assert "edited" not in (await over_plain.get(GVK, "w", "ns"))["spec"]
+        over_counting = Client(client.transport, client.mapper, cache=counting)
+        assert (await over_counting.get(GVK, "w", "ns"))["metadata"]["name"] == "w"
+        assert CountingCache.reads == 1
+        with pytest.raises(AttributeError):
+            over_plain.cache = counting  # type: ignore[misc]
+        assert over_plain.cache is plain
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -158,6 +158,21 @@ async def test_mutate_must_leave_kind_namespace_and_name(write: Any, exists: boo
             await c.get(CM, "c", "ns")
 
 
+@pytest.mark.parametrize("write", [create_or_update, create_or_patch])
+@pytest.mark.parametrize("exists", [False, True], ids=["to create", "to update"])
+async def test_an_identity_spelled_another_way_is_the_same_kind(write: Any, exists: bool) -> None:
+    # "/v1" parses to the core group's v1, as "v1" does: neither the object passed in nor mutate
+    # writing it that way changes the kind
+    c = FakeClient([child()] if exists else [])
+    spelled = child() | {"apiVersion": "/v1"}
+    _, op = await write(c, spelled, lambda o: o.update(data={"k": "v"}))
+    assert op is (OperationResult.UPDATED if exists else OperationResult.CREATED)
+    _, op = await write(c, child(), lambda o: o.update(apiVersion="/v1", data={"k": "v"}))
+    # as stored: created as "/v1" above, so unchanged; stored as "v1", so rewritten
+    assert op is (OperationResult.UPDATED if exists else OperationResult.NONE)
+    assert (await c.get(CM, "c", "ns"))["data"] == {"k": "v"}
+
+
 async def test_create_or_patch_writes_spec_and_status_separately() -> None:
     c = FakeClient(status_subresource=[JOB])
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ns"}}
