@@ -22,6 +22,7 @@ from manager.client.patch import Patch, merge_diff
 from manager.errors import Error
 from manager.meta.object import Json as Object
 from manager.meta.object import json_copy
+from manager.scheme import gvk_of_object
 
 T = TypeVar("T")
 
@@ -221,11 +222,10 @@ def _check_identity(identity: _Identity, mutated: Object) -> None:
 
 def _same_kind(a: _Identity, b: _Identity) -> bool:
     """Whether two identities written differently name one kind (``/v1`` is ``v1``): compared as
-    parsed, only when the text differs."""
-    try:
-        return gvk_of({"apiVersion": a[0], "kind": a[1]}) == gvk_of({"apiVersion": b[0], "kind": b[1]})
-    except ValueError:  # no apiVersion or kind on one side: not the same
-        return False
+    parsed, only when the text differs (the object's own identity always has both, checked first)."""
+    return gvk_of_object({"apiVersion": a[0], "kind": a[1]}) == gvk_of_object(
+        {"apiVersion": b[0], "kind": b[1]}
+    )
 
 
 async def _current_or_desired(
